@@ -1,0 +1,239 @@
+/* pool.c: the device memory pool. Every device buffer of the project comes
+ * from here. It caches freed buffers for reuse, counts live and reserved
+ * bytes with their high-water marks, records a live-bytes timeline, enforces
+ * a byte limit, and can inject allocation faults for tests. It knows nothing
+ * of OpenCL: the allocator it is given does the real work. */
+#include "clremat.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct pool_entry {
+    clremat_buf buf;    /* first member: a clremat_buf* is a pool_entry* */
+    int in_use;
+} pool_entry;
+
+struct clremat_pool {
+    clremat_allocator allocator;
+    uint64_t max_alloc;
+    clremat_pool_stats st;
+    pool_entry **entries;       /* every buffer held, live or cached */
+    size_t n_entries, cap_entries;
+    uint64_t fail_countdown;    /* fault injection: 0 off */
+    int recording;
+    clremat_pool_event *timeline;
+    size_t n_timeline, cap_timeline;
+    uint64_t seq;
+    char last_error[512];
+};
+
+clremat_pool *clremat_pool_new(const clremat_allocator *allocator, uint64_t limit, uint64_t max_alloc)
+{
+    clremat_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->allocator = *allocator;
+    p->st.limit = limit;
+    p->max_alloc = max_alloc;
+    return p;
+}
+
+static void release_entry(clremat_pool *p, size_t i)
+{
+    pool_entry *e = p->entries[i];
+    p->allocator.release(p->allocator.user, e->buf.mem);
+    p->st.reserved_bytes -= e->buf.capacity;
+    if (e->in_use)
+        p->st.live_bytes -= e->buf.bytes;
+    p->st.released++;
+    free(e);
+    p->entries[i] = p->entries[--p->n_entries];
+}
+
+void clremat_pool_free_all(clremat_pool *p)
+{
+    if (!p)
+        return;
+    while (p->n_entries)
+        release_entry(p, p->n_entries - 1);
+    free(p->entries);
+    free(p->timeline);
+    free(p);
+}
+
+static void record(clremat_pool *p, int64_t delta, const char *tag)
+{
+    p->seq++;
+    if (!p->recording)
+        return;
+    if (p->n_timeline == p->cap_timeline) {
+        size_t cap = p->cap_timeline ? 2 * p->cap_timeline : 256;
+        clremat_pool_event *t = realloc(p->timeline, cap * sizeof *t);
+        if (!t) { /* the timeline is a report aid: stop recording, keep going */
+            p->recording = 0;
+            return;
+        }
+        p->timeline = t;
+        p->cap_timeline = cap;
+    }
+    p->timeline[p->n_timeline++] = (clremat_pool_event){p->seq, delta, p->st.live_bytes, tag};
+}
+
+static void mark_live(clremat_pool *p, pool_entry *e, size_t bytes, const char *tag)
+{
+    e->in_use = 1;
+    e->buf.bytes = bytes;
+    e->buf.tag = tag;
+    p->st.live_bytes += bytes;
+    if (p->st.live_bytes > p->st.live_peak)
+        p->st.live_peak = p->st.live_bytes;
+    p->st.allocs++;
+    record(p, (int64_t)bytes, tag);
+}
+
+/* Largest cached buffer index, or n_entries when none is cached. */
+static size_t largest_cached(const clremat_pool *p)
+{
+    size_t best = p->n_entries;
+    for (size_t i = 0; i < p->n_entries; i++)
+        if (!p->entries[i]->in_use &&
+            (best == p->n_entries || p->entries[i]->buf.capacity > p->entries[best]->buf.capacity))
+            best = i;
+    return best;
+}
+
+static int oom(clremat_pool *p, size_t bytes, const char *tag, const char *why)
+{
+    p->st.failed++;
+    snprintf(p->last_error, sizeof p->last_error,
+             "out of device memory allocating %zu bytes for %s: %llu bytes live, "
+             "%llu bytes allowed%s%s",
+             bytes, tag ? tag : "buffer", (unsigned long long)p->st.live_bytes,
+             (unsigned long long)p->st.limit, why ? "; " : "", why ? why : "");
+    return CLREMAT_ERR_OUT_OF_MEMORY;
+}
+
+int clremat_pool_alloc(clremat_pool *p, size_t bytes, const char *tag, clremat_buf **out)
+{
+    size_t best = SIZE_MAX;
+    pool_entry *e;
+    int status = 0;
+    void *mem;
+
+    *out = NULL;
+    if (bytes == 0) {
+        snprintf(p->last_error, sizeof p->last_error, "zero-byte allocation for %s", tag ? tag : "buffer");
+        p->st.failed++;
+        return CLREMAT_ERR_INVALID_ARGUMENT;
+    }
+    if (p->max_alloc && bytes > p->max_alloc) {
+        p->st.failed++;
+        snprintf(p->last_error, sizeof p->last_error,
+                 "buffer of %zu bytes for %s is larger than the device's maximum allocation "
+                 "of %llu bytes", bytes, tag ? tag : "buffer", (unsigned long long)p->max_alloc);
+        return CLREMAT_ERR_TOO_LARGE;
+    }
+    if (p->fail_countdown && --p->fail_countdown == 0)
+        return oom(p, bytes, tag, "fault injected for testing");
+    if (p->st.limit && p->st.live_bytes + bytes > p->st.limit)
+        return oom(p, bytes, tag, NULL);
+
+    /* Reuse: the smallest cached buffer that fits with at most 1/8 slack. */
+    for (size_t i = 0; i < p->n_entries; i++) {
+        pool_entry *c = p->entries[i];
+        if (c->in_use || c->buf.capacity < bytes || c->buf.capacity - bytes > bytes / 8)
+            continue;
+        if (best == SIZE_MAX || c->buf.capacity < p->entries[best]->buf.capacity)
+            best = i;
+    }
+    if (best != SIZE_MAX) {
+        p->st.reused++;
+        mark_live(p, p->entries[best], bytes, tag);
+        *out = &p->entries[best]->buf;
+        return CLREMAT_OK;
+    }
+
+    /* A new buffer: keep reserved bytes within the limit by trimming the cache. */
+    while (p->st.limit && p->st.reserved_bytes + bytes > p->st.limit) {
+        size_t i = largest_cached(p);
+        if (i == p->n_entries)
+            break;
+        release_entry(p, i);
+    }
+    if (p->n_entries == p->cap_entries) {
+        size_t cap = p->cap_entries ? 2 * p->cap_entries : 64;
+        pool_entry **n = realloc(p->entries, cap * sizeof *n);
+        if (!n)
+            return oom(p, bytes, tag, "host memory exhausted");
+        p->entries = n;
+        p->cap_entries = cap;
+    }
+    e = calloc(1, sizeof *e);
+    if (!e)
+        return oom(p, bytes, tag, "host memory exhausted");
+    mem = p->allocator.create(p->allocator.user, bytes, &status);
+    if (!mem) { /* the device said no: give back the whole cache and retry once */
+        for (size_t i = largest_cached(p); i != p->n_entries; i = largest_cached(p))
+            release_entry(p, i);
+        mem = p->allocator.create(p->allocator.user, bytes, &status);
+    }
+    if (!mem) {
+        char why[96];
+        free(e);
+        snprintf(why, sizeof why, "the device refused the allocation (%s)", clremat_status_str(status));
+        return oom(p, bytes, tag, why);
+    }
+    e->buf.mem = mem;
+    e->buf.capacity = bytes;
+    p->entries[p->n_entries++] = e;
+    p->st.created++;
+    p->st.reserved_bytes += bytes;
+    if (p->st.reserved_bytes > p->st.reserved_peak)
+        p->st.reserved_peak = p->st.reserved_bytes;
+    mark_live(p, e, bytes, tag);
+    *out = &e->buf;
+    return CLREMAT_OK;
+}
+
+void clremat_pool_release(clremat_pool *p, clremat_buf *buf)
+{
+    pool_entry *e = (pool_entry *)buf;
+    if (!buf || !e->in_use)
+        return;
+    e->in_use = 0;
+    p->st.live_bytes -= buf->bytes;
+    record(p, -(int64_t)buf->bytes, buf->tag);
+}
+
+void clremat_pool_trim(clremat_pool *p)
+{
+    for (size_t i = largest_cached(p); i != p->n_entries; i = largest_cached(p))
+        release_entry(p, i);
+}
+
+clremat_pool_stats clremat_pool_get_stats(const clremat_pool *p) { return p->st; }
+
+void clremat_pool_reset_peaks(clremat_pool *p)
+{
+    p->st.live_peak = p->st.live_bytes;
+    p->st.reserved_peak = p->st.reserved_bytes;
+}
+
+void clremat_pool_set_limit(clremat_pool *p, uint64_t limit) { p->st.limit = limit; }
+
+void clremat_pool_fail_at(clremat_pool *p, uint64_t k) { p->fail_countdown = k; }
+
+void clremat_pool_record_timeline(clremat_pool *p, int enabled)
+{
+    p->recording = enabled != 0;
+    if (enabled)
+        p->n_timeline = 0;
+}
+
+const clremat_pool_event *clremat_pool_timeline(const clremat_pool *p, size_t *count)
+{
+    *count = p->n_timeline;
+    return p->timeline;
+}
+
+const char *clremat_pool_last_error(const clremat_pool *p) { return p->last_error; }

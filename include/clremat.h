@@ -1,0 +1,191 @@
+/* clremat.h: the public C API of clremat, an OpenCL training backend with
+ * activation rematerialization (gradient checkpointing).
+ *
+ * Every function that can fail returns an int status: CLREMAT_OK (0) on
+ * success, an OpenCL error code (negative; core or extension) passed through
+ * unchanged, or one of the clremat_status codes (-2001 and below, clear of
+ * OpenCL's core and extension codes). Details of the
+ * last failure are kept per context (clremat_ctx_last_error) and, for calls
+ * made without a context, per thread (clremat_last_error). */
+#ifndef CLREMAT_H
+#define CLREMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status */
+
+/** Status codes of the project itself; OpenCL codes pass through as they are. */
+typedef enum clremat_status {
+    CLREMAT_OK = 0,
+    CLREMAT_ERR_OUT_OF_MEMORY = -2001,  /**< pool limit or device allocation failure */
+    CLREMAT_ERR_INVALID_ARGUMENT = -2002, /**< bad argument to an API call */
+    CLREMAT_ERR_NO_DEVICE = -2003,      /**< no OpenCL platform or device at all */
+    CLREMAT_ERR_DEVICE_NOT_FOUND = -2004, /**< a device selection matched nothing */
+    CLREMAT_ERR_BUILD = -2005,          /**< kernel program build failed (log in last error) */
+    CLREMAT_ERR_IO = -2006,             /**< file could not be read or written */
+    CLREMAT_ERR_PARSE = -2007,          /**< malformed model, data or weights file */
+    CLREMAT_ERR_SHAPE = -2008,          /**< shapes do not fit together */
+    CLREMAT_ERR_TOO_LARGE = -2009,      /**< buffer above the device's max allocation size */
+    CLREMAT_ERR_NONFINITE = -2010,      /**< a loss or activation became NaN or Inf */
+    CLREMAT_ERR_PLAN = -2011,           /**< remat policy invalid or plan does not fit */
+    CLREMAT_ERR_MISMATCH = -2012,       /**< weights or data do not match the model */
+    CLREMAT_ERR_BLAS = -2013,           /**< CLBlast reported an error */
+    CLREMAT_ERR_INTERNAL = -2099        /**< broken internal invariant */
+} clremat_status;
+
+/** Short name of a status: clremat's own codes and OpenCL's (e.g. "CL_OUT_OF_RESOURCES"). */
+const char *clremat_status_str(int status);
+
+/** Message of the last failure on this thread that had no context to carry it. */
+const char *clremat_last_error(void);
+
+/* --------------------------------------------------------------- devices */
+
+/** One OpenCL device as enumerated across every platform. */
+typedef struct clremat_device_info {
+    unsigned platform_index;      /**< P in a "P:D" selection */
+    unsigned device_index;        /**< D in a "P:D" selection */
+    char platform[128];           /**< platform name */
+    char name[128];               /**< device name */
+    char vendor[128];             /**< device vendor */
+    char type[16];                /**< "cpu", "gpu", "accelerator" or "other" */
+    char driver_version[128];      /**< CL_DRIVER_VERSION */
+    char device_version[128];      /**< CL_DEVICE_VERSION */
+    char opencl_c_version[128];    /**< CL_DEVICE_OPENCL_C_VERSION */
+    unsigned compute_units;       /**< CL_DEVICE_MAX_COMPUTE_UNITS */
+    uint64_t global_mem_bytes;    /**< CL_DEVICE_GLOBAL_MEM_SIZE */
+    uint64_t max_alloc_bytes;     /**< CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+    int out_of_order;             /**< out-of-order queues supported */
+    int profiling;                /**< queue profiling supported */
+} clremat_device_info;
+
+/** Enumerates every device of every platform into a malloc'd array (free it
+ * with free()). Zero devices is not an error: *count is 0. */
+int clremat_list_devices(clremat_device_info **devices, size_t *count);
+
+/** Resolves a selection: "P:D" index, "cpu"/"gpu"/"accelerator", or a
+ * case-insensitive substring of the device or platform name. NULL or "" uses
+ * $CLREMAT_DEVICE, else the first GPU, else the first device. On no match the
+ * error (clremat_last_error) lists every device there is. */
+int clremat_select_device(const char *selection, clremat_device_info *out);
+
+/* --------------------------------------------------------------- context */
+
+typedef struct clremat_ctx clremat_ctx;
+typedef struct clremat_pool clremat_pool;
+
+/** Opens a device context: OpenCL context, profiled in-order compute queue,
+ * the device memory pool limited to mem_limit bytes (0: the device's global
+ * memory), and kernels.cl built for it. */
+int clremat_ctx_create(const char *selection, uint64_t mem_limit, clremat_ctx **out);
+
+/** Releases every OpenCL object of the context; NULL is ignored. */
+void clremat_ctx_destroy(clremat_ctx *ctx);
+
+/** Message of the context's last failure ("" if none). */
+const char *clremat_ctx_last_error(const clremat_ctx *ctx);
+
+/** The device the context runs on. */
+const clremat_device_info *clremat_ctx_device(const clremat_ctx *ctx);
+
+/** The context's device memory pool. */
+clremat_pool *clremat_ctx_pool(clremat_ctx *ctx);
+
+/* ------------------------------------------------------------ memory pool */
+
+/** A device buffer handed out by the pool. */
+typedef struct clremat_buf {
+    void *mem;          /**< the cl_mem (or the test allocator's handle) */
+    size_t bytes;       /**< bytes asked for: what counts as live */
+    size_t capacity;    /**< bytes held from the allocator: what counts as reserved */
+    const char *tag;    /**< what it holds, for reports (static string) */
+} clremat_buf;
+
+/** Where the pool gets memory from: OpenCL in a context, anything in tests. */
+typedef struct clremat_allocator {
+    /** Creates a buffer of bytes; returns NULL and sets *status on failure. */
+    void *(*create)(void *user, size_t bytes, int *status);
+    /** Releases a buffer made by create. */
+    void (*release)(void *user, void *mem);
+    void *user;
+} clremat_allocator;
+
+/** Counters of a pool. Live bytes are bytes in use by tensors; reserved bytes
+ * are bytes held from the allocator (live plus cached free buffers). */
+typedef struct clremat_pool_stats {
+    uint64_t live_bytes, live_peak;
+    uint64_t reserved_bytes, reserved_peak;
+    uint64_t limit;
+    uint64_t allocs;            /**< pool_alloc calls that succeeded */
+    uint64_t created;           /**< buffers created from the allocator */
+    uint64_t reused;            /**< allocations served from the free cache */
+    uint64_t released;          /**< buffers given back to the allocator */
+    uint64_t failed;            /**< allocations refused */
+} clremat_pool_stats;
+
+/** One point of the live-bytes timeline. */
+typedef struct clremat_pool_event {
+    uint64_t seq;               /**< allocation/free counter */
+    int64_t delta;              /**< +bytes allocated, -bytes freed */
+    uint64_t live_bytes;        /**< live bytes after the event */
+    const char *tag;            /**< the buffer's tag */
+} clremat_pool_event;
+
+/** Makes a pool over an allocator. limit 0 means unlimited; max_alloc 0 means
+ * no per-buffer maximum. Returns NULL only when out of host memory. */
+clremat_pool *clremat_pool_new(const clremat_allocator *allocator, uint64_t limit, uint64_t max_alloc);
+
+/** Frees a pool and releases every buffer it holds; buffers still live are
+ * released too. */
+void clremat_pool_free_all(clremat_pool *pool);
+
+/** Allocates bytes (>0). Past the limit: CLREMAT_ERR_OUT_OF_MEMORY, with the
+ * bytes asked, live and allowed in the pool's last error; above max_alloc:
+ * CLREMAT_ERR_TOO_LARGE. The pool stays usable after a failure. */
+int clremat_pool_alloc(clremat_pool *pool, size_t bytes, const char *tag, clremat_buf **out);
+
+/** Returns a buffer to the pool's free cache; NULL is ignored. */
+void clremat_pool_release(clremat_pool *pool, clremat_buf *buf);
+
+/** Gives cached free buffers back to the allocator (reserved drops to live). */
+void clremat_pool_trim(clremat_pool *pool);
+
+/** Current counters. */
+clremat_pool_stats clremat_pool_get_stats(const clremat_pool *pool);
+
+/** Resets both peaks to the current values. */
+void clremat_pool_reset_peaks(clremat_pool *pool);
+
+/** Sets the limit in bytes (0: unlimited). */
+void clremat_pool_set_limit(clremat_pool *pool, uint64_t limit);
+
+/** Fault injection for tests: the k-th allocation from now (1-based) fails
+ * with CLREMAT_ERR_OUT_OF_MEMORY as a real device failure would; 0 turns it
+ * off. */
+void clremat_pool_fail_at(clremat_pool *pool, uint64_t k);
+
+/** Starts (enabled != 0) or stops recording the live-bytes timeline; starting
+ * clears what was recorded. */
+void clremat_pool_record_timeline(clremat_pool *pool, int enabled);
+
+/** The recorded timeline; valid until the next pool call. */
+const clremat_pool_event *clremat_pool_timeline(const clremat_pool *pool, size_t *count);
+
+/** Message of the pool's last failure ("" if none). */
+const char *clremat_pool_last_error(const clremat_pool *pool);
+
+/* ------------------------------------------------------------- utilities */
+
+/** Parses a byte count such as "1048576", "512KiB", "1.5GiB", "64MB" (KB/MB/GB
+ * are decimal, KiB/MiB/GiB binary). Returns 0 and sets *bytes, or -1. */
+int clremat_parse_bytes(const char *text, uint64_t *bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CLREMAT_H */

@@ -1,0 +1,134 @@
+/* cli_devices.c: `clremat devices`, the device listing (table or JSON), and
+ * the output helpers shared by the subcommands. */
+#include "cli.h"
+#include "clremat.h"
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("clremat: error: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 1;
+}
+
+void cli_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", f);
+        else if (c == '\t')
+            fputs("\\t", f);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void print_json(const clremat_device_info *d, size_t n)
+{
+    printf("{\"devices\": [");
+    for (size_t i = 0; i < n; i++) {
+        printf("%s\n  {\"id\": \"%u:%u\", \"platform\": ", i ? "," : "", d[i].platform_index, d[i].device_index);
+        cli_json_string(stdout, d[i].platform);
+        printf(", \"name\": ");
+        cli_json_string(stdout, d[i].name);
+        printf(", \"vendor\": ");
+        cli_json_string(stdout, d[i].vendor);
+        printf(", \"type\": \"%s\", \"driver_version\": ", d[i].type);
+        cli_json_string(stdout, d[i].driver_version);
+        printf(", \"device_version\": ");
+        cli_json_string(stdout, d[i].device_version);
+        printf(", \"opencl_c_version\": ");
+        cli_json_string(stdout, d[i].opencl_c_version);
+        printf(", \"compute_units\": %u, \"global_mem_bytes\": %llu, \"max_alloc_bytes\": %llu, "
+               "\"out_of_order_queues\": %s, \"profiling\": %s}",
+               d[i].compute_units, (unsigned long long)d[i].global_mem_bytes,
+               (unsigned long long)d[i].max_alloc_bytes, d[i].out_of_order ? "true" : "false",
+               d[i].profiling ? "true" : "false");
+    }
+    printf("%s]}\n", n ? "\n" : "");
+}
+
+static void print_table(const clremat_device_info *d, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        printf("%u:%u  %s\n", d[i].platform_index, d[i].device_index, d[i].name);
+        printf("     platform        %s\n", d[i].platform);
+        printf("     vendor          %s\n", d[i].vendor);
+        printf("     type            %s\n", d[i].type);
+        printf("     driver          %s\n", d[i].driver_version);
+        printf("     version         %s / %s\n", d[i].device_version, d[i].opencl_c_version);
+        printf("     compute units   %u\n", d[i].compute_units);
+        printf("     global memory   %llu bytes (%.2f GiB)\n", (unsigned long long)d[i].global_mem_bytes,
+               (double)d[i].global_mem_bytes / 1073741824.0);
+        printf("     max allocation  %llu bytes (%.2f GiB)\n", (unsigned long long)d[i].max_alloc_bytes,
+               (double)d[i].max_alloc_bytes / 1073741824.0);
+        printf("     out-of-order    %s\n", d[i].out_of_order ? "yes" : "no");
+        printf("     profiling       %s\n", d[i].profiling ? "yes" : "no");
+    }
+    if (n == 0)
+        printf("no OpenCL devices found\n");
+}
+
+int cli_devices(const cli_global *g, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'}, {"device", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    int json = 0, c;
+    const char *device = g->device;
+    clremat_device_info *devs = NULL;
+    size_t n = 0;
+    int st;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': json = 1; break;
+        case 'd': device = optarg; break;
+        case 'h':
+            printf("usage: clremat devices [--json] [--device SEL]\n"
+                   "Lists every OpenCL device; with --device (or CLREMAT_DEVICE), checks that the\n"
+                   "selection resolves and lists only that device.\n");
+            return 0;
+        default: return 2;
+        }
+    }
+    if (optind < argc)
+        return cli_error("devices: unexpected argument '%s'", argv[optind]);
+    if (!device || !*device)
+        device = getenv("CLREMAT_DEVICE");
+    if (device && *device) {
+        clremat_device_info one;
+        st = clremat_select_device(device, &one);
+        if (st != CLREMAT_OK)
+            return cli_error("%s", clremat_last_error());
+        if (json)
+            print_json(&one, 1);
+        else
+            print_table(&one, 1);
+        return 0;
+    }
+    st = clremat_list_devices(&devs, &n);
+    if (st != CLREMAT_OK)
+        return cli_error("%s", clremat_last_error());
+    if (json)
+        print_json(devs, n);
+    else
+        print_table(devs, n);
+    free(devs);
+    return 0;
+}
