@@ -1,0 +1,27 @@
+/* layer_impl.h: the table entry each layer type implements (one file per
+ * type, backend/layer_<type>.c), and helpers shared by those files. */
+#ifndef CLREMAT_LAYER_IMPL_H
+#define CLREMAT_LAYER_IMPL_H
+
+#include "layers.h"
+
+/** One layer type's implementation. recompute_act may be NULL. */
+typedef struct clremat_layer_impl {
+    int (*cost)(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *out);
+    int (*forward)(clremat_layer_call *c);
+    int (*backward)(clremat_layer_call *c);
+    int (*recompute_act)(clremat_layer_call *c);
+} clremat_layer_impl;
+
+extern const clremat_layer_impl clremat_impl_dense;
+extern const clremat_layer_impl clremat_impl_activation;
+extern const clremat_layer_impl clremat_impl_dropout;
+extern const clremat_layer_impl clremat_impl_layernorm;
+extern const clremat_layer_impl clremat_impl_add;
+extern const clremat_layer_impl clremat_impl_embedding;
+extern const clremat_layer_impl clremat_impl_attention;
+extern const clremat_layer_impl clremat_impl_reshape;
+extern const clremat_layer_impl clremat_impl_softmax_ce;
+extern const clremat_layer_impl clremat_impl_mse;
+
+#endif

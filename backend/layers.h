@@ -1,0 +1,81 @@
+/* layers.h: per-layer cost model and the forward/backward launchers of every
+ * layer type. The cost model says, for a batch size, how many bytes each
+ * slot of a layer takes (slot 0 is the output; the others are internals such
+ * as a dense layer's pre-activation or attention's score matrices), which
+ * slots and inputs the backward needs (the saved tensors), the temporary
+ * workspace of the forward and backward launches, and their FLOPs. The
+ * planner is given these numbers; the executor allocates exactly these
+ * buffers, so predicted and measured live bytes agree to the byte. */
+#ifndef CLREMAT_LAYERS_H
+#define CLREMAT_LAYERS_H
+
+#include "backend.h"
+#include "graph.h"
+
+/** Sizes and costs of one layer at a batch size. */
+typedef struct clremat_layer_cost {
+    int n_slots;                                  /**< >= 1; slot 0 = output */
+    size_t slot_bytes[CLREMAT_MAX_SLOTS];
+    const char *slot_name[CLREMAT_MAX_SLOTS];     /**< "out", "preact", "qkv", "probs", "ctx", "stats" */
+    unsigned bwd_needs_inputs;                    /**< bit i: backward reads forward input i */
+    unsigned bwd_needs_slots;                     /**< bit s: backward reads slot s */
+    size_t fwd_temp_bytes;                        /**< workspace of the forward launch (0: none) */
+    size_t bwd_temp_bytes;                        /**< workspace of the backward launch (0: none) */
+    double fwd_flops, bwd_flops;
+    /** Activations mode: slot 0 is an activation output that can be
+     * recomputed alone by one elementwise pass from act_source (an input
+     * index if act_from_input, else a slot index); -1 when not applicable. */
+    int act_source;
+    int act_from_input;
+    size_t param_bytes;                           /**< all parameters of the layer */
+} clremat_layer_cost;
+
+/** Fills the cost of layer l of finalized graph g at batch size batch. */
+int clremat_layer_cost_of(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *out);
+
+/** Everything a launch needs. Buffers not used by a layer type are NULL. */
+typedef struct clremat_layer_call {
+    clremat_ctx *ctx;
+    const clremat_graph *g;
+    int layer;                                  /**< index in g */
+    int64_t batch;
+    uint64_t seed, step;                        /**< dropout key (with layer index and element) */
+    clremat_buf *in[CLREMAT_MAX_INPUTS];        /**< forward inputs */
+    clremat_buf *slot[CLREMAT_MAX_SLOTS];       /**< slot buffers (slot 0 = output) */
+    clremat_buf *param[CLREMAT_MAX_PARAMS];     /**< parameters, in the layer's param order */
+    clremat_buf *grad[CLREMAT_MAX_PARAMS];      /**< parameter gradients (backward writes, no accumulate) */
+    clremat_buf *dout;                          /**< gradient of slot 0 (backward; may be overwritten) */
+    clremat_buf *din[CLREMAT_MAX_INPUTS];       /**< gradients of inputs; NULL: not wanted */
+    int din_accumulate[CLREMAT_MAX_INPUTS];     /**< 1: add into din, 0: overwrite */
+    clremat_buf *temp;                          /**< workspace (fwd_temp_bytes or bwd_temp_bytes) */
+    clremat_buf *labels;                        /**< loss layers: class ids (as float) or targets */
+} clremat_layer_call;
+
+/** Runs layer c->layer forward: reads in[], param[]; writes every slot.
+ * Loss layers write slot 0 = {sum of loss over the batch / count, number of
+ * correct predictions (softmax_ce; 0 for mse)} as two floats. */
+int clremat_layer_forward(clremat_layer_call *c);
+
+/** Recomputes slot 0 alone from act_source (activations mode). */
+int clremat_layer_recompute_activation(clremat_layer_call *c);
+
+/** Runs layer c->layer backward: reads dout and the saved inputs/slots;
+ * writes grad[] and din[] (those not NULL). Loss layers ignore dout and
+ * start the chain (gradient of the mean loss). */
+int clremat_layer_backward(clremat_layer_call *c);
+
+/** Elementwise kernels used by the executor and optimizers. */
+int clremat_op_add_inplace(clremat_ctx *ctx, clremat_buf *dst, const clremat_buf *src, int64_t n);
+
+/** Counts non-finite values in buf's first n floats (blocking). */
+int clremat_op_count_nonfinite(clremat_ctx *ctx, const clremat_buf *buf, int64_t n, int64_t *count);
+
+/** C = alpha * op(A) op(B) + beta * C, row-major, op = transpose when tA/tB;
+ * A is MxK (or KxM), B is KxN (or NxK); offsets and leading dims in floats.
+ * batch > 1 repeats it with strides sa, sb, sc between matrices. */
+int clremat_gemm(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
+                 const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa,
+                 const clremat_buf *B, int64_t offB, int64_t ldb, int64_t sb, float beta,
+                 clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc, int64_t batch);
+
+#endif /* CLREMAT_LAYERS_H */

@@ -1,0 +1,184 @@
+/* graph.h: the layer graph IR: layers with names, types, inputs (a DAG in
+ * file order), optional activations, parameters, per-sample shapes, and
+ * named nested blocks. Pure C, no OpenCL: the parser, the planner and the
+ * executor all read it. */
+#ifndef CLREMAT_GRAPH_H
+#define CLREMAT_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "clremat.h"
+
+#define CLREMAT_NAME_LEN 64
+#define CLREMAT_MAX_RANK 4        /* per-sample rank (batch dimension excluded) */
+#define CLREMAT_MAX_INPUTS 2
+#define CLREMAT_MAX_PARAMS 4
+#define CLREMAT_MAX_SLOTS 4
+
+/** Layer types. Slot 0 of every layer is its output. */
+typedef enum clremat_layer_type {
+    CLREMAT_DENSE = 0,      /**< y = act(x W + b) over the last dimension */
+    CLREMAT_ACTIVATION,     /**< y = act(x) */
+    CLREMAT_DROPOUT,        /**< y = x * mask / (1 - rate), counter-based mask */
+    CLREMAT_LAYERNORM,      /**< y = gamma * (x - mean) / sqrt(var + eps) + beta, last dim */
+    CLREMAT_ADD,            /**< y = a + b; b's shape equal to a's or a suffix of it */
+    CLREMAT_EMBEDDING,      /**< y[t] = table[id[t]] (+ pos_table[t] when positions) */
+    CLREMAT_ATTENTION,      /**< multi-head self-attention over [T, D] */
+    CLREMAT_RESHAPE,        /**< same elements, new per-sample shape (flatten = [-1]) */
+    CLREMAT_SOFTMAX_CE,     /**< loss: softmax cross-entropy over the last dim vs class ids */
+    CLREMAT_MSE,            /**< loss: mean squared error vs targets */
+    CLREMAT_LAYER_TYPE_COUNT
+} clremat_layer_type;
+
+/** Activation functions. */
+typedef enum clremat_act {
+    CLREMAT_ACT_NONE = 0,
+    CLREMAT_ACT_RELU,
+    CLREMAT_ACT_GELU_TANH,  /**< "gelu": tanh approximation (Keras default approximate=False is "gelu_exact") */
+    CLREMAT_ACT_GELU_EXACT, /**< "gelu_exact": x * Phi(x) with erf */
+    CLREMAT_ACT_TANH,
+    CLREMAT_ACT_SIGMOID,
+    CLREMAT_ACT_SILU,
+    CLREMAT_ACT_COUNT
+} clremat_act;
+
+/** A per-sample shape: dims[0..rank-1], batch dimension not included. */
+typedef struct clremat_shape {
+    int rank;
+    int64_t dims[CLREMAT_MAX_RANK];
+} clremat_shape;
+
+/** One parameter tensor of a layer. */
+typedef struct clremat_param {
+    char name[16];          /**< "kernel", "bias", "gamma", "beta", "table", "pos_table", "wqkv", "bqkv", "wo", "bo" */
+    clremat_shape shape;    /**< full shape (no batch) */
+    int64_t elems;
+    int init;               /**< clremat_init */
+} clremat_param;
+
+/** How a parameter is initialized (seeded). */
+typedef enum clremat_init {
+    CLREMAT_INIT_ZEROS = 0,
+    CLREMAT_INIT_ONES,
+    CLREMAT_INIT_GLOROT_UNIFORM,  /**< U(-a, a), a = sqrt(6 / (fan_in + fan_out)) */
+    CLREMAT_INIT_HE_NORMAL,       /**< N(0, 2 / fan_in), for relu-family dense layers */
+    CLREMAT_INIT_NORMAL_002       /**< N(0, 0.02^2), embeddings */
+} clremat_init;
+
+/** A layer. Index -1 in inputs[] means the model input. */
+typedef struct clremat_layer {
+    char name[CLREMAT_NAME_LEN];
+    clremat_layer_type type;
+    clremat_act act;            /**< dense/activation; NONE otherwise */
+    int n_inputs;
+    int inputs[CLREMAT_MAX_INPUTS];
+    int block;                  /**< innermost enclosing block, -1 for top level */
+    /* type-specific settings */
+    int64_t units;              /**< dense */
+    int use_bias;               /**< dense (default 1) */
+    double rate;                /**< dropout; attention dropout on weights */
+    double eps;                 /**< layernorm (default 1e-5) */
+    int64_t vocab, dim;         /**< embedding */
+    int positions;              /**< embedding: add learned position vectors */
+    int heads;                  /**< attention */
+    int causal;                 /**< attention */
+    clremat_shape target;       /**< reshape (may contain one -1 before inference) */
+    /* filled by shape inference */
+    clremat_shape in_shape[CLREMAT_MAX_INPUTS];
+    clremat_shape out_shape;    /**< per sample; losses: rank 0 (a scalar per batch) */
+    int n_params;
+    clremat_param params[CLREMAT_MAX_PARAMS];
+    /* where the model file declared it, for error messages (0 if built in C) */
+    int src_line, src_col;
+} clremat_layer;
+
+/** A named group of consecutive layers; blocks nest. */
+typedef struct clremat_block {
+    char name[CLREMAT_NAME_LEN];
+    int parent;                 /**< enclosing block, -1 for top level */
+    int first, last;            /**< layer index range [first, last] */
+    int remat;                  /**< "remat": true: always rematerialized */
+} clremat_block;
+
+/** What the data must provide for the model. */
+typedef struct clremat_graph_io {
+    clremat_shape input;        /**< per-sample input shape */
+    int input_ids;              /**< 1: the input holds integer token ids (stored as float) */
+    clremat_shape labels;       /**< per-sample label shape (class ids or regression targets) */
+    int labels_ids;             /**< 1: class ids (softmax_ce), 0: float targets (mse) */
+    int64_t classes;            /**< softmax_ce: number of classes */
+} clremat_graph_io;
+
+typedef struct clremat_graph {
+    char name[CLREMAT_NAME_LEN];
+    clremat_layer *layers;
+    int n_layers, cap_layers;
+    clremat_block *blocks;
+    int n_blocks, cap_blocks;
+    int open_block;             /**< block being built (-1 none) */
+    clremat_graph_io io;
+    int finalized;
+    char error[1024];           /**< last error of a graph call */
+} clremat_graph;
+
+/** A new empty graph; NULL when out of host memory. */
+clremat_graph *clremat_graph_new(const char *name);
+
+/** Frees a graph; NULL is ignored. */
+void clremat_graph_free(clremat_graph *g);
+
+/** Declares the model input's per-sample shape; ids != 0 for token ids. */
+int clremat_graph_set_input(clremat_graph *g, const clremat_shape *shape, int ids);
+
+/** Opens a block named name inside the current one; layers added until the
+ * matching end_block belong to it. remat != 0 marks it always rematerialized. */
+int clremat_graph_begin_block(clremat_graph *g, const char *name, int remat);
+
+/** Closes the innermost open block (an empty block is an error). */
+int clremat_graph_end_block(clremat_graph *g);
+
+/** Appends a layer (copied). name must be unique; inputs[] name earlier layers
+ * by index (-1 the model input); n_inputs 0 means "the previous layer" (or the
+ * model input for the first). Returns CLREMAT_OK or an error in g->error. */
+int clremat_graph_add_layer(clremat_graph *g, const clremat_layer *layer);
+
+/** Index of the layer named name, or -1. */
+int clremat_graph_find_layer(const clremat_graph *g, const char *name);
+
+/** Index of the block named name, or -1. */
+int clremat_graph_find_block(const clremat_graph *g, const char *name);
+
+/** Checks the graph (one loss layer, last; blocks closed; outside references
+ * only to a block's last layer) and infers every shape and parameter, naming
+ * the layer and the mismatch on error (g->error). */
+int clremat_graph_finalize(clremat_graph *g);
+
+/** Elements of a per-sample shape. */
+int64_t clremat_shape_elems(const clremat_shape *s);
+
+/** Formats a shape as "[a, b, c]" into buf. */
+const char *clremat_shape_str(const clremat_shape *s, char *buf, size_t len);
+
+/** Name of a layer type ("dense", ...) and its inverse (-1 if unknown). */
+const char *clremat_layer_type_name(clremat_layer_type t);
+int clremat_layer_type_from_name(const char *name);
+
+/** Name of an activation ("relu", ...) and its inverse (-1 if unknown). */
+const char *clremat_act_name(clremat_act a);
+int clremat_act_from_name(const char *name);
+
+/** 1 if block b is layer l's block or encloses it. */
+int clremat_block_contains(const clremat_graph *g, int b, int l);
+
+/** Total parameter elements of the model. */
+int64_t clremat_graph_param_elems(const clremat_graph *g);
+
+/** Loads a model file (JSON, docs/model-format.md) into a finalized graph.
+ * On error returns CLREMAT_ERR_PARSE / CLREMAT_ERR_SHAPE / CLREMAT_ERR_IO with
+ * "FILE:LINE:COL: what was expected" in clremat_last_error(). */
+int clremat_graph_load(const char *path, clremat_graph **out);
+
+/** Same as clremat_graph_load from a string; origin names it in errors. */
+int clremat_graph_load_string(const char *json, const char *origin, clremat_graph **out);
+
+#endif /* CLREMAT_GRAPH_H */
