@@ -1,0 +1,29 @@
+/* cost.h: the per-layer numbers the planner works from (pure C, no
+ * OpenCL): bytes of each slot (slot 0 is the layer's output, the others its
+ * internals), what the backward needs, workspace, FLOPs. The backend's cost
+ * model (backend/layers.h) fills them; the executor allocates exactly these. */
+#ifndef CLREMAT_COST_H
+#define CLREMAT_COST_H
+
+#include <stddef.h>
+#include "graph.h"
+
+/** Sizes and costs of one layer at a batch size. */
+typedef struct clremat_layer_cost {
+    int n_slots;                                  /**< >= 1; slot 0 = output */
+    size_t slot_bytes[CLREMAT_MAX_SLOTS];
+    const char *slot_name[CLREMAT_MAX_SLOTS];     /**< "out", "preact", "qkv", "probs", "ctx", "stats" */
+    unsigned bwd_needs_inputs;                    /**< bit i: backward reads forward input i */
+    unsigned bwd_needs_slots;                     /**< bit s: backward reads slot s */
+    size_t fwd_temp_bytes;                        /**< workspace of the forward launch (0: none) */
+    size_t bwd_temp_bytes;                        /**< workspace of the backward launch (0: none) */
+    double fwd_flops, bwd_flops;
+    /** Activations mode: slot 0 is an activation output that can be
+     * recomputed alone by one elementwise pass from act_source (an input
+     * index if act_from_input, else a slot index); -1 when not applicable. */
+    int act_source;
+    int act_from_input;
+    size_t param_bytes;                           /**< all parameters of the layer */
+} clremat_layer_cost;
+
+#endif /* CLREMAT_COST_H */
