@@ -13,6 +13,12 @@ typedef struct cli_global {
 /** `clremat devices [--json]`: lists every OpenCL device. */
 int cli_devices(const cli_global *g, int argc, char **argv);
 
+/** `clremat train MODEL [options]`: trains and reports. */
+int cli_train(const cli_global *g, int argc, char **argv);
+
+/** `clremat plan MODEL [options]`: prints the remat plan. */
+int cli_plan(const cli_global *g, int argc, char **argv);
+
 /** Prints a JSON string literal (quoted and escaped) to f. */
 void cli_json_string(FILE *f, const char *s);
 

@@ -11,6 +11,8 @@ static void usage(FILE *f)
         "\n"
         "commands:\n"
         "  devices    list OpenCL devices (--json)\n"
+        "  train      train a model file on a device, with a remat mode (--remat)\n"
+        "  plan       print the remat plan of a model: per layer kept/recomputed, predicted peak\n"
         "\n"
         "Device selection (--device or CLREMAT_DEVICE): P:D index, cpu | gpu | accelerator,\n"
         "or a substring of the device or platform name. Default: the first GPU, else the\n"
@@ -45,6 +47,10 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[i], "devices"))
         return cli_devices(&g, argc - i, argv + i);
+    if (!strcmp(argv[i], "train"))
+        return cli_train(&g, argc - i, argv + i);
+    if (!strcmp(argv[i], "plan"))
+        return cli_plan(&g, argc - i, argv + i);
     usage(stderr);
     return cli_error("unknown command '%s'", argv[i]);
 }

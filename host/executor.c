@@ -1,0 +1,533 @@
+/* executor.c: runs a plan's actions on the device. Every allocation of a
+ * step happens where the plan says, in the order the memory simulator
+ * assumed (an action's new tensors, then its workspace), so the pool's
+ * measured high-water equals the predicted peak to the byte. */
+#include "executor.h"
+#include "init.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S CLREMAT_MAX_SLOTS
+
+
+int clremat_plan_for(const clremat_graph *g, int64_t batch, const clremat_policy *p, int opt_states,
+                     clremat_plan *out, clremat_layer_cost **costs_out)
+{
+    clremat_layer_cost *costs = calloc((size_t)g->n_layers, sizeof *costs);
+    clremat_plan_input in;
+    int st = CLREMAT_OK;
+    memset(out, 0, sizeof *out);
+    if (!costs)
+        return clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
+    for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++)
+        st = clremat_layer_cost_of(g, l, batch, &costs[l]);
+    if (st == CLREMAT_OK) {
+        in.g = g;
+        in.batch = batch;
+        in.costs = costs;
+        in.opt_states = opt_states;
+        in.scratch_bytes = CLREMAT_SCRATCH_BYTES;
+        st = clremat_plan_build(&in, p, out);
+    }
+    if (st != CLREMAT_OK || !costs_out)
+        free(costs);
+    else
+        *costs_out = costs;
+    return st;
+}
+
+/* A copy of g for evaluation: dropout rates set to zero. */
+static clremat_graph *eval_copy(const clremat_graph *g)
+{
+    clremat_graph *e = malloc(sizeof *e);
+    if (!e)
+        return NULL;
+    *e = *g;
+    e->layers = malloc(sizeof *e->layers * (size_t)g->n_layers);
+    e->blocks = malloc(sizeof *e->blocks * (size_t)(g->n_blocks + 1));
+    if (!e->layers || !e->blocks) {
+        free(e->layers);
+        free(e->blocks);
+        free(e);
+        return NULL;
+    }
+    memcpy(e->layers, g->layers, sizeof *e->layers * (size_t)g->n_layers);
+    memcpy(e->blocks, g->blocks, sizeof *e->blocks * (size_t)g->n_blocks);
+    e->cap_layers = g->n_layers;
+    e->cap_blocks = g->n_blocks + 1;
+    for (int l = 0; l < e->n_layers; l++)
+        e->layers[l].rate = 0.0;
+    return e;
+}
+
+static void release(clremat_trainer *t, clremat_buf **b)
+{
+    clremat_pool_release(t->ctx->pool, *b);
+    *b = NULL;
+}
+
+/* Releases every tensor of a step (after a failure mid-step). */
+static void release_step_tensors(clremat_trainer *t)
+{
+    for (int i = 0; i < t->g->n_layers * S; i++)
+        release(t, &t->act[i]);
+    for (int l = 0; l < t->g->n_layers; l++)
+        release(t, &t->dgrad[l]);
+    release(t, &t->temp);
+}
+
+void clremat_trainer_free(clremat_trainer *t)
+{
+    if (!t)
+        return;
+    if (t->act)
+        release_step_tensors(t);
+    for (int l = 0; t->params && l < t->g->n_layers; l++) {
+        for (int p = 0; p < CLREMAT_MAX_PARAMS; p++) {
+            release(t, &t->params[l][p]);
+            release(t, &t->grads[l][p]);
+            release(t, &t->state[l][2 * p]);
+            release(t, &t->state[l][2 * p + 1]);
+        }
+        free(t->params[l]);
+        free(t->grads[l]);
+        free(t->state[l]);
+    }
+    free(t->params);
+    free(t->grads);
+    free(t->state);
+    release(t, &t->x);
+    release(t, &t->labels);
+    release(t, &t->scratch);
+    free(t->act);
+    free(t->dgrad);
+    free(t->costs);
+    free(t->eval_costs);
+    free(t->profile);
+    clremat_plan_free(&t->plan);
+    if (t->eval_g) {
+        free(t->eval_g->layers);
+        free(t->eval_g->blocks);
+        free(t->eval_g);
+    }
+    free(t);
+}
+
+static int alloc_fixed(clremat_trainer *t)
+{
+    clremat_pool *pool = t->ctx->pool;
+    const clremat_graph *g = t->g;
+    int nstate = clremat_opt_state_count(t->opt.kind), st = CLREMAT_OK;
+    float *host = NULL;
+    size_t host_cap = 0;
+
+    t->params = calloc((size_t)g->n_layers, sizeof *t->params);
+    t->grads = calloc((size_t)g->n_layers, sizeof *t->grads);
+    t->state = calloc((size_t)g->n_layers, sizeof *t->state);
+    t->act = calloc((size_t)g->n_layers * S, sizeof *t->act);
+    t->dgrad = calloc((size_t)g->n_layers, sizeof *t->dgrad);
+    t->profile = calloc((size_t)g->n_layers + 1, sizeof *t->profile);
+    if (!t->params || !t->grads || !t->state || !t->act || !t->dgrad || !t->profile)
+        return clremat_fail(t->ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+    for (int l = 0; l < g->n_layers; l++) {
+        t->params[l] = calloc(CLREMAT_MAX_PARAMS, sizeof(clremat_buf *));
+        t->grads[l] = calloc(CLREMAT_MAX_PARAMS, sizeof(clremat_buf *));
+        t->state[l] = calloc(2 * CLREMAT_MAX_PARAMS, sizeof(clremat_buf *));
+        if (!t->params[l] || !t->grads[l] || !t->state[l])
+            return clremat_fail(t->ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+    }
+    for (int l = 0; l < g->n_layers; l++) {
+        const clremat_layer *L = &g->layers[l];
+        for (int p = 0; p < L->n_params; p++) {
+            size_t bytes = (size_t)L->params[p].elems * sizeof(float);
+            if ((st = clremat_pool_alloc(pool, bytes, "parameter", &t->params[l][p])) ||
+                (st = clremat_pool_alloc(pool, bytes, "parameter gradient", &t->grads[l][p])))
+                goto pool_fail;
+            for (int k = 0; k < nstate; k++) {
+                if ((st = clremat_pool_alloc(pool, bytes, "optimizer state", &t->state[l][2 * p + k])))
+                    goto pool_fail;
+                if ((st = clremat_zero(t->ctx, t->state[l][2 * p + k])))
+                    goto fail;
+            }
+            if (bytes > host_cap) {
+                float *n = realloc(host, bytes);
+                if (!n) {
+                    st = clremat_fail(t->ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+                    goto fail;
+                }
+                host = n;
+                host_cap = bytes;
+            }
+            clremat_init_param(g, l, p, t->seed, host);
+            if ((st = clremat_write(t->ctx, t->params[l][p], 0, bytes, host)))
+                goto fail;
+        }
+    }
+    if ((st = clremat_pool_alloc(pool, (size_t)(t->batch * clremat_shape_elems(&g->io.input)) * sizeof(float),
+                                 "input batch", &t->x)) ||
+        (st = clremat_pool_alloc(pool, (size_t)(t->batch * clremat_shape_elems(&g->io.labels)) * sizeof(float),
+                                 "labels", &t->labels)) ||
+        (st = clremat_pool_alloc(pool, CLREMAT_SCRATCH_BYTES, "scratch", &t->scratch)))
+        goto pool_fail;
+    free(host);
+    return CLREMAT_OK;
+pool_fail:
+    clremat_fail(t->ctx, st, "%s", clremat_pool_last_error(pool));
+fail:
+    free(host);
+    return st;
+}
+
+/* Writes into buf the policies that would fit limit, cheapest recompute first. */
+static void suggest(const clremat_trainer *t, uint64_t limit, char *buf, size_t len)
+{
+    static const char *const modes[] = {"none", "activations", "larger_than", "full"};
+    struct { const char *m; double flops; uint64_t peak; } fit[8];
+    int nfit = 0;
+    size_t off = 0;
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        clremat_policy p;
+        clremat_plan pl;
+        if (clremat_policy_parse(modes[i], &p) || clremat_plan_for(t->g, t->batch, &p,
+                                                                    clremat_opt_state_count(t->opt.kind), &pl, NULL))
+            continue;
+        if (pl.peak_bytes <= limit) {
+            int j = nfit++;
+            while (j > 0 && fit[j - 1].flops > pl.recompute_flops) {
+                fit[j] = fit[j - 1];
+                j--;
+            }
+            fit[j].m = modes[i];
+            fit[j].flops = pl.recompute_flops;
+            fit[j].peak = pl.peak_bytes;
+        }
+        clremat_plan_free(&pl);
+    }
+    buf[0] = 0;
+    if (nfit == 0) {
+        snprintf(buf, len, "; no remat mode fits: try a smaller --batch");
+        return;
+    }
+    off += (size_t)snprintf(buf, len, "; modes that fit, cheapest recompute first:");
+    for (int i = 0; i < nfit && off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, " %s (peak %llu bytes, %.3g recompute FLOPs)%s", fit[i].m,
+                                (unsigned long long)fit[i].peak, fit[i].flops, i + 1 < nfit ? "," : "");
+}
+
+int clremat_trainer_new(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_policy *p,
+                        const clremat_opt_config *opt, uint64_t seed, clremat_trainer **out)
+{
+    clremat_trainer *t = calloc(1, sizeof *t);
+    uint64_t limit = clremat_pool_get_stats(ctx->pool).limit;
+    uint64_t live = clremat_pool_get_stats(ctx->pool).live_bytes;
+    int st;
+    *out = NULL;
+    if (!t)
+        return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+    t->ctx = ctx;
+    t->g = g;
+    t->batch = batch;
+    t->seed = seed;
+    t->opt = *opt;
+    if (batch <= 0) {
+        st = clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "batch size must be positive, got %lld",
+                          (long long)batch);
+        goto fail;
+    }
+    st = clremat_plan_for(g, batch, p, clremat_opt_state_count(opt->kind), &t->plan, &t->costs);
+    if (st != CLREMAT_OK) {
+        clremat_fail(ctx, st, "%s", clremat_last_error());
+        goto fail;
+    }
+    if (limit && live + t->plan.peak_bytes > limit) {
+        char hint[1024];
+        suggest(t, limit - live, hint, sizeof hint);
+        st = clremat_fail(ctx, CLREMAT_ERR_OUT_OF_MEMORY,
+                          "remat mode '%s' at batch %lld needs %llu bytes of device memory but %llu bytes are "
+                          "available (limit %llu)%s",
+                          p->text, (long long)batch, (unsigned long long)t->plan.peak_bytes,
+                          (unsigned long long)(limit - live), (unsigned long long)limit, hint);
+        goto fail;
+    }
+    t->eval_g = eval_copy(g);
+    t->eval_costs = calloc((size_t)g->n_layers, sizeof *t->eval_costs);
+    if (!t->eval_g || !t->eval_costs) {
+        st = clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+        goto fail;
+    }
+    for (int l = 0; l < g->n_layers; l++)
+        if ((st = clremat_layer_cost_of(t->eval_g, l, batch, &t->eval_costs[l]))) {
+            clremat_fail(ctx, st, "%s", clremat_last_error());
+            goto fail;
+        }
+    st = alloc_fixed(t);
+    if (st != CLREMAT_OK)
+        goto fail;
+    *out = t;
+    return CLREMAT_OK;
+fail:
+    clremat_trainer_free(t);
+    return st;
+}
+
+/* Fills the launch description of layer l for the graph/cost in use. */
+static void make_call(clremat_trainer *t, const clremat_graph *g, int l, clremat_layer_call *c)
+{
+    const clremat_layer *L = &g->layers[l];
+    memset(c, 0, sizeof *c);
+    c->ctx = t->ctx;
+    c->g = g;
+    c->layer = l;
+    c->batch = t->batch;
+    c->seed = t->seed;
+    c->step = (uint64_t)t->step;
+    for (int i = 0; i < L->n_inputs; i++)
+        c->in[i] = L->inputs[i] >= 0 ? t->act[L->inputs[i] * S] : t->x;
+    for (int s = 0; s < S; s++)
+        c->slot[s] = t->act[l * S + s];
+    for (int p = 0; p < L->n_params; p++) {
+        c->param[p] = t->params[l][p];
+        c->grad[p] = t->grads[l][p];
+    }
+    c->labels = t->labels;
+    c->temp = t->temp;
+}
+
+static int alloc_tensor(clremat_trainer *t, size_t bytes, const char *tag, clremat_buf **out)
+{
+    int st = clremat_pool_alloc(t->ctx->pool, bytes, tag, out);
+    if (st != CLREMAT_OK)
+        return clremat_fail(t->ctx, st, "%s", clremat_pool_last_error(t->ctx->pool));
+    return CLREMAT_OK;
+}
+
+static int run_forward(clremat_trainer *t, const clremat_graph *g, const clremat_layer_cost *costs, int l,
+                       unsigned alloc_slots, int phase)
+{
+    clremat_layer_call c;
+    int st = CLREMAT_OK;
+    for (int s = 0; s < costs[l].n_slots; s++)
+        if ((alloc_slots >> s & 1u) &&
+            (st = alloc_tensor(t, costs[l].slot_bytes[s], costs[l].slot_name[s] ? costs[l].slot_name[s] : "activation",
+                               &t->act[l * S + s])))
+            return st;
+    if (costs[l].fwd_temp_bytes && (st = alloc_tensor(t, costs[l].fwd_temp_bytes, "workspace", &t->temp)))
+        return st;
+    clremat_ctx_set_label(t->ctx, l, phase);
+    make_call(t, g, l, &c);
+    st = clremat_layer_forward(&c);
+    release(t, &t->temp);
+    return st;
+}
+
+static int run_backward(clremat_trainer *t, const clremat_action *a)
+{
+    const clremat_layer *L = &t->g->layers[a->layer];
+    const clremat_layer_cost *cost = &t->costs[a->layer];
+    clremat_layer_call c;
+    int st;
+    for (int i = 0; i < L->n_inputs; i++)
+        if ((a->alloc_din >> i & 1u) &&
+            (st = alloc_tensor(t, t->costs[L->inputs[i]].slot_bytes[0], "gradient", &t->dgrad[L->inputs[i]])))
+            return st;
+    if (cost->bwd_temp_bytes && (st = alloc_tensor(t, cost->bwd_temp_bytes, "workspace", &t->temp)))
+        return st;
+    clremat_ctx_set_label(t->ctx, a->layer, CLREMAT_PHASE_BACKWARD);
+    make_call(t, t->g, a->layer, &c);
+    c.dout = t->dgrad[a->layer];
+    for (int i = 0; i < L->n_inputs; i++)
+        if (a->want_din >> i & 1u) {
+            c.din[i] = t->dgrad[L->inputs[i]];
+            c.din_accumulate[i] = !(a->alloc_din >> i & 1u);
+        }
+    st = clremat_layer_backward(&c);
+    release(t, &t->temp);
+    return st;
+}
+
+static int run_update(clremat_trainer *t)
+{
+    int st = CLREMAT_OK;
+    clremat_ctx_set_label(t->ctx, -1, CLREMAT_PHASE_UPDATE);
+    for (int l = 0; l < t->g->n_layers && st == CLREMAT_OK; l++) {
+        const clremat_layer *L = &t->g->layers[l];
+        clremat_ctx_set_label(t->ctx, l, CLREMAT_PHASE_UPDATE);
+        for (int p = 0; p < L->n_params && st == CLREMAT_OK; p++) {
+            clremat_buf *const state[2] = {t->state[l][2 * p], t->state[l][2 * p + 1]};
+            st = clremat_opt_step(t->ctx, &t->opt, t->step + 1, t->params[l][p], t->grads[l][p], state,
+                                  L->params[p].elems);
+        }
+    }
+    return st;
+}
+
+/* Forward only over graph g with costs, freeing each tensor after its last
+ * consumer. With check, stops at the first layer whose output has a
+ * non-finite value and stores it in *bad (-1 if none). */
+static int forward_only(clremat_trainer *t, const clremat_graph *g, const clremat_layer_cost *costs,
+                        float result[2], int check, int *bad)
+{
+    int n = g->n_layers, st = CLREMAT_OK;
+    int *last_use = malloc(sizeof(int) * (size_t)n);
+    if (!last_use)
+        return clremat_fail(t->ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+    if (bad)
+        *bad = -1;
+    for (int l = 0; l < n; l++)
+        last_use[l] = l;
+    for (int l = 0; l < n; l++)
+        for (int i = 0; i < g->layers[l].n_inputs; i++)
+            if (g->layers[l].inputs[i] >= 0)
+                last_use[g->layers[l].inputs[i]] = l;
+    for (int l = 0; l < n && st == CLREMAT_OK; l++) {
+        st = run_forward(t, g, costs, l, (1u << costs[l].n_slots) - 1, CLREMAT_PHASE_OTHER);
+        if (st == CLREMAT_OK && check) {
+            int64_t cnt = 0;
+            st = clremat_op_count_nonfinite(t->ctx, t->act[l * S], (int64_t)(costs[l].slot_bytes[0] / sizeof(float)),
+                                            &cnt);
+            if (st == CLREMAT_OK && cnt > 0) {
+                *bad = l;
+                break;
+            }
+        }
+        for (int s = 1; s < S; s++)
+            release(t, &t->act[l * S + s]);
+        for (int p = 0; p <= l; p++)
+            if (last_use[p] == l && p != n - 1)
+                release(t, &t->act[p * S]);
+    }
+    if (st == CLREMAT_OK && (!bad || *bad < 0))
+        st = clremat_read(t->ctx, t->act[(n - 1) * S], 0, 2 * sizeof(float), result);
+    release_step_tensors(t);
+    free(last_use);
+    return st;
+}
+
+static int upload(clremat_trainer *t, const float *x, const float *y)
+{
+    int st = clremat_write(t->ctx, t->x, 0, t->x->bytes, x);
+    if (st == CLREMAT_OK)
+        st = clremat_write(t->ctx, t->labels, 0, t->labels->bytes, y);
+    return st;
+}
+
+static void collect_profile(clremat_trainer *t)
+{
+    clremat_ctx *ctx = t->ctx;
+    memset(t->profile, 0, sizeof *t->profile * (size_t)(t->g->n_layers + 1));
+    clFinish(ctx->queue);
+    for (size_t i = 0; i < ctx->n_prof; i++) {
+        cl_ulong a = 0, b = 0;
+        int l = ctx->prof[i].layer;
+        if (clGetEventProfilingInfo(ctx->prof[i].event, CL_PROFILING_COMMAND_START, sizeof a, &a, NULL) ==
+                CL_SUCCESS &&
+            clGetEventProfilingInfo(ctx->prof[i].event, CL_PROFILING_COMMAND_END, sizeof b, &b, NULL) == CL_SUCCESS &&
+            b >= a)
+            t->profile[l >= 0 ? l : t->g->n_layers].ns[ctx->prof[i].phase] += (double)(b - a);
+        clReleaseEvent(ctx->prof[i].event);
+    }
+    ctx->n_prof = 0;
+}
+
+int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct)
+{
+    int st = upload(t, x, y), nonfinite = 0;
+    float result[2] = {0, 0};
+    const clremat_graph *g = t->g;
+
+    t->ctx->profiling = t->profiling;
+    for (int i = 0; i < t->plan.n_actions && st == CLREMAT_OK; i++) {
+        const clremat_action *a = &t->plan.actions[i];
+        switch (a->kind) {
+        case CLREMAT_ACT_FORWARD:
+        case CLREMAT_ACT_RECOMPUTE:
+            st = run_forward(t, g, t->costs, a->layer, a->alloc_slots,
+                             a->kind == CLREMAT_ACT_FORWARD ? CLREMAT_PHASE_FORWARD : CLREMAT_PHASE_RECOMPUTE);
+            break;
+        case CLREMAT_ACT_RECOMPUTE_ACT: {
+            clremat_layer_call c;
+            st = alloc_tensor(t, t->costs[a->layer].slot_bytes[0], "activation", &t->act[a->layer * S]);
+            if (st == CLREMAT_OK) {
+                clremat_ctx_set_label(t->ctx, a->layer, CLREMAT_PHASE_RECOMPUTE);
+                make_call(t, g, a->layer, &c);
+                st = clremat_layer_recompute_activation(&c);
+            }
+            break;
+        }
+        case CLREMAT_ACT_BACKWARD:
+            st = run_backward(t, a);
+            break;
+        case CLREMAT_ACT_FREE:
+            release(t, &t->act[a->layer * S + a->slot]);
+            break;
+        case CLREMAT_ACT_FREE_GRAD:
+            release(t, &t->dgrad[a->layer]);
+            break;
+        case CLREMAT_ACT_UPDATE:
+            st = clremat_read(t->ctx, t->act[(g->n_layers - 1) * S], 0, sizeof result, result);
+            if (st == CLREMAT_OK && !(isfinite(result[0]) && isfinite(result[1])))
+                nonfinite = 1;
+            else if (st == CLREMAT_OK)
+                st = run_update(t);
+            break;
+        }
+    }
+    if (st != CLREMAT_OK) {
+        release_step_tensors(t);
+        t->ctx->profiling = 0;
+        return st;
+    }
+    if (t->profiling)
+        collect_profile(t);
+    t->ctx->profiling = 0;
+    *loss = result[0];
+    *correct = result[1];
+    if (nonfinite) {
+        int bad = -1;
+        float r[2];
+        st = forward_only(t, g, t->costs, r, 1, &bad);
+        if (st != CLREMAT_OK)
+            return st;
+        return clremat_fail(t->ctx, CLREMAT_ERR_NONFINITE,
+                            "step %lld: the loss is not finite (%g); first layer whose output is non-finite: '%s'",
+                            (long long)t->step, (double)result[0], bad >= 0 ? g->layers[bad].name : g->layers[g->n_layers - 1].name);
+    }
+    t->step++;
+    return CLREMAT_OK;
+}
+
+int clremat_trainer_eval(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct)
+{
+    float r[2];
+    int st = upload(t, x, y);
+    if (st == CLREMAT_OK)
+        st = forward_only(t, t->eval_g, t->eval_costs, r, 0, NULL);
+    if (st == CLREMAT_OK) {
+        *loss = r[0];
+        *correct = r[1];
+    }
+    return st;
+}
+
+static int copy_params(clremat_trainer *t, float *host, int to_device)
+{
+    size_t off = 0;
+    for (int l = 0; l < t->g->n_layers; l++)
+        for (int p = 0; p < t->g->layers[l].n_params; p++) {
+            size_t n = (size_t)t->g->layers[l].params[p].elems;
+            int st = to_device ? clremat_write(t->ctx, t->params[l][p], 0, n * sizeof(float), host + off)
+                               : clremat_read(t->ctx, t->params[l][p], 0, n * sizeof(float), host + off);
+            if (st != CLREMAT_OK)
+                return st;
+            off += n;
+        }
+    return CLREMAT_OK;
+}
+
+int clremat_trainer_get_params(clremat_trainer *t, float *out) { return copy_params(t, out, 0); }
+
+int clremat_trainer_set_params(clremat_trainer *t, const float *in) { return copy_params(t, (float *)in, 1); }
+
+void clremat_trainer_set_profiling(clremat_trainer *t, int on) { t->profiling = on; }

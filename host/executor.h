@@ -1,0 +1,78 @@
+/* executor.h: runs training steps of a graph on a device by following a
+ * plan's action list: forward, free, recompute, backward, update, each
+ * allocation taken from the context's pool exactly as the plan predicts. */
+#ifndef CLREMAT_EXECUTOR_H
+#define CLREMAT_EXECUTOR_H
+
+#include "backend.h"
+#include "graph.h"
+#include "layers.h"
+#include "optim.h"
+#include "plan.h"
+
+/** Bytes of the executor's fixed scratch (the non-finite counter). */
+#define CLREMAT_SCRATCH_BYTES 8
+
+/** Per layer and phase device time of the last profiled step (ns). */
+typedef struct clremat_layer_profile {
+    double ns[CLREMAT_PHASE_COUNT];
+} clremat_layer_profile;
+
+typedef struct clremat_trainer {
+    clremat_ctx *ctx;
+    clremat_graph *g;               /**< training graph (owned elsewhere) */
+    clremat_graph *eval_g;          /**< copy with dropout off, for evaluation (owned) */
+    int64_t batch;
+    uint64_t seed;
+    int64_t step;                   /**< steps done (the next step's dropout key) */
+    clremat_opt_config opt;
+    clremat_layer_cost *costs;      /**< per layer at batch (training graph) */
+    clremat_layer_cost *eval_costs; /**< per layer at batch (eval graph) */
+    clremat_plan plan;              /**< the training step */
+    clremat_plan eval_plan;         /**< forward only, nothing kept */
+    clremat_buf ***params;          /**< [layer][param] */
+    clremat_buf ***grads;
+    clremat_buf ***state;           /**< [layer][param * 2 + k] */
+    clremat_buf *x, *labels, *scratch;
+    clremat_buf **act;              /**< [layer * CLREMAT_MAX_SLOTS + slot] while live */
+    clremat_buf **dgrad;            /**< [layer] gradient of the output while live */
+    clremat_buf *temp;              /**< workspace of the running action */
+    clremat_layer_profile *profile; /**< per layer, filled when profiling */
+    int profiling;
+} clremat_trainer;
+
+/** Plans (policy p at batch), allocates the fixed memory (parameters,
+ * gradients, optimizer state, batch, labels, scratch) and initializes the
+ * parameters from seed. A plan whose predicted peak exceeds the pool's limit
+ * is refused with CLREMAT_ERR_OUT_OF_MEMORY before anything is allocated,
+ * naming bytes needed and available. */
+int clremat_trainer_new(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_policy *p,
+                        const clremat_opt_config *opt, uint64_t seed, clremat_trainer **out);
+
+/** Frees everything the trainer allocated; NULL is ignored. */
+void clremat_trainer_free(clremat_trainer *t);
+
+/** Plans policy p for graph g at batch without a device; costs filled from
+ * the cost model. Used by `clremat plan` and by the trainer. */
+int clremat_plan_for(const clremat_graph *g, int64_t batch, const clremat_policy *p, int opt_states,
+                     clremat_plan *out, clremat_layer_cost **costs_out);
+
+/** One training step on batch x (batch * input elems floats) and labels y.
+ * Returns the mean loss and the correct count of the batch. A non-finite
+ * loss skips the update and returns CLREMAT_ERR_NONFINITE naming the first
+ * layer whose output went non-finite. */
+int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct);
+
+/** Forward only (dropout off) on a batch: mean loss and correct count. */
+int clremat_trainer_eval(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct);
+
+/** Copies every parameter to host memory: out holds plan.param_bytes. */
+int clremat_trainer_get_params(clremat_trainer *t, float *out);
+
+/** Sets every parameter from host memory (same layout as get_params). */
+int clremat_trainer_set_params(clremat_trainer *t, const float *in);
+
+/** Turns per-launch profiling on or off (the profile of the next step). */
+void clremat_trainer_set_profiling(clremat_trainer *t, int on);
+
+#endif /* CLREMAT_EXECUTOR_H */

@@ -1,0 +1,67 @@
+/* train.h: the training loop behind `clremat train`: data, seeded steps,
+ * warm-up, validation, step-time statistics, memory high-water, weights
+ * load/save, and the run's results for reports. */
+#ifndef CLREMAT_TRAIN_H
+#define CLREMAT_TRAIN_H
+
+#include "data.h"
+#include "executor.h"
+
+typedef struct clremat_train_config {
+    const char *model_path;
+    const char *device;             /**< selection, NULL: default */
+    int64_t batch;                  /**< default 32 */
+    int64_t steps;                  /**< default 200 */
+    int64_t warmup;                 /**< steps excluded from timing (default 5) */
+    double lr;                      /**< default: per optimizer */
+    const char *optimizer;          /**< "sgd", "adam" (default), "adamw" */
+    uint64_t seed;                  /**< default 1 */
+    const char *data;               /**< safetensors path or synthetic task name; NULL: by model */
+    const char *load, *save;        /**< weights files */
+    const char *remat;              /**< --remat MODE (default none) */
+    uint64_t memory_limit;          /**< 0: the device's global memory */
+    int64_t val_samples;            /**< synthetic validation size (default 512) */
+    int64_t train_samples;          /**< synthetic training size (default 4096) */
+    int progress;                   /**< progress lines on stderr */
+    int profile;                    /**< collect a per-layer profile of the last step */
+} clremat_train_config;
+
+typedef struct clremat_train_result {
+    char device[128], platform[128];
+    char remat[256];
+    int64_t steps_run;
+    float *losses;                  /**< per step (steps_run) */
+    double *step_ms;                /**< per step wall time, ms */
+    double median_ms, p10_ms, p90_ms, min_ms, max_ms;
+    float final_loss;               /**< last training step's loss */
+    float val_loss, val_accuracy;   /**< accuracy is NaN for regression */
+    uint64_t predicted_peak, measured_peak;     /**< live bytes */
+    uint64_t reserved_peak, fixed_bytes, param_bytes, kept_act_bytes;
+    uint64_t buffers_created_after_first_step;
+    double step_flops, recompute_flops;
+    int n_recompute_actions;
+    int stopped_nonfinite;          /**< 1 if a non-finite loss stopped the run */
+    char message[1024];             /**< why it stopped, when it did */
+    clremat_layer_profile *profile; /**< per layer (n_layers + 1: non-layer) when profiled */
+    clremat_graph *g;               /**< the model (owned) */
+    float *final_params;            /**< parameters after the run (param_bytes) */
+} clremat_train_result;
+
+/** Runs a whole training job. On failure returns a status with the message in
+ * clremat_last_error(); the result is still filled as far as it got. */
+int clremat_train_run(const clremat_train_config *cfg, clremat_train_result *res);
+
+/** Runs a job on an open context (used by compare and by tests). */
+int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clremat_train_result *res);
+
+/** Frees the result's arrays. */
+void clremat_train_result_free(clremat_train_result *res);
+
+/** Saves the trainer's parameters to a safetensors file (atomic). */
+int clremat_weights_save(clremat_trainer *t, const char *path);
+
+/** Loads parameters from a safetensors file into the trainer; the first
+ * mismatch (missing tensor, shape) is named. */
+int clremat_weights_load(clremat_trainer *t, const char *path);
+
+#endif

@@ -1,0 +1,83 @@
+/* policies.c: turns a remat policy (Keras RematScope modes) into wrap flags
+ * per layer and block, and plans with them. Blocks marked "remat": true are
+ * wrapped whatever the mode (the analogue of keras.remat(f)). The loss layer
+ * is never wrapped: its value is read at the end of the step. */
+#include "plan.h"
+#include "backend.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Lists every layer and block name into buf for an unknown-name error. */
+static void list_names(const clremat_graph *g, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = 0;
+    for (int b = 0; b < g->n_blocks && off < len; b++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%s (block)", off ? ", " : "", g->blocks[b].name);
+    for (int l = 0; l < g->n_layers && off < len; l++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? ", " : "", g->layers[l].name);
+}
+
+int clremat_plan_build(const clremat_plan_input *in, const clremat_policy *p, clremat_plan *out)
+{
+    const clremat_graph *g = in->g;
+    int n = g->n_layers, st;
+    unsigned char *wl = calloc((size_t)n + 1, 1), *wb = calloc((size_t)g->n_blocks + 1, 1);
+    unsigned char *ad = calloc((size_t)n + 1, 1);
+
+    if (!wl || !wb || !ad) {
+        st = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory planning");
+        goto done;
+    }
+    switch (p->kind) {
+    case CLREMAT_POLICY_NONE:
+        break;
+    case CLREMAT_POLICY_FULL:
+        memset(wl, 1, (size_t)n);
+        memset(wb, 1, (size_t)g->n_blocks);
+        break;
+    case CLREMAT_POLICY_ACTIVATIONS:
+        for (int l = 0; l < n; l++)
+            ad[l] = in->costs[l].act_source >= 0;
+        break;
+    case CLREMAT_POLICY_LARGER_THAN:
+        for (int l = 0; l < n; l++)
+            wl[l] = in->batch * clremat_shape_elems(&g->layers[l].out_shape) > p->threshold;
+        break;
+    case CLREMAT_POLICY_LIST:
+        for (int i = 0; i < p->n_names; i++) {
+            int l = clremat_graph_find_layer(g, p->names[i]);
+            int b = clremat_graph_find_block(g, p->names[i]);
+            if (l >= 0)
+                wl[l] = 1;
+            else if (b >= 0)
+                wb[b] = 1;
+            else {
+                char names[3000];
+                list_names(g, names, sizeof names);
+                st = clremat_set_error(CLREMAT_ERR_PLAN,
+                    "list_of_layers: no layer or block named '%s' in model '%s'; names are: %s",
+                    p->names[i], g->name, names);
+                goto done;
+            }
+        }
+        break;
+    default:
+        st = clremat_set_error(CLREMAT_ERR_PLAN, "remat mode '%s' needs the budget planner", p->text);
+        goto done;
+    }
+    for (int b = 0; b < g->n_blocks; b++)
+        if (g->blocks[b].remat)
+            wb[b] = 1;
+    wl[n - 1] = 0; /* the loss */
+    out->policy = *p;
+    st = clremat_plan_from_flags(in, wl, wb, ad, out);
+    if (st == CLREMAT_OK)
+        out->policy = *p;
+done:
+    free(wl);
+    free(wb);
+    free(ad);
+    return st;
+}

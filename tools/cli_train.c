@@ -1,0 +1,235 @@
+/* cli_train.c: `clremat train MODEL`: option parsing, the human summary and
+ * the --json report (docs/json-output.md documents every field). */
+#include "cli.h"
+#include "train.h"
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void json_num(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%.9g", v);
+    else
+        fputs("null", f);
+}
+
+static void print_json(const clremat_train_config *cfg, const clremat_train_result *r)
+{
+    printf("{\"model\": ");
+    cli_json_string(stdout, cfg->model_path);
+    printf(", \"model_name\": ");
+    cli_json_string(stdout, r->g ? r->g->name : "");
+    printf(", \"device\": ");
+    cli_json_string(stdout, r->device);
+    printf(", \"platform\": ");
+    cli_json_string(stdout, r->platform);
+    printf(", \"remat\": ");
+    cli_json_string(stdout, r->remat);
+    printf(", \"batch\": %lld, \"steps\": %lld, \"warmup\": %lld, \"seed\": %llu, \"optimizer\": ",
+           (long long)cfg->batch, (long long)r->steps_run, (long long)cfg->warmup, (unsigned long long)cfg->seed);
+    cli_json_string(stdout, cfg->optimizer ? cfg->optimizer : "adam");
+    printf(",\n \"losses\": [");
+    for (int64_t i = 0; i < r->steps_run; i++) {
+        if (i)
+            printf(", ");
+        json_num(stdout, r->losses[i]);
+    }
+    printf("],\n \"final_loss\": ");
+    json_num(stdout, r->final_loss);
+    printf(", \"val_loss\": ");
+    json_num(stdout, r->val_loss);
+    printf(", \"val_accuracy\": ");
+    json_num(stdout, r->val_accuracy);
+    printf(",\n \"step_time_ms\": {\"median\": ");
+    json_num(stdout, r->median_ms);
+    printf(", \"p10\": ");
+    json_num(stdout, r->p10_ms);
+    printf(", \"p90\": ");
+    json_num(stdout, r->p90_ms);
+    printf(", \"min\": ");
+    json_num(stdout, r->min_ms);
+    printf(", \"max\": ");
+    json_num(stdout, r->max_ms);
+    printf("},\n \"memory\": {\"predicted_peak_bytes\": %llu, \"measured_peak_bytes\": %llu, "
+           "\"reserved_peak_bytes\": %llu, \"fixed_bytes\": %llu, \"param_bytes\": %llu, "
+           "\"kept_activation_bytes\": %llu, \"buffers_created_after_first_step\": %llu},\n",
+           (unsigned long long)r->predicted_peak, (unsigned long long)r->measured_peak,
+           (unsigned long long)r->reserved_peak, (unsigned long long)r->fixed_bytes,
+           (unsigned long long)r->param_bytes, (unsigned long long)r->kept_act_bytes,
+           (unsigned long long)r->buffers_created_after_first_step);
+    printf(" \"flops\": {\"step\": %.6g, \"recompute\": %.6g, \"recompute_share\": ", r->step_flops,
+           r->recompute_flops);
+    json_num(stdout, r->step_flops > 0 ? r->recompute_flops / r->step_flops : 0);
+    printf("}, \"recompute_actions\": %d,\n \"stopped\": ", r->n_recompute_actions);
+    if (r->stopped_nonfinite)
+        cli_json_string(stdout, r->message);
+    else
+        printf("null");
+    printf("}\n");
+}
+
+static void print_summary(const clremat_train_config *cfg, const clremat_train_result *r)
+{
+    printf("model        %s (%s)\n", r->g ? r->g->name : "?", cfg->model_path);
+    printf("device       %s [%s]\n", r->device, r->platform);
+    printf("remat        %s\n", r->remat);
+    printf("steps        %lld at batch %lld (%lld warm-up steps excluded from timing)\n", (long long)r->steps_run,
+           (long long)cfg->batch, (long long)cfg->warmup);
+    printf("train loss   %.6f (first step %.6f)\n", (double)r->final_loss,
+           r->steps_run ? (double)r->losses[0] : NAN);
+    if (isnan(r->val_accuracy))
+        printf("validation   loss %.6f\n", (double)r->val_loss);
+    else
+        printf("validation   loss %.6f, accuracy %.4f\n", (double)r->val_loss, (double)r->val_accuracy);
+    printf("step time    median %.3f ms (p10 %.3f, p90 %.3f, min %.3f, max %.3f)\n", r->median_ms, r->p10_ms,
+           r->p90_ms, r->min_ms, r->max_ms);
+    printf("memory       peak live %llu bytes (predicted %llu%s), peak reserved %llu bytes\n",
+           (unsigned long long)r->measured_peak, (unsigned long long)r->predicted_peak,
+           r->measured_peak == r->predicted_peak ? ", exact" : ", DIFFERS", (unsigned long long)r->reserved_peak);
+    printf("             fixed %llu bytes (parameters %llu), activations kept after forward %llu bytes\n",
+           (unsigned long long)r->fixed_bytes, (unsigned long long)r->param_bytes,
+           (unsigned long long)r->kept_act_bytes);
+    printf("recompute    %.4g FLOPs, %.1f%% of the step's %.4g FLOPs (%d recompute actions)\n",
+           r->recompute_flops, r->step_flops > 0 ? 100.0 * r->recompute_flops / r->step_flops : 0.0,
+           r->step_flops, r->n_recompute_actions);
+}
+
+static void print_profile(const clremat_train_result *r)
+{
+    const char *phase[] = {"forward", "backward", "recompute", "update"};
+    double total = 0;
+    int n = r->g->n_layers;
+    for (int l = 0; l <= n; l++)
+        for (int p = 0; p < CLREMAT_PHASE_COUNT; p++)
+            total += r->profile[l].ns[p];
+    printf("\nprofile of the last step (device time, ms; share of the step)\n");
+    printf("%-32s %10s %10s %10s %10s %7s\n", "layer", phase[0], phase[1], phase[2], phase[3], "share");
+    for (int l = 0; l <= n; l++) {
+        double sum = 0;
+        for (int p = 0; p < CLREMAT_PHASE_COUNT; p++)
+            sum += r->profile[l].ns[p];
+        if (l == n && sum == 0)
+            continue;
+        printf("%-32s %10.3f %10.3f %10.3f %10.3f %6.1f%%\n", l < n ? r->g->layers[l].name : "(other)",
+               r->profile[l].ns[0] / 1e6, r->profile[l].ns[1] / 1e6, r->profile[l].ns[2] / 1e6,
+               r->profile[l].ns[3] / 1e6, total > 0 ? 100.0 * sum / total : 0.0);
+    }
+    printf("%-32s %10.3f ms total device time\n", "total", total / 1e6);
+}
+
+static int usage(FILE *f)
+{
+    fprintf(f,
+        "usage: clremat train MODEL [options]\n"
+        "  --device SEL         OpenCL device (P:D, cpu, gpu, or a name substring)\n"
+        "  --batch N            batch size (32)\n"
+        "  --steps N            training steps (200)\n"
+        "  --warmup N           steps excluded from step-time statistics (5)\n"
+        "  --lr X               learning rate (optimizer default)\n"
+        "  --optimizer NAME     sgd | adam | adamw (adam)\n"
+        "  --seed N             seed of data, initialization and dropout (1)\n"
+        "  --data TASK|FILE     synthetic task (clusters, sequence, copy, sort, regression) or a\n"
+        "                       safetensors file with train_x, train_y, val_x, val_y\n"
+        "  --load FILE          initial weights (safetensors)\n"
+        "  --save FILE          final weights (safetensors, written atomically)\n"
+        "  --remat MODE         none | full | activations | larger_than[:N] |\n"
+        "                       list_of_layers:NAME[,NAME...] (default none)\n"
+        "  --memory-limit B     device memory limit, e.g. 64MiB (default: device memory)\n"
+        "  --profile            per-layer device time of the last step\n"
+        "  --json               machine-readable report on stdout (docs/json-output.md)\n"
+        "  --quiet              no progress on stderr\n");
+    return f == stdout ? 0 : 2;
+}
+
+/* Parses an integer option value; returns 0 or prints an error. */
+static int parse_i64(const char *opt, const char *v, int64_t min, int64_t *out)
+{
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end || x < min) {
+        cli_error("%s takes an integer >= %lld, got '%s'", opt, (long long)min, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int cli_train(const cli_global *g, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"device", required_argument, NULL, 'd'}, {"batch", required_argument, NULL, 'b'},
+        {"steps", required_argument, NULL, 's'}, {"warmup", required_argument, NULL, 'w'},
+        {"lr", required_argument, NULL, 'l'}, {"optimizer", required_argument, NULL, 'o'},
+        {"seed", required_argument, NULL, 'S'}, {"data", required_argument, NULL, 'D'},
+        {"load", required_argument, NULL, 'L'}, {"save", required_argument, NULL, 'V'},
+        {"remat", required_argument, NULL, 'r'}, {"memory-limit", required_argument, NULL, 'm'},
+        {"profile", no_argument, NULL, 'p'}, {"json", no_argument, NULL, 'j'},
+        {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    clremat_train_config cfg = {0};
+    clremat_train_result res;
+    int json = 0, c, st;
+    int64_t v;
+    char *end;
+
+    cfg.device = g->device;
+    cfg.batch = 32;
+    cfg.steps = 200;
+    cfg.warmup = 5;
+    cfg.seed = 1;
+    cfg.optimizer = "adam";
+    cfg.progress = 1;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': cfg.device = optarg; break;
+        case 'b': if (parse_i64("--batch", optarg, 1, &cfg.batch)) return 2; break;
+        case 's': if (parse_i64("--steps", optarg, 1, &cfg.steps)) return 2; break;
+        case 'w': if (parse_i64("--warmup", optarg, 0, &cfg.warmup)) return 2; break;
+        case 'S': if (parse_i64("--seed", optarg, 0, &v)) return 2; cfg.seed = (uint64_t)v; break;
+        case 'l':
+            cfg.lr = strtod(optarg, &end);
+            if (end == optarg || *end || !(cfg.lr > 0) || !isfinite(cfg.lr))
+                return cli_error("--lr takes a positive number, got '%s'", optarg), 2;
+            break;
+        case 'o': cfg.optimizer = optarg; break;
+        case 'D': cfg.data = optarg; break;
+        case 'L': cfg.load = optarg; break;
+        case 'V': cfg.save = optarg; break;
+        case 'r': cfg.remat = optarg; break;
+        case 'm':
+            if (clremat_parse_bytes(optarg, &cfg.memory_limit) || cfg.memory_limit == 0)
+                return cli_error("--memory-limit takes a byte count such as 512MiB, got '%s'", optarg), 2;
+            break;
+        case 'p': cfg.profile = 1; break;
+        case 'j': json = 1; break;
+        case 'q': cfg.progress = 0; break;
+        case 'h': return usage(stdout);
+        default: return usage(stderr);
+        }
+    }
+    if (optind + 1 != argc) {
+        usage(stderr);
+        return cli_error(optind >= argc ? "train: missing MODEL" : "train: unexpected argument '%s'",
+                         argv[argc - 1]), 2;
+    }
+    cfg.model_path = argv[optind];
+    st = clremat_train_run(&cfg, &res);
+    if (st != CLREMAT_OK) {
+        cli_error("%s", clremat_last_error());
+        if (json && res.steps_run > 0)
+            print_json(&cfg, &res);
+        clremat_train_result_free(&res);
+        return 1;
+    }
+    if (json)
+        print_json(&cfg, &res);
+    else {
+        print_summary(&cfg, &res);
+        if (res.profile)
+            print_profile(&res);
+    }
+    clremat_train_result_free(&res);
+    return 0;
+}
