@@ -25,6 +25,8 @@
 
 #define CLUSTER_SCALE 2.0   /* centres ~ N(0, 1) * 2 per dimension */
 #define CLUSTER_NOISE 0.7   /* samples = centre + N(0, 1) * 0.7 */
+#define CLUSTER_MIN_DIST 3.5 /* 5 noise deviations between centres */
+#define CENTRE_TRIES 100
 #define REGRESSION_SCALE 1.0
 
 typedef enum task_kind { TASK_CLUSTERS, TASK_REVERSE, TASK_COPY, TASK_SORT, TASK_REGRESSION } task_kind;
@@ -200,6 +202,29 @@ static int check_task(const clremat_graph *g, const char *task, task_kind kind)
     return clremat_set_error(CLREMAT_ERR_INTERNAL, "task '%s': unknown kind", task);
 }
 
+/* K cluster centres in D dimensions, N(0, 1) * CLUSTER_SCALE each, redrawn
+ * (up to CENTRE_TRIES times) while closer than CLUSTER_MIN_DIST to an earlier
+ * one, so that even in few dimensions the classes stay separable. */
+static void make_centres(uint64_t seed, int64_t K, int64_t D, double *centres)
+{
+    for (int64_t c = 0; c < K; c++) {
+        double *x = centres + c * D;
+        for (int64_t attempt = 0; attempt < CENTRE_TRIES; attempt++) {
+            int close = 0;
+            for (int64_t d = 0; d < D; d++)
+                x[d] = CLUSTER_SCALE * normal_at(seed, TAG_CENTRES, (attempt << 32) | c, (uint32_t)d);
+            for (int64_t o = 0; o < c && !close; o++) {
+                double dist2 = 0;
+                for (int64_t d = 0; d < D; d++)
+                    dist2 += (x[d] - centres[o * D + d]) * (x[d] - centres[o * D + d]);
+                close = dist2 < CLUSTER_MIN_DIST * CLUSTER_MIN_DIST;
+            }
+            if (!close)
+                break;
+        }
+    }
+}
+
 static int cmp_float(const void *a, const void *b)
 {
     float x = *(const float *)a, y = *(const float *)b;
@@ -281,11 +306,12 @@ int clremat_data_synthetic(const clremat_graph *g, const char *task, uint64_t se
         fixed = malloc((size_t)(rows * cols) * sizeof *fixed);
         if (!fixed)
             return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "task '%s': out of host memory", task);
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t c = 0; c < cols; c++)
-                fixed[r * cols + c] = kind == TASK_CLUSTERS
-                                          ? CLUSTER_SCALE * normal_at(seed, TAG_CENTRES, r, (uint32_t)c)
-                                          : normal_at(seed, TAG_MATRIX, r, (uint32_t)c) / sqrt((double)D);
+        if (kind == TASK_CLUSTERS)
+            make_centres(seed, rows, cols, fixed);
+        else
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t c = 0; c < cols; c++)
+                    fixed[r * cols + c] = normal_at(seed, TAG_MATRIX, r, (uint32_t)c) / sqrt((double)D);
     }
     if ((st = split_alloc(&out->train, n_train, D, M)) != CLREMAT_OK ||
         (st = split_alloc(&out->val, n_val, D, M)) != CLREMAT_OK)
