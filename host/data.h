@@ -24,23 +24,46 @@ typedef struct clremat_dataset {
 } clremat_dataset;
 
 /** Builds the synthetic task that fits the model's input and labels
- * (g->io): "clusters" (Gaussian-cluster classification, vector input, class
- * labels), "sequence" (token ids -> per-token targets: the reversed
- * sequence... see docs), or "regression" (vector input, float targets), with
- * n_train and n_val samples from seed. task NULL picks by the model's io. */
+ * (g->io), with n_train (> 0) and n_val (>= 0) samples from seed:
+ *  - "clusters": float input (any shape, D elements), one class id per
+ *    sample, K = io.classes >= 2: K seeded Gaussian centres N(0, 1) * 2 per
+ *    dimension, redrawn while closer than 3.5 to another, samples centre +
+ *    N(0, 1) * 0.7, class uniform in [0, K).
+ *  - "sequence" (alias "reverse"), "copy", "sort": token-id input [T],
+ *    class-id labels [T], tokens uniform in [0, vocab) where vocab is the
+ *    first embedding layer's (else io.classes) and must equal io.classes;
+ *    y[t] = x[T-1-t], y = x, or y = x sorted ascending.
+ *  - "regression": float input (D elements) x ~ N(0, 1), float targets (M
+ *    elements) y = tanh(x A), A a fixed seeded D x M matrix N(0, 1/D).
+ * task NULL picks "sequence" for token-id input, else "clusters" for class
+ * labels, else "regression". Train and validation samples come from
+ * disjoint hash streams; sample i is the same whatever n_train is. A task
+ * that does not fit the model: CLREMAT_ERR_MISMATCH naming both (e.g. "task
+ * 'sequence' needs token-id input [T] but the model's input is [32]
+ * floats"); an unknown task or bad counts: CLREMAT_ERR_INVALID_ARGUMENT. */
 int clremat_data_synthetic(const clremat_graph *g, const char *task, uint64_t seed, int64_t n_train,
                            int64_t n_val, clremat_dataset *out);
 
 /** Loads a safetensors file with tensors "train_x", "train_y", "val_x",
- * "val_y" (float32; ids as F32 or I32/I64, converted), checking them against
- * the model's io; a mismatch names both shapes. */
+ * "val_y": dims[0] is the sample count (x and y agree, train has at least
+ * one), the other dims must equal the model's per-sample input or label
+ * shape. Float data is F32 or F64 and must be finite; ids (token inputs,
+ * class labels) may be F32, F64, I32 or I64 and must be integers in [0,
+ * vocab) for inputs, [0, classes) for labels; everything becomes float32.
+ * Errors name the file, the tensor and both shapes ("train_x has per-sample
+ * shape [30] but the model's input is [32]"): CLREMAT_ERR_IO (reading),
+ * CLREMAT_ERR_PARSE (corrupt file, missing tensor, non-finite values),
+ * CLREMAT_ERR_MISMATCH (shapes, dtypes, ids out of range). */
 int clremat_data_load(const clremat_graph *g, const char *path, clremat_dataset *out);
 
 /** Frees the dataset's arrays. */
 void clremat_data_free(clremat_dataset *d);
 
-/** Copies batch number b (wrapping around, in a seeded shuffled order per
- * epoch) of size batch from split s into x and y. */
+/** Copies batch number b of size batch from split s into x and y (either
+ * may be NULL): the samples at positions b*batch .. b*batch+batch-1 of an
+ * endless stream in which epoch e = position / n visits every sample once in
+ * an order seeded by (seed, e). Stateless: the same arguments give the same
+ * batch, and the stream does not depend on the batch size. */
 void clremat_data_batch(const clremat_split *s, uint64_t seed, int64_t b, int64_t batch, float *x, float *y);
 
 #endif

@@ -7,22 +7,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/** Element types supported (the format's names: F32, I32, I64, F64). */
 typedef enum clremat_st_dtype { CLREMAT_ST_F32 = 0, CLREMAT_ST_I32, CLREMAT_ST_I64, CLREMAT_ST_F64 } clremat_st_dtype;
 
+/** One tensor: name, dtype, shape (rank dims) and its raw little-endian data. */
 typedef struct clremat_st_tensor {
     char name[128];
     clremat_st_dtype dtype;
     int rank;
     int64_t dims[8];
     int64_t elems;
-    const void *data;           /**< points into the file's data (read) or caller data (write) */
+    const void *data;           /**< points into the file's data (read; aligned only as the file's
+                                     offsets are: copy with memcpy for foreign files) or caller data (write) */
 } clremat_st_tensor;
 
+/** A file read into memory: its tensors in header order. */
 typedef struct clremat_st_file {
-    clremat_st_tensor *tensors;
+    clremat_st_tensor *tensors; /**< n tensors ("__metadata__" is skipped) */
     size_t n;
     void *blob;                 /**< whole file contents (read) */
-    size_t blob_len;
+    size_t blob_len;            /**< bytes in blob */
 } clremat_st_file;
 
 /** Reads and validates a file: header within the file, offsets in order,
@@ -36,8 +40,16 @@ const clremat_st_tensor *clremat_st_find(const clremat_st_file *f, const char *n
 /** Frees what clremat_st_read allocated. */
 void clremat_st_free(clremat_st_file *f);
 
-/** Writes n tensors atomically (temporary file in the same directory, fsync,
- * rename). On failure nothing is left at path or beside it. */
+/** Writes n tensors atomically, in the given order (temporary file in the
+ * same directory, fsync, rename; header padded with spaces to 8 bytes). On
+ * failure no temporary file is left and an existing file at path is
+ * untouched. Bad tensors: CLREMAT_ERR_INVALID_ARGUMENT; I/O: CLREMAT_ERR_IO. */
 int clremat_st_write(const char *path, const clremat_st_tensor *tensors, size_t n);
+
+/** The dtype's name in the format ("F32", "I32", "I64", "F64"; "?" if invalid). */
+const char *clremat_st_dtype_name(clremat_st_dtype d);
+
+/** Bytes per element of the dtype (0 if invalid). */
+size_t clremat_st_dtype_size(clremat_st_dtype d);
 
 #endif

@@ -1,0 +1,478 @@
+/* safetensors.c: reading (with full validation of header and offsets) and
+ * atomic writing (temporary file, fsync, rename) of safetensors files. */
+#include "backend.h"
+#include "safetensors.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ST_MAX_HEADER (100u << 20) /* the format's own limit on the JSON header */
+
+static const char *const dtype_names[] = {"F32", "I32", "I64", "F64"};
+static const size_t dtype_sizes[] = {4, 4, 8, 8};
+
+const char *clremat_st_dtype_name(clremat_st_dtype d)
+{
+    return (unsigned)d < 4 ? dtype_names[d] : "?";
+}
+
+size_t clremat_st_dtype_size(clremat_st_dtype d)
+{
+    return (unsigned)d < 4 ? dtype_sizes[d] : 0;
+}
+
+static int dtype_from_name(const char *s)
+{
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, dtype_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static uint64_t get_le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static void put_le64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Reads the whole file into a malloc'd buffer. */
+static int slurp(const char *path, unsigned char **buf, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    unsigned char *b = NULL;
+    size_t n;
+    int status;
+    if (!f)
+        return clremat_set_error(CLREMAT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fileno(f), &st) != 0) {
+        status = clremat_set_error(CLREMAT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        status = clremat_set_error(CLREMAT_ERR_IO, "%s: not a regular file", path);
+        goto fail;
+    }
+    b = malloc(st.st_size > 0 ? (size_t)st.st_size : 1);
+    if (!b) {
+        status = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory reading %lld bytes", path,
+                                   (long long)st.st_size);
+        goto fail;
+    }
+    n = fread(b, 1, (size_t)st.st_size, f);
+    if (n != (size_t)st.st_size) {
+        status = clremat_set_error(CLREMAT_ERR_IO, "%s: read %zu of %lld bytes: %s", path, n,
+                                   (long long)st.st_size, ferror(f) ? strerror(errno) : "file changed size");
+        goto fail;
+    }
+    fclose(f);
+    *buf = b;
+    *len = n;
+    return CLREMAT_OK;
+fail:
+    fclose(f);
+    free(b);
+    return status;
+}
+
+/* Orders tensor indices by data begin offset, for the overlap check. */
+typedef struct span {
+    uint64_t begin, end;
+    size_t index;
+} span;
+
+static int span_cmp(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* Validates one header entry and fills t (data pointer set from base). */
+static int parse_entry(const char *path, const char *name, json_t *v, const unsigned char *base,
+                       uint64_t data_len, clremat_st_tensor *t, span *sp)
+{
+    json_t *dt, *shape, *offs, *x;
+    int d;
+    size_t i;
+    uint64_t elems = 1, begin, end;
+    if (strlen(name) >= sizeof t->name)
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: tensor name '%.40s...' is longer than %zu bytes",
+                                 path, name, sizeof t->name - 1);
+    if (!json_is_object(v))
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: tensor '%s': header entry is not an object", path, name);
+    dt = json_object_get(v, "dtype");
+    shape = json_object_get(v, "shape");
+    offs = json_object_get(v, "data_offsets");
+    if (!json_is_string(dt))
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: tensor '%s': missing or non-string \"dtype\"", path, name);
+    d = dtype_from_name(json_string_value(dt));
+    if (d < 0)
+        return clremat_set_error(CLREMAT_ERR_PARSE,
+                                 "%s: tensor '%s': unknown or unsupported dtype '%s' (supported: F32, I32, I64, F64)",
+                                 path, name, json_string_value(dt));
+    if (!json_is_array(shape))
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: tensor '%s': missing or non-array \"shape\"", path, name);
+    if (json_array_size(shape) > 8)
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: tensor '%s': rank %zu is above the supported 8", path,
+                                 name, json_array_size(shape));
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->dtype = (clremat_st_dtype)d;
+    t->rank = (int)json_array_size(shape);
+    json_array_foreach(shape, i, x) {
+        json_int_t n;
+        if (!json_is_integer(x) || (n = json_integer_value(x)) < 0)
+            return clremat_set_error(CLREMAT_ERR_PARSE,
+                                     "%s: tensor '%s': shape entry %zu is not a non-negative integer", path, name, i);
+        t->dims[i] = n;
+        if (n != 0 && elems > (UINT64_MAX / 8) / (uint64_t)n)
+            return clremat_set_error(CLREMAT_ERR_PARSE, "%s: tensor '%s': shape too large", path, name);
+        elems *= (uint64_t)n;
+    }
+    t->elems = (int64_t)elems;
+    if (!json_is_array(offs) || json_array_size(offs) != 2 || !json_is_integer(json_array_get(offs, 0)) ||
+        !json_is_integer(json_array_get(offs, 1)) || json_integer_value(json_array_get(offs, 0)) < 0 ||
+        json_integer_value(json_array_get(offs, 1)) < 0)
+        return clremat_set_error(CLREMAT_ERR_PARSE,
+                                 "%s: tensor '%s': \"data_offsets\" must be [begin, end] with non-negative integers",
+                                 path, name);
+    begin = (uint64_t)json_integer_value(json_array_get(offs, 0));
+    end = (uint64_t)json_integer_value(json_array_get(offs, 1));
+    if (begin > end)
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: tensor '%s': data_offsets [%llu, %llu] end before begin",
+                                 path, name, (unsigned long long)begin, (unsigned long long)end);
+    if (end > data_len)
+        return clremat_set_error(CLREMAT_ERR_PARSE,
+                                 "%s: tensor '%s': data_offsets [%llu, %llu] reach beyond the %llu bytes of data "
+                                 "(file truncated?)",
+                                 path, name, (unsigned long long)begin, (unsigned long long)end,
+                                 (unsigned long long)data_len);
+    if (end - begin != elems * dtype_sizes[d])
+        return clremat_set_error(CLREMAT_ERR_PARSE,
+                                 "%s: tensor '%s': data_offsets [%llu, %llu] hold %llu bytes but %s x %llu elements "
+                                 "need %llu",
+                                 path, name, (unsigned long long)begin, (unsigned long long)end,
+                                 (unsigned long long)(end - begin), dtype_names[d], (unsigned long long)elems,
+                                 (unsigned long long)(elems * dtype_sizes[d]));
+    t->data = base + begin;
+    sp->begin = begin;
+    sp->end = end;
+    return CLREMAT_OK;
+}
+
+int clremat_st_read(const char *path, clremat_st_file *out)
+{
+    unsigned char *blob = NULL;
+    size_t len = 0, n = 0;
+    uint64_t hlen, data_len;
+    json_t *root = NULL, *v;
+    json_error_t jerr;
+    const char *key;
+    clremat_st_tensor *ts = NULL;
+    span *spans = NULL;
+    int st;
+    if (!path || !out)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "clremat_st_read: NULL argument");
+    memset(out, 0, sizeof *out);
+    if ((st = slurp(path, &blob, &len)) != CLREMAT_OK)
+        return st;
+    if (len < 8) {
+        st = clremat_set_error(CLREMAT_ERR_PARSE,
+                               "%s: file is %zu bytes, too short for the 8-byte header length (truncated?)", path, len);
+        goto fail;
+    }
+    hlen = get_le64(blob);
+    if (hlen > len - 8) {
+        st = clremat_set_error(CLREMAT_ERR_PARSE,
+                               "%s: header length %llu exceeds the %zu bytes after it (truncated or not safetensors?)",
+                               path, (unsigned long long)hlen, len - 8);
+        goto fail;
+    }
+    if (hlen > ST_MAX_HEADER) {
+        st = clremat_set_error(CLREMAT_ERR_PARSE, "%s: header length %llu is above the 100 MiB limit", path,
+                               (unsigned long long)hlen);
+        goto fail;
+    }
+    data_len = len - 8 - hlen;
+    root = json_loadb((const char *)blob + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        st = clremat_set_error(CLREMAT_ERR_PARSE, "%s: header JSON invalid at line %d column %d: %s%s", path,
+                               jerr.line, jerr.column, jerr.text,
+                               strstr(jerr.text, "duplicate") ? " (tensor names must be unique)" : "");
+        goto fail;
+    }
+    if (!json_is_object(root)) {
+        st = clremat_set_error(CLREMAT_ERR_PARSE, "%s: header is not a JSON object", path);
+        goto fail;
+    }
+    ts = calloc(json_object_size(root) + 1, sizeof *ts);
+    spans = calloc(json_object_size(root) + 1, sizeof *spans);
+    if (!ts || !spans) {
+        st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory", path);
+        goto fail;
+    }
+    json_object_foreach(root, key, v) {
+        if (strcmp(key, "__metadata__") == 0) {
+            if (!json_is_object(v)) {
+                st = clremat_set_error(CLREMAT_ERR_PARSE, "%s: \"__metadata__\" is not an object", path);
+                goto fail;
+            }
+            continue;
+        }
+        st = parse_entry(path, key, v, blob + 8 + hlen, data_len, &ts[n], &spans[n]);
+        if (st != CLREMAT_OK)
+            goto fail;
+        spans[n].index = n;
+        n++;
+    }
+    qsort(spans, n, sizeof *spans, span_cmp);
+    /* a: the non-empty span reaching furthest so far; empty spans overlap nothing */
+    for (size_t i = 0, ai = SIZE_MAX; i < n; i++) {
+        const span *a = ai == SIZE_MAX ? NULL : &spans[ai], *b = &spans[i];
+        if (b->end == b->begin)
+            continue;
+        if (!a || b->end > a->end)
+            ai = i;
+        if (a && b->begin < a->end) {
+            st = clremat_set_error(CLREMAT_ERR_PARSE,
+                                   "%s: tensor '%s' data [%llu, %llu] overlaps tensor '%s' data [%llu, %llu]", path,
+                                   ts[b->index].name, (unsigned long long)b->begin, (unsigned long long)b->end,
+                                   ts[a->index].name, (unsigned long long)a->begin, (unsigned long long)a->end);
+            goto fail;
+        }
+    }
+    json_decref(root);
+    free(spans);
+    out->tensors = ts;
+    out->n = n;
+    out->blob = blob;
+    out->blob_len = len;
+    return CLREMAT_OK;
+fail:
+    json_decref(root);
+    free(spans);
+    free(ts);
+    free(blob);
+    return st;
+}
+
+const clremat_st_tensor *clremat_st_find(const clremat_st_file *f, const char *name)
+{
+    if (!f || !name)
+        return NULL;
+    for (size_t i = 0; i < f->n; i++)
+        if (strcmp(f->tensors[i].name, name) == 0)
+            return &f->tensors[i];
+    return NULL;
+}
+
+void clremat_st_free(clremat_st_file *f)
+{
+    if (!f)
+        return;
+    free(f->tensors);
+    free(f->blob);
+    memset(f, 0, sizeof *f);
+}
+
+/* Builds the padded JSON header for the tensors; *data_len gets the data size. */
+static int build_header(const char *path, const clremat_st_tensor *ts, size_t n, char **hdr, size_t *hlen,
+                        uint64_t *data_len)
+{
+    json_t *root = json_object();
+    char *s = NULL, *padded;
+    uint64_t off = 0;
+    size_t len, plen;
+    int st = CLREMAT_OK;
+    if (!root)
+        return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory", path);
+    for (size_t i = 0; i < n; i++) {
+        const clremat_st_tensor *t = &ts[i];
+        json_t *e, *shape;
+        uint64_t elems = 1, bytes;
+        if (t->name[0] == '\0' || strnlen(t->name, sizeof t->name) == sizeof t->name ||
+            strcmp(t->name, "__metadata__") == 0) {
+            st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s: tensor %zu has an invalid name", path, i);
+            goto fail;
+        }
+        if (json_object_get(root, t->name)) {
+            st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s: tensor name '%s' appears twice", path, t->name);
+            goto fail;
+        }
+        if ((unsigned)t->dtype >= 4 || t->rank < 0 || t->rank > 8) {
+            st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s: tensor '%s': invalid dtype %d or rank %d", path,
+                                   t->name, (int)t->dtype, t->rank);
+            goto fail;
+        }
+        shape = json_array();
+        e = json_object();
+        if (!shape || !e || json_object_set_new(root, t->name, e) != 0) {
+            json_decref(shape);
+            json_decref(e);
+            st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory", path);
+            goto fail;
+        }
+        json_object_set_new(e, "dtype", json_string(dtype_names[t->dtype]));
+        json_object_set_new(e, "shape", shape);
+        for (int d = 0; d < t->rank; d++) {
+            if (t->dims[d] < 0) {
+                st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s: tensor '%s': negative dimension %lld", path,
+                                       t->name, (long long)t->dims[d]);
+                goto fail;
+            }
+            elems *= (uint64_t)t->dims[d];
+            json_array_append_new(shape, json_integer(t->dims[d]));
+        }
+        if ((int64_t)elems != t->elems) {
+            st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT,
+                                   "%s: tensor '%s': elems %lld does not match its shape (%llu)", path, t->name,
+                                   (long long)t->elems, (unsigned long long)elems);
+            goto fail;
+        }
+        if (elems > 0 && !t->data) {
+            st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s: tensor '%s' has no data", path, t->name);
+            goto fail;
+        }
+        bytes = elems * dtype_sizes[t->dtype];
+        json_object_set_new(e, "data_offsets", json_pack("[II]", (json_int_t)off, (json_int_t)(off + bytes)));
+        off += bytes;
+    }
+    s = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (!s) {
+        st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory", path);
+        goto fail;
+    }
+    len = strlen(s);
+    plen = (len + 7) & ~(size_t)7;
+    padded = malloc(plen);
+    if (!padded) {
+        st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory", path);
+        goto fail;
+    }
+    memcpy(padded, s, len);
+    memset(padded + len, ' ', plen - len);
+    *hdr = padded;
+    *hlen = plen;
+    *data_len = off;
+fail:
+    free(s);
+    json_decref(root);
+    return st;
+}
+
+/* write(2) until everything is written. */
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int clremat_st_write(const char *path, const clremat_st_tensor *tensors, size_t n)
+{
+    char *hdr = NULL, *tmp = NULL, *dcopy = NULL, *bcopy = NULL;
+    const char *dir, *base;
+    size_t hlen = 0;
+    uint64_t data_len = 0;
+    unsigned char lenbuf[8];
+    int fd = -1, st, dfd;
+    if (!path || !*path || (n > 0 && !tensors))
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "clremat_st_write: NULL argument");
+    if ((st = build_header(path, tensors, n, &hdr, &hlen, &data_len)) != CLREMAT_OK)
+        return st;
+    dcopy = strdup(path);
+    bcopy = strdup(path);
+    if (!dcopy || !bcopy) {
+        st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory", path);
+        goto fail;
+    }
+    dir = dirname(dcopy);
+    base = basename(bcopy);
+    tmp = malloc(strlen(dir) + strlen(base) + 16);
+    if (!tmp) {
+        st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory", path);
+        goto fail;
+    }
+    sprintf(tmp, "%s/.%s.XXXXXX", dir, base);
+    fd = mkstemp(tmp);
+    if (fd < 0) {
+        st = clremat_set_error(CLREMAT_ERR_IO, "%s: cannot create a temporary file in '%s': %s", path, dir,
+                               strerror(errno));
+        free(tmp);
+        tmp = NULL; /* nothing was created */
+        goto fail;
+    }
+    if (fchmod(fd, 0644) != 0)
+        goto io_fail;
+    put_le64(lenbuf, hlen);
+    if (write_all(fd, lenbuf, 8) != 0 || write_all(fd, hdr, hlen) != 0)
+        goto io_fail;
+    for (size_t i = 0; i < n; i++) {
+        size_t bytes = (size_t)tensors[i].elems * dtype_sizes[tensors[i].dtype];
+        if (bytes > 0 && write_all(fd, tensors[i].data, bytes) != 0)
+            goto io_fail;
+    }
+    if (fsync(fd) != 0)
+        goto io_fail;
+    if (close(fd) != 0) {
+        fd = -1;
+        goto io_fail;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0) {
+        st = clremat_set_error(CLREMAT_ERR_IO, "%s: cannot rename the temporary file into place: %s", path,
+                               strerror(errno));
+        goto fail;
+    }
+    free(tmp);
+    tmp = NULL;
+    /* make the rename itself durable; failure here leaves a complete file */
+    dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    free(hdr);
+    free(dcopy);
+    free(bcopy);
+    return CLREMAT_OK;
+io_fail:
+    st = clremat_set_error(CLREMAT_ERR_IO, "%s: writing %llu bytes failed: %s", path,
+                           (unsigned long long)(8 + hlen + data_len), strerror(errno));
+fail:
+    if (fd >= 0)
+        close(fd);
+    if (tmp) {
+        unlink(tmp);
+        free(tmp);
+    }
+    free(hdr);
+    free(dcopy);
+    free(bcopy);
+    return st;
+}
