@@ -421,6 +421,7 @@ static void collect_profile(clremat_trainer *t)
     for (size_t i = 0; i < ctx->n_prof; i++) {
         cl_ulong a = 0, b = 0;
         int l = ctx->prof[i].layer;
+        t->profile[l >= 0 ? l : t->g->n_layers].launches[ctx->prof[i].phase]++;
         if (clGetEventProfilingInfo(ctx->prof[i].event, CL_PROFILING_COMMAND_START, sizeof a, &a, NULL) ==
                 CL_SUCCESS &&
             clGetEventProfilingInfo(ctx->prof[i].event, CL_PROFILING_COMMAND_END, sizeof b, &b, NULL) == CL_SUCCESS &&

@@ -15,7 +15,8 @@
 
 /** Per layer and phase device time of the last profiled step (ns). */
 typedef struct clremat_layer_profile {
-    double ns[CLREMAT_PHASE_COUNT];
+    double ns[CLREMAT_PHASE_COUNT];     /**< device time per phase */
+    int launches[CLREMAT_PHASE_COUNT];  /**< kernel launches per phase */
 } clremat_layer_profile;
 
 typedef struct clremat_trainer {

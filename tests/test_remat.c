@@ -1,0 +1,207 @@
+/* test_remat.c: rematerialization end to end on a device, over every bundled
+ * model: losses and parameters bitwise identical across remat modes (dropout
+ * included), measured high-water of live bytes equal to the planner's
+ * prediction to the byte, lower peaks for full and block remat, recompute
+ * launches where (and only where) the plan puts them, and the memory limit:
+ * a plan that does not fit is refused with the numbers and a suggestion. */
+#include "testutil.h"
+#include "data.h"
+#include "executor.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct model_case {
+    const char *file;
+    const char *block;      /* a block name for list_of_layers */
+    const char *layer;      /* a layer name for list_of_layers */
+} model_case;
+
+static const model_case models[] = {
+    {"mlp_deep.json", "block_3", "dense_5"},
+    {"transformer.json", "encoder_block_0", "encoder_block_1/attn"},
+    {"resnet_mlp.json", "res_block_1", "res_block_2/dense_a"},
+    {"regression.json", NULL, "dense_1"},
+};
+#define N_MODELS (sizeof models / sizeof models[0])
+#define STEPS 3
+#define BATCH 8
+
+static clremat_graph *load_model(const char *file)
+{
+    char path[1024];
+    clremat_graph *g = NULL;
+    const char *dir = getenv("CLREMAT_MODELS");
+    snprintf(path, sizeof path, "%s/%s", dir ? dir : "models", file);
+    ck_assert_msg(clremat_graph_load(path, &g) == CLREMAT_OK, "%s", clremat_last_error());
+    return g;
+}
+
+typedef struct run_out {
+    float loss[STEPS];
+    float *params;
+    uint64_t predicted, measured;
+    int n_recompute_actions;
+    clremat_layer_profile *profile;
+} run_out;
+
+/* Runs STEPS training steps of g under mode on ctx; fills out. */
+static void run_mode(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *d, const char *mode, run_out *out)
+{
+    clremat_policy pol;
+    clremat_opt_config opt;
+    clremat_trainer *t;
+    float *x = malloc(sizeof(float) * (size_t)(BATCH * d->train.x_elems));
+    float *y = malloc(sizeof(float) * (size_t)(BATCH * d->train.y_elems));
+    ck_assert_int_eq(clremat_policy_parse(mode, &pol), CLREMAT_OK);
+    ck_assert_int_eq(clremat_opt_defaults("adam", &opt), 0);
+    ck_assert_msg(clremat_trainer_new(ctx, g, BATCH, &pol, &opt, 7, &t) == CLREMAT_OK, "%s: %s", mode,
+                  clremat_ctx_last_error(ctx));
+    clremat_pool_reset_peaks(ctx->pool);
+    for (int s = 0; s < STEPS; s++) {
+        float correct;
+        clremat_data_batch(&d->train, 7, s, BATCH, x, y);
+        clremat_trainer_set_profiling(t, s == STEPS - 1);
+        ck_assert_msg(clremat_trainer_step(t, x, y, &out->loss[s], &correct) == CLREMAT_OK, "%s step %d: %s", mode,
+                      s, clremat_ctx_last_error(ctx));
+        ck_assert(isfinite(out->loss[s]));
+    }
+    out->predicted = t->plan.peak_bytes;
+    out->measured = clremat_pool_get_stats(ctx->pool).live_peak;
+    out->n_recompute_actions = t->plan.n_recompute_actions;
+    out->params = malloc(t->plan.param_bytes);
+    ck_assert_int_eq(clremat_trainer_get_params(t, out->params), CLREMAT_OK);
+    out->profile = malloc(sizeof *out->profile * (size_t)(g->n_layers + 1));
+    memcpy(out->profile, t->profile, sizeof *out->profile * (size_t)(g->n_layers + 1));
+    /* the launches agree with the plan: recompute work exactly where planned */
+    for (int l = 0; l < g->n_layers; l++)
+        ck_assert_msg((t->plan.recomputes[l] > 0) == (t->profile[l].launches[CLREMAT_PHASE_RECOMPUTE] > 0),
+                      "%s: layer %s planned %d recomputes, launched %d recompute kernels", mode, g->layers[l].name,
+                      t->plan.recomputes[l], t->profile[l].launches[CLREMAT_PHASE_RECOMPUTE]);
+    clremat_trainer_free(t);
+    free(x);
+    free(y);
+}
+
+static void check_model(const model_case *m)
+{
+    clremat_ctx *ctx;
+    clremat_graph *g = load_model(m->file);
+    clremat_dataset d;
+    char modes[6][128];
+    int n_modes = 0;
+    run_out base, r;
+    size_t pbytes = (size_t)clremat_graph_param_elems(g) * sizeof(float);
+
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_msg(clremat_data_synthetic(g, NULL, 7, 256, 32, &d) == CLREMAT_OK, "%s", clremat_last_error());
+    snprintf(modes[n_modes++], 128, "full");
+    snprintf(modes[n_modes++], 128, "activations");
+    snprintf(modes[n_modes++], 128, "larger_than:1024");
+    if (m->block)
+        snprintf(modes[n_modes++], 128, "list_of_layers:%s", m->block);
+    snprintf(modes[n_modes++], 128, "list_of_layers:%s", m->layer);
+
+    run_mode(ctx, g, &d, "none", &base);
+    ck_assert_msg(base.measured == base.predicted, "%s none: measured peak %llu, predicted %llu", m->file,
+                  (unsigned long long)base.measured, (unsigned long long)base.predicted);
+    for (int i = 0; i < n_modes; i++) {
+        run_mode(ctx, g, &d, modes[i], &r);
+        for (int s = 0; s < STEPS; s++)
+            ck_assert_msg(memcmp(&r.loss[s], &base.loss[s], sizeof(float)) == 0,
+                          "%s %s step %d: loss %.9g differs from none's %.9g", m->file, modes[i], s,
+                          (double)r.loss[s], (double)base.loss[s]);
+        ck_assert_msg(memcmp(r.params, base.params, pbytes) == 0, "%s %s: parameters differ from none's", m->file,
+                      modes[i]);
+        ck_assert_msg(r.measured == r.predicted, "%s %s: measured peak %llu, predicted %llu", m->file, modes[i],
+                      (unsigned long long)r.measured, (unsigned long long)r.predicted);
+        if (!strcmp(modes[i], "full") && strcmp(m->file, "regression.json"))
+            ck_assert_msg(r.measured < base.measured, "%s full: peak %llu not below none's %llu", m->file,
+                          (unsigned long long)r.measured, (unsigned long long)base.measured);
+        if (m->block && strstr(modes[i], m->block) && strcmp(m->file, "mlp_deep.json") == 0)
+            ck_assert_msg(r.measured < base.measured, "%s %s: peak not below none's", m->file, modes[i]);
+        if (!strcmp(modes[i], "list_of_layers:encoder_block_0"))
+            ck_assert_msg(r.measured < base.measured, "%s %s: peak not below none's", m->file, modes[i]);
+        free(r.params);
+        free(r.profile);
+    }
+    free(base.params);
+    free(base.profile);
+    clremat_data_free(&d);
+    clremat_graph_free(g);
+    clremat_ctx_destroy(ctx);
+}
+
+START_TEST(test_modes_bitwise_and_exact_peak)
+{
+    check_model(&models[_i]);
+}
+END_TEST
+
+/* A limit between full's peak and none's: none is refused with the numbers
+ * and the modes that fit; full runs and stays within it. */
+START_TEST(test_memory_limit)
+{
+    clremat_graph *g = load_model("mlp_deep.json");
+    clremat_plan pn, pf;
+    clremat_policy none, full;
+    clremat_opt_config opt;
+    clremat_ctx *ctx;
+    clremat_trainer *t = NULL;
+    clremat_dataset d;
+    uint64_t limit;
+    float x[BATCH * 64], y[BATCH * 64], loss, correct;
+
+    clremat_policy_parse("none", &none);
+    clremat_policy_parse("full", &full);
+    clremat_opt_defaults("adam", &opt);
+    ck_assert_int_eq(clremat_plan_for(g, BATCH, &none, 2, &pn, NULL), CLREMAT_OK);
+    ck_assert_int_eq(clremat_plan_for(g, BATCH, &full, 2, &pf, NULL), CLREMAT_OK);
+    ck_assert_uint_lt(pf.peak_bytes, pn.peak_bytes);
+    limit = (pf.peak_bytes + pn.peak_bytes) / 2;
+    TEST_OPEN_CTX(ctx, limit);
+    ck_assert_int_eq(clremat_trainer_new(ctx, g, BATCH, &none, &opt, 1, &t), CLREMAT_ERR_OUT_OF_MEMORY);
+    ck_assert_ptr_null(t);
+    {
+        char needed[64], avail[64];
+        snprintf(needed, sizeof needed, "needs %llu bytes", (unsigned long long)pn.peak_bytes);
+        snprintf(avail, sizeof avail, "%llu bytes are available", (unsigned long long)limit);
+        ck_assert_msg(strstr(clremat_ctx_last_error(ctx), needed) != NULL, "%s", clremat_ctx_last_error(ctx));
+        ck_assert_msg(strstr(clremat_ctx_last_error(ctx), avail) != NULL, "%s", clremat_ctx_last_error(ctx));
+        ck_assert_msg(strstr(clremat_ctx_last_error(ctx), " full (peak") != NULL, "%s", clremat_ctx_last_error(ctx));
+    }
+    ck_assert_uint_eq(clremat_pool_get_stats(ctx->pool).live_bytes, 0); /* nothing was allocated */
+    ck_assert_int_eq(clremat_trainer_new(ctx, g, BATCH, &full, &opt, 1, &t), CLREMAT_OK);
+    ck_assert_int_eq(clremat_data_synthetic(g, NULL, 1, 64, 8, &d), CLREMAT_OK);
+    ck_assert_uint_le((uint64_t)d.train.x_elems, 64);
+    for (int s = 0; s < 2; s++) {
+        clremat_data_batch(&d.train, 1, s, BATCH, x, y);
+        ck_assert_int_eq(clremat_trainer_step(t, x, y, &loss, &correct), CLREMAT_OK);
+    }
+    ck_assert_uint_le(clremat_pool_get_stats(ctx->pool).live_peak, limit);
+    ck_assert_uint_le(clremat_pool_get_stats(ctx->pool).reserved_peak, limit);
+    clremat_trainer_free(t);
+    clremat_data_free(&d);
+    clremat_plan_free(&pn);
+    clremat_plan_free(&pf);
+    clremat_graph_free(g);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s;
+    TCase *tc;
+    if (!test_have_device()) {
+        fprintf(stderr, "no OpenCL device: skipping\n");
+        return TEST_SKIP;
+    }
+    s = suite_create("remat");
+    tc = tcase_create("remat");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, test_modes_bitwise_and_exact_peak, 0, (int)N_MODELS);
+    tcase_add_test(tc, test_memory_limit);
+    suite_add_tcase(s, tc);
+    return test_run_suite(s);
+}
