@@ -10,3 +10,123 @@ __kernel void axpy(const int n, const float a, __global const float *x, __global
     if (i < n)
         y[i] = a * x[i] + y[i];
 }
+
+/* ======================================================================
+ * H1 core: shared counter-based RNG (bit-identical to host/rng.h)
+ * ====================================================================== */
+
+/* The 32-bit finalizer of host/rng.h (clremat_mix32). */
+uint clremat_mix32(uint x)
+{
+    x ^= x >> 16;
+    x *= 0x7feb352dU;
+    x ^= x >> 15;
+    x *= 0x846ca68bU;
+    x ^= x >> 16;
+    return x;
+}
+
+/* Hash of (seed, step, layer, element) to 32 uniform bits; the 64-bit seed
+ * comes in as its low and high halves. Same bits as host/rng.h. */
+uint clremat_hash(uint seed_lo, uint seed_hi, uint step, uint layer, uint elem)
+{
+    uint h = clremat_mix32(seed_lo ^ 0x9e3779b9U);
+    h = clremat_mix32(h ^ seed_hi);
+    h = clremat_mix32(h ^ step);
+    h = clremat_mix32(h ^ layer);
+    return clremat_mix32(h ^ elem);
+}
+
+/* Uniform float in [0, 1) with 24 random bits (exact, as on the host). */
+float clremat_uniform(uint h) { return (float)(h >> 8) * (1.0f / 16777216.0f); }
+
+/* Test hook: out[i] = clremat_hash(seed, step, layer, i) for i < n. */
+__kernel void clremat_hash_fill(const int n, const uint seed_lo, const uint seed_hi, const uint step,
+                                const uint layer, __global uint *out)
+{
+    int i = get_global_id(0);
+    if (i < n)
+        out[i] = clremat_hash(seed_lo, seed_hi, step, layer, (uint)i);
+}
+
+/* ======================================================================
+ * H1 core: GEMM. C = alpha * op(A) op(B) + beta * C, row-major, batched by
+ * get_global_id(2). A work-group of 8x8 items computes a 32x32 tile of C,
+ * each item a 4x4 block (rows ty + 8i, columns tx + 8j), stepping K by 16
+ * through local memory. Accumulation order over K is fixed (deterministic).
+ * beta == 0 never reads C.
+ * ====================================================================== */
+#define GEMM_TM 32
+#define GEMM_TN 32
+#define GEMM_TK 16
+#define GEMM_LX 8
+#define GEMM_LY 8
+
+__kernel __attribute__((reqd_work_group_size(GEMM_LX, GEMM_LY, 1)))
+void clremat_gemm_tiled(const int tA, const int tB, const int M, const int N, const int K, const float alpha,
+                        __global const float *A, const long offA, const long lda, const long sa,
+                        __global const float *B, const long offB, const long ldb, const long sb,
+                        const float beta, __global float *C, const long offC, const long ldc, const long sc)
+{
+    __local float As[GEMM_TK][GEMM_TM + 1];
+    __local float Bs[GEMM_TK][GEMM_TN + 1];
+    const int tx = get_local_id(0), ty = get_local_id(1);
+    const int lid = ty * GEMM_LX + tx;
+    const int n0 = get_group_id(0) * GEMM_TN, m0 = get_group_id(1) * GEMM_TM;
+    const long bz = get_global_id(2);
+    float acc[4][4];
+    A += offA + bz * sa;
+    B += offB + bz * sb;
+    C += offC + bz * sc;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++)
+            acc[i][j] = 0.0f;
+
+    for (int k0 = 0; k0 < K; k0 += GEMM_TK) {
+        for (int e = lid; e < GEMM_TK * GEMM_TM; e += GEMM_LX * GEMM_LY) {
+            int m, k;
+            float v = 0.0f;
+            if (tA) { k = e / GEMM_TM; m = e % GEMM_TM; }   /* A stored K x M: contiguous in m */
+            else { m = e / GEMM_TK; k = e % GEMM_TK; }      /* A stored M x K: contiguous in k */
+            if (m0 + m < M && k0 + k < K)
+                v = tA ? A[(long)(k0 + k) * lda + (m0 + m)] : A[(long)(m0 + m) * lda + (k0 + k)];
+            As[k][m] = v;
+        }
+        for (int e = lid; e < GEMM_TK * GEMM_TN; e += GEMM_LX * GEMM_LY) {
+            int n, k;
+            float v = 0.0f;
+            if (tB) { n = e / GEMM_TK; k = e % GEMM_TK; }   /* B stored N x K: contiguous in k */
+            else { k = e / GEMM_TN; n = e % GEMM_TN; }      /* B stored K x N: contiguous in n */
+            if (n0 + n < N && k0 + k < K)
+                v = tB ? B[(long)(n0 + n) * ldb + (k0 + k)] : B[(long)(k0 + k) * ldb + (n0 + n)];
+            Bs[k][n] = v;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int k = 0; k < GEMM_TK; k++) {
+            float a[4], b[4];
+            for (int i = 0; i < 4; i++)
+                a[i] = As[k][ty + GEMM_LY * i];
+            for (int j = 0; j < 4; j++)
+                b[j] = Bs[k][tx + GEMM_LX * j];
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++)
+                    acc[i][j] += a[i] * b[j];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int i = 0; i < 4; i++) {
+        const int m = m0 + ty + GEMM_LY * i;
+        if (m >= M)
+            continue;
+        for (int j = 0; j < 4; j++) {
+            const int n = n0 + tx + GEMM_LX * j;
+            if (n < N) {
+                __global float *c = C + (long)m * ldc + n;
+                float r = alpha * acc[i][j];
+                if (beta != 0.0f)
+                    r += beta * *c;
+                *c = r;
+            }
+        }
+    }
+}
