@@ -130,3 +130,86 @@ void clremat_gemm_tiled(const int tA, const int tB, const int M, const int N, co
         }
     }
 }
+
+/* ======================================================================
+ * H1 core: elementwise helpers (executor, optimizers, layers)
+ * ====================================================================== */
+
+/* dst[i] += src[i]. */
+__kernel void clremat_add_inplace(const int n, __global float *dst, __global const float *src)
+{
+    int i = get_global_id(0);
+    if (i < n)
+        dst[i] += src[i];
+}
+
+/* dst[i] = src[i] (acc == 0) or dst[i] += src[i] (acc != 0). */
+__kernel void clremat_copy_acc(const int n, const int acc, __global float *dst, __global const float *src)
+{
+    int i = get_global_id(0);
+    if (i < n)
+        dst[i] = acc ? dst[i] + src[i] : src[i];
+}
+
+/* Counts non-finite floats of x[0..n): each work-group (local size 256)
+ * strides over the array, reduces its count in local memory and adds it to
+ * *count with an integer atomic (exact, so the total is deterministic). */
+__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
+void clremat_count_nonfinite(const int n, __global const float *x, __global int *count)
+{
+    __local int part[256];
+    const int lid = get_local_id(0);
+    int c = 0;
+    for (int i = get_global_id(0); i < n; i += get_global_size(0))
+        c += isfinite(x[i]) ? 0 : 1;
+    part[lid] = c;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = 128; s > 0; s >>= 1) {
+        if (lid < s)
+            part[lid] += part[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0 && part[0] != 0)
+        atomic_add(count, part[0]);
+}
+
+/* ======================================================================
+ * H1 core: optimizers (backend/optim.c). wd is added to the gradient (L2)
+ * for SGD and Adam; AdamW decays the parameter itself (decoupled).
+ * ====================================================================== */
+
+/* SGD with momentum: g' = g + wd p; v = momentum v + g'; p -= lr v. */
+__kernel void clremat_sgd_step(const int n, const float lr, const float momentum, const float wd,
+                               __global float *p, __global const float *g, __global float *v)
+{
+    int i = get_global_id(0);
+    if (i < n) {
+        float gi = g[i] + wd * p[i];
+        float vi = momentum * v[i] + gi;
+        v[i] = vi;
+        p[i] = p[i] - lr * vi;
+    }
+}
+
+/* Adam / AdamW: m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
+ * p -= lr (m/bc1) / (sqrt(v/bc2) + eps) [+ lr wd p when decoupled], with
+ * g' = g + wd p when not decoupled. bc1 = 1 - b1^t, bc2 = 1 - b2^t. */
+__kernel void clremat_adam_step(const int n, const float lr, const float b1, const float b2, const float eps,
+                                const float wd, const int decoupled, const float bc1, const float bc2,
+                                __global float *p, __global const float *g, __global float *m,
+                                __global float *v)
+{
+    int i = get_global_id(0);
+    if (i < n) {
+        float pi = p[i];
+        float gi = decoupled ? g[i] : g[i] + wd * pi;
+        float mi = b1 * m[i] + (1.0f - b1) * gi;
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        float upd = (mi / bc1) / (sqrt(vi / bc2) + eps);
+        m[i] = mi;
+        v[i] = vi;
+        if (decoupled)
+            upd += wd * pi;
+        p[i] = pi - lr * upd;
+    }
+}
