@@ -18,10 +18,10 @@ typedef struct model_case {
 } model_case;
 
 static const model_case models[] = {
-    {"mlp_deep.json", "block_3", "dense_5"},
+    {"mlp_deep.json", NULL, "dense_5"},
     {"transformer.json", "encoder_block_0", "encoder_block_1/attn"},
-    {"resnet_mlp.json", "res_block_1", "res_block_2/dense_a"},
-    {"regression.json", NULL, "dense_1"},
+    {"resnet_mlp.json", "res_block_1", "res_block_2/d1"},
+    {"regression.json", NULL, "h2"},
 };
 #define N_MODELS (sizeof models / sizeof models[0])
 #define STEPS 3
