@@ -208,6 +208,52 @@ int clremat_block_contains(const clremat_graph *g, int b, int l)
     return 0;
 }
 
+/* 1 when the path component c[0..cn) is u[0..un) or u followed by "_<digits>". */
+static int component_matches(const char *u, size_t un, const char *c, size_t cn)
+{
+    if (cn == un)
+        return memcmp(u, c, un) == 0;
+    if (cn < un + 2 || memcmp(u, c, un) != 0 || c[un] != '_')
+        return 0;
+    for (size_t i = un + 1; i < cn; i++)
+        if (c[i] < '0' || c[i] > '9')
+            return 0;
+    return 1;
+}
+
+/* 1 when every '/'-separated component of user matches the block path's. */
+static int path_matches(const char *user, const char *path)
+{
+    for (;;) {
+        size_t un = strcspn(user, "/"), cn = strcspn(path, "/");
+        if (!component_matches(user, un, path, cn))
+            return 0;
+        if (!user[un] || !path[cn])
+            return !user[un] && !path[cn];
+        user += un + 1;
+        path += cn + 1;
+    }
+}
+
+int clremat_graph_blocks_named(const clremat_graph *g, const char *name, int *out, int max)
+{
+    int n = 0, exact;
+    if (!g || !name || !name[0])
+        return 0;
+    if ((exact = clremat_graph_find_block(g, name)) >= 0) {
+        if (out && max > 0)
+            out[0] = exact;
+        return 1;
+    }
+    for (int b = 0; b < g->n_blocks; b++)
+        if (path_matches(name, g->blocks[b].name)) {
+            if (out && n < max)
+                out[n] = b;
+            n++;
+        }
+    return n;
+}
+
 /* Checks that name is non-empty, fits, and is used by no layer or block. */
 static int check_new_name(clremat_graph *g, const char *name, size_t cap, const char *what)
 {

@@ -609,6 +609,14 @@ START_TEST(test_json_nested_blocks_and_resolution)
     ck_assert_int_eq(g->layers[layer(g, "outer/y")].inputs[1], layer(g, "outer/inner_0/s"));
     ck_assert(clremat_block_contains(g, outer, layer(g, "outer/inner_1/s")));
     ck_assert_int_eq(g->blocks[outer].last, layer(g, "outer/y"));
+    {
+        int found[3] = {-1, -1, -1};
+        ck_assert_int_eq(clremat_graph_blocks_named(g, "outer/inner", found, 3), 2);
+        ck_assert_int_eq(found[0], i0);
+        ck_assert_int_eq(found[1], i1);
+        ck_assert_int_eq(clremat_graph_blocks_named(g, "inner", found, 3), 0);
+        ck_assert_int_eq(clremat_graph_blocks_named(g, "outer", NULL, 0), 1);
+    }
     clremat_graph_free(g);
 }
 END_TEST
@@ -959,6 +967,16 @@ START_TEST(test_bundled_models)
     ck_assert_int_eq(g->layers[layer(g, "encoder_block_1/attn")].heads, 4);
     ck_assert_int_eq(g->layers[layer(g, "encoder_block_1/res1")].inputs[1], layer(g, "encoder_block_0/res2"));
     ASSERT_SHAPE(g->layers[layer(g, "embed")].out_shape, 2, 16, 64);
+    {
+        int found[4] = {-1, -1, -1, -1};
+        ck_assert_int_eq(clremat_graph_blocks_named(g, "encoder_block", found, 4), 2);
+        ck_assert_int_eq(found[0], clremat_graph_find_block(g, "encoder_block_0"));
+        ck_assert_int_eq(found[1], clremat_graph_find_block(g, "encoder_block_1"));
+        ck_assert_int_eq(clremat_graph_blocks_named(g, "encoder_block_1", found, 4), 1);
+        ck_assert_int_eq(found[0], clremat_graph_find_block(g, "encoder_block_1"));
+        ck_assert_int_eq(clremat_graph_blocks_named(g, "encoder", found, 4), 0);
+        ck_assert_int_eq(clremat_graph_blocks_named(g, "encoder_block_", found, 4), 0);
+    }
     clremat_graph_free(g);
 
     g = load_model("resnet_mlp.json");
@@ -980,6 +998,43 @@ START_TEST(test_bundled_models)
 }
 END_TEST
 
+/* Every ```json block of docs/model-format.md is a complete model that loads. */
+START_TEST(test_docs_examples)
+{
+    char path[1024], *text, *p;
+    FILE *f;
+    long size;
+    int blocks = 0;
+    snprintf(path, sizeof path, "%s/../docs/model-format.md", models_dir());
+    f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    text = malloc((size_t)size + 1);
+    ck_assert_int_eq(fread(text, 1, (size_t)size, f), (size_t)size);
+    text[size] = '\0';
+    fclose(f);
+    for (p = strstr(text, "```json\n"); p; p = strstr(p, "```json\n")) {
+        char *end;
+        clremat_graph *g = NULL;
+        int st;
+        p += strlen("```json\n");
+        end = strstr(p, "```");
+        ck_assert_ptr_nonnull(end);
+        *end = '\0';
+        st = clremat_graph_load_string(p, "docs", &g);
+        ck_assert_msg(st == CLREMAT_OK, "docs example %d: %s", blocks + 1, clremat_last_error());
+        ck_assert_int_eq(g->finalized, 1);
+        clremat_graph_free(g);
+        blocks++;
+        p = end + 1;
+    }
+    ck_assert_int_ge(blocks, 5);
+    free(text);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("graph");
@@ -998,6 +1053,7 @@ int main(void)
     tcase_add_test(tc, test_json_fuzz);
     tcase_add_test(tc, test_load_file_errors);
     tcase_add_test(tc, test_bundled_models);
+    tcase_add_test(tc, test_docs_examples);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
