@@ -167,6 +167,15 @@ int clremat_layer_type_from_name(const char *name);
 const char *clremat_act_name(clremat_act a);
 int clremat_act_from_name(const char *name);
 
+/** Blocks a user-given name (as in a list_of_layers remat policy) refers to:
+ * the block with exactly that full name if there is one; otherwise every
+ * block whose path matches component by component, where a component NAME
+ * also matches the repeat instances NAME_0, NAME_1, ... ("encoder_block"
+ * matches encoder_block_0 and encoder_block_1; "encoder_block/mlp" matches
+ * encoder_block_0/mlp, ...). Writes up to max indices (in block order) into
+ * out (may be NULL when max is 0) and returns the number of matches. */
+int clremat_graph_blocks_named(const clremat_graph *g, const char *name, int *out, int max);
+
 /** 1 if block b is layer l's block or encloses it. */
 int clremat_block_contains(const clremat_graph *g, int b, int l);
 

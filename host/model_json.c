@@ -1,0 +1,829 @@
+/* model_json.c: loads a model file (JSON, docs/model-format.md) into a
+ * finalized graph. Two passes over the layer list: the first expands blocks
+ * and repeats into the full layer names (so a reference to a layer defined
+ * later can be told from an unknown name), the second checks every field and
+ * builds the graph. Every error says FILE:LINE:COL of the offending value and
+ * what was expected. */
+#include "graph.h"
+#include "backend.h"
+#include "json_pos.h"
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_LAYERS 10000        /* layers after expanding repeats */
+#define MAX_REPEAT 10000
+#define MAX_BLOCK_DEPTH 16
+#define MAX_DIM ((int64_t)1 << 30)
+#define MAX_FILE_BYTES ((long)64 << 20)
+#define N_NAMED_TYPES (CLREMAT_LAYER_TYPE_COUNT + 1)  /* + "flatten" */
+#define TYPE_FLATTEN CLREMAT_LAYER_TYPE_COUNT
+
+/* Where a layer list is being read: a block instance or the top level. */
+typedef struct scope {
+    const char *path;           /* "" at top level, else the block's full name */
+    int block_input;            /* layer entering the block (-1 model input); -2 top level */
+    int counters[N_NAMED_TYPES];/* automatic names per type */
+    const struct scope *parent;
+} scope;
+
+typedef struct loader {
+    const char *origin;
+    const clremat_json_index *ix;
+    clremat_graph *g;
+    int pass;                   /* 1: collect names, 2: build */
+    /* pass 1: every layer's full name in file order; index = layer index */
+    char (*names)[CLREMAT_NAME_LEN];
+    int n_names, cap_names;
+    int *hash;                  /* open addressing over names, -1 empty */
+    size_t hash_size;
+    int total;                  /* layers seen in this pass */
+    clremat_jpos *block_pos;    /* pass 2: where each block was declared */
+    int cap_block_pos;
+} loader;
+
+static const char *const type_list = "dense, activation, dropout, layernorm, add, embedding, attention, "
+                                     "reshape, flatten, softmax_cross_entropy, mse";
+static const char *const act_list = "relu, gelu, gelu_exact, tanh, sigmoid, silu, linear";
+
+/* ---------------------------------------------------------------- errors */
+
+static int lfail(const loader *ld, int status, clremat_jpos p, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int lfail(const loader *ld, int status, clremat_jpos p, const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return clremat_set_error(status, "%s:%d:%d: %s", ld->origin, p.line, p.col, msg);
+}
+
+/* A short JSON rendering of v for "got ..." in messages. */
+static const char *got(const json_t *v, char *buf, size_t len)
+{
+    char *s = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    if (!s)
+        snprintf(buf, len, "%s", v ? "(value)" : "nothing");
+    else if (strlen(s) > 60)
+        snprintf(buf, len, "%.57s...", s);
+    else
+        snprintf(buf, len, "%s", s);
+    free(s);
+    return buf;
+}
+
+static clremat_jpos opos(const loader *ld, const json_t *obj) { return clremat_json_pos(ld->ix, obj); }
+
+static clremat_jpos mpos(const loader *ld, const json_t *obj, const char *key)
+{
+    return clremat_json_member_pos(ld->ix, obj, key, 0);
+}
+
+/* ---------------------------------------------------------- name lookups */
+
+static size_t hash_str(const char *s)
+{
+    size_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Index of the first layer of pass 1 with full name s, or -1. */
+static int name_lookup(const loader *ld, const char *s)
+{
+    if (!ld->hash)
+        return -1;
+    for (size_t h = hash_str(s) & (ld->hash_size - 1);; h = (h + 1) & (ld->hash_size - 1)) {
+        int i = ld->hash[h];
+        if (i < 0)
+            return -1;
+        if (!strcmp(ld->names[i], s))
+            return i;
+    }
+}
+
+static int build_hash(loader *ld)
+{
+    size_t size = 16;
+    while (size < 2 * (size_t)ld->n_names + 16)
+        size *= 2;
+    ld->hash = malloc(size * sizeof *ld->hash);
+    if (!ld->hash)
+        return -1;
+    ld->hash_size = size;
+    for (size_t i = 0; i < size; i++)
+        ld->hash[i] = -1;
+    for (int i = 0; i < ld->n_names; i++) {
+        size_t h = hash_str(ld->names[i]) & (size - 1);
+        if (name_lookup(ld, ld->names[i]) >= 0)
+            continue; /* a duplicate: the first one is kept */
+        while (ld->hash[h] >= 0)
+            h = (h + 1) & (size - 1);
+        ld->hash[h] = i;
+    }
+    return 0;
+}
+
+static int push_name(loader *ld, const char *full)
+{
+    if (ld->n_names == ld->cap_names) {
+        int cap = ld->cap_names ? 2 * ld->cap_names : 64;
+        char (*nn)[CLREMAT_NAME_LEN] = realloc(ld->names, (size_t)cap * sizeof *nn);
+        if (!nn)
+            return -1;
+        ld->names = nn;
+        ld->cap_names = cap;
+    }
+    snprintf(ld->names[ld->n_names++], CLREMAT_NAME_LEN, "%s", full);
+    return 0;
+}
+
+/* Letters, digits, '_', '-' and '.': names that stay unambiguous in block paths. */
+static int valid_name(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' ||
+              *s == '-' || *s == '.'))
+            return 0;
+    return 1;
+}
+
+/* Joins scope path and name into out; -1 when it does not fit. */
+static int join_name(const char *path, const char *name, char *out)
+{
+    int n = path[0] ? snprintf(out, CLREMAT_NAME_LEN, "%s/%s", path, name)
+                    : snprintf(out, CLREMAT_NAME_LEN, "%s", name);
+    return n < 0 || n >= CLREMAT_NAME_LEN ? -1 : 0;
+}
+
+/* ---------------------------------------------------------- field access */
+
+/* Fails on the first member of obj not in allowed (a NULL-ended list). */
+static int check_fields(const loader *ld, const json_t *obj, const char *what, const char *const *allowed)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        int ok = 0;
+        char list[512] = "";
+        for (int i = 0; allowed[i]; i++)
+            if (!strcmp(key, allowed[i]))
+                ok = 1;
+        if (ok)
+            continue;
+        for (int i = 0; allowed[i]; i++) {
+            size_t n = strlen(list);
+            snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", allowed[i]);
+        }
+        return lfail(ld, CLREMAT_ERR_PARSE, clremat_json_member_pos(ld->ix, obj, key, 1),
+                     "%s: unknown field '%.64s'; allowed fields: %s", what, key, list);
+    }
+    return CLREMAT_OK;
+}
+
+static int missing(const loader *ld, const json_t *obj, const char *what, const char *key, const char *expect)
+{
+    return lfail(ld, CLREMAT_ERR_PARSE, opos(ld, obj), "%s: missing field '%s' (%s)", what, key, expect);
+}
+
+static int bad_field(const loader *ld, const json_t *obj, const char *what, const char *key, const char *expect)
+{
+    char b[96];
+    return lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, obj, key), "%s: field '%s' must be %s, got %s", what, key, expect,
+                 got(json_object_get(obj, key), b, sizeof b));
+}
+
+/* Integer field in [lo, hi]; *out = def when absent and not required. */
+static int get_int(const loader *ld, const json_t *obj, const char *what, const char *key, int required,
+                   int64_t lo, int64_t hi, int64_t def, const char *expect, int64_t *out)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v) {
+        if (required)
+            return missing(ld, obj, what, key, expect);
+        *out = def;
+        return CLREMAT_OK;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return bad_field(ld, obj, what, key, expect);
+    *out = json_integer_value(v);
+    return CLREMAT_OK;
+}
+
+/* Number field in [lo, hi) (hi_open) or [lo, hi], lo excluded when lo_open. */
+static int get_num(const loader *ld, const json_t *obj, const char *what, const char *key, int required, double lo,
+                   int lo_open, double hi, int hi_open, double def, const char *expect, double *out)
+{
+    json_t *v = json_object_get(obj, key);
+    double x;
+    if (!v) {
+        if (required)
+            return missing(ld, obj, what, key, expect);
+        *out = def;
+        return CLREMAT_OK;
+    }
+    x = json_is_number(v) ? json_number_value(v) : 0.0;
+    if (!json_is_number(v) || !(lo_open ? x > lo : x >= lo) || !(hi_open ? x < hi : x <= hi))
+        return bad_field(ld, obj, what, key, expect);
+    *out = x;
+    return CLREMAT_OK;
+}
+
+static int get_bool(const loader *ld, const json_t *obj, const char *what, const char *key, int def, int *out)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v) {
+        *out = def;
+        return CLREMAT_OK;
+    }
+    if (!json_is_boolean(v))
+        return bad_field(ld, obj, what, key, "true or false");
+    *out = json_is_true(v);
+    return CLREMAT_OK;
+}
+
+/* Shape array: 1..MAX_RANK integers in 1..MAX_DIM, or -1 (once) when allow_neg. */
+static int get_shape(const loader *ld, const json_t *obj, const char *what, const char *key, int allow_neg,
+                     clremat_shape *out)
+{
+    json_t *v = json_object_get(obj, key);
+    const char *expect = allow_neg ? "an array of 1 to 4 positive integers, one of which may be -1"
+                                   : "an array of 1 to 4 positive integers";
+    int neg = 0;
+    char b[96];
+    if (!v)
+        return missing(ld, obj, what, key, expect);
+    if (!json_is_array(v) || json_array_size(v) < 1 || json_array_size(v) > CLREMAT_MAX_RANK)
+        return bad_field(ld, obj, what, key, expect);
+    memset(out, 0, sizeof *out);
+    out->rank = (int)json_array_size(v);
+    for (int i = 0; i < out->rank; i++) {
+        json_t *d = json_array_get(v, (size_t)i);
+        json_int_t x = json_is_integer(d) ? json_integer_value(d) : 0;
+        if (!json_is_integer(d) || !((x >= 1 && x <= MAX_DIM) || (allow_neg && x == -1 && !neg++)))
+            return lfail(ld, CLREMAT_ERR_PARSE, clremat_json_elem_pos(ld->ix, v, (size_t)i),
+                         "%s: field '%s' must be %s; element %d is %s", what, key, expect, i, got(d, b, sizeof b));
+        out->dims[i] = x;
+    }
+    return CLREMAT_OK;
+}
+
+/* ---------------------------------------------------------------- inputs */
+
+/* Resolves input name nm of the layer being added (index self, full name
+ * selfname) to a layer index or -1 (model input). */
+static int resolve_input(const loader *ld, const scope *sc, const json_t *arr, size_t i, const char *selfname,
+                         int self, int *out)
+{
+    const char *nm = json_string_value(json_array_get(arr, i));
+    clremat_jpos p = clremat_json_elem_pos(ld->ix, arr, i);
+    if (!strcmp(nm, "@input")) {
+        *out = -1;
+        return CLREMAT_OK;
+    }
+    if (!strcmp(nm, "@block_input")) {
+        if (sc->block_input < -1)
+            return lfail(ld, CLREMAT_ERR_PARSE, p, "layer '%s': '@block_input' is only valid inside a block "
+                         "(use '@input' for the model input)", selfname);
+        *out = sc->block_input;
+        return CLREMAT_OK;
+    }
+    if (nm[0] == '@')
+        return lfail(ld, CLREMAT_ERR_PARSE, p, "layer '%s': unknown reserved input name '%.64s' (reserved names: "
+                     "@input, @block_input)", selfname, nm);
+    for (const scope *s = sc; s; s = s->parent) {
+        char cand[CLREMAT_NAME_LEN];
+        int ord;
+        if (join_name(s->path, nm, cand) < 0 || (ord = name_lookup(ld, cand)) < 0)
+            continue;
+        if (ord == self)
+            return lfail(ld, CLREMAT_ERR_PARSE, p, "layer '%s': input '%s' is the layer itself (a cycle): a "
+                         "layer can only use layers defined before it", selfname, nm);
+        if (ord > self || ord >= ld->g->n_layers)
+            return lfail(ld, CLREMAT_ERR_PARSE, p, "layer '%s': input '%s' is layer '%s', defined later in the "
+                         "file (cycle / forward reference): a layer can only use layers defined before it",
+                         selfname, nm, ld->names[ord]);
+        if (strcmp(ld->g->layers[ord].name, cand))
+            return lfail(ld, CLREMAT_ERR_INTERNAL, p, "layer '%s': name index out of step at '%s'", selfname,
+                         cand);
+        *out = ord;
+        return CLREMAT_OK;
+    }
+    return lfail(ld, CLREMAT_ERR_PARSE, p, "layer '%s': unknown input name '%.64s': no layer has this name (inside "
+                 "a block, short names are looked up in the block first, then in enclosing blocks, then as full "
+                 "names such as 'block/layer'; reserved: @input, @block_input)", selfname, nm);
+}
+
+/* ---------------------------------------------------------------- layers */
+
+static int build_list(loader *ld, const json_t *arr, scope *sc, int depth);
+
+/* Fields of each layer type beyond name, type and inputs. */
+static const char *const *type_fields(int t)
+{
+    static const char *const dense[] = {"name", "type", "inputs", "units", "activation", "use_bias", NULL};
+    static const char *const act[] = {"name", "type", "inputs", "activation", NULL};
+    static const char *const drop[] = {"name", "type", "inputs", "rate", NULL};
+    static const char *const ln[] = {"name", "type", "inputs", "eps", NULL};
+    static const char *const emb[] = {"name", "type", "inputs", "vocab", "dim", "positions", NULL};
+    static const char *const att[] = {"name", "type", "inputs", "heads", "causal", "rate", NULL};
+    static const char *const resh[] = {"name", "type", "inputs", "shape", NULL};
+    static const char *const plain[] = {"name", "type", "inputs", NULL};
+    switch (t) {
+    case CLREMAT_DENSE: return dense;
+    case CLREMAT_ACTIVATION: return act;
+    case CLREMAT_DROPOUT: return drop;
+    case CLREMAT_LAYERNORM: return ln;
+    case CLREMAT_EMBEDDING: return emb;
+    case CLREMAT_ATTENTION: return att;
+    case CLREMAT_RESHAPE: return resh;
+    default: return plain;
+    }
+}
+
+static int get_activation(const loader *ld, const json_t *obj, const char *what, int required, clremat_act *out)
+{
+    json_t *v = json_object_get(obj, "activation");
+    int a;
+    char expect[160];
+    snprintf(expect, sizeof expect, "one of: %s", act_list);
+    if (!v) {
+        if (required)
+            return missing(ld, obj, what, "activation", expect);
+        *out = CLREMAT_ACT_NONE;
+        return CLREMAT_OK;
+    }
+    if (!json_is_string(v))
+        return bad_field(ld, obj, what, "activation", expect);
+    if ((a = clremat_act_from_name(json_string_value(v))) < 0)
+        return lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, obj, "activation"), "%s: unknown activation '%.64s'; "
+                     "known activations: %s", what, json_string_value(v), act_list);
+    *out = (clremat_act)a;
+    return CLREMAT_OK;
+}
+
+/* Reads the type-specific fields of a layer into L (pass 2). */
+static int read_settings(const loader *ld, const json_t *obj, const char *what, int t, clremat_layer *L)
+{
+    int st = CLREMAT_OK;
+    int64_t x;
+    L->use_bias = 1;
+    L->eps = 1e-5;
+    switch (t) {
+    case CLREMAT_DENSE:
+        if ((st = get_int(ld, obj, what, "units", 1, 1, MAX_DIM, 0, "a positive integer", &L->units)) ||
+            (st = get_activation(ld, obj, what, 0, &L->act)) ||
+            (st = get_bool(ld, obj, what, "use_bias", 1, &L->use_bias)))
+            return st;
+        break;
+    case CLREMAT_ACTIVATION:
+        return get_activation(ld, obj, what, 1, &L->act);
+    case CLREMAT_DROPOUT:
+        return get_num(ld, obj, what, "rate", 1, 0.0, 0, 1.0, 1, 0.0, "a number with 0 <= rate < 1", &L->rate);
+    case CLREMAT_LAYERNORM:
+        return get_num(ld, obj, what, "eps", 0, 0.0, 1, 1.0, 0, 1e-5, "a number with 0 < eps <= 1", &L->eps);
+    case CLREMAT_EMBEDDING:
+        if ((st = get_int(ld, obj, what, "vocab", 1, 1, MAX_DIM, 0, "a positive integer", &L->vocab)) ||
+            (st = get_int(ld, obj, what, "dim", 1, 1, MAX_DIM, 0, "a positive integer", &L->dim)) ||
+            (st = get_bool(ld, obj, what, "positions", 0, &L->positions)))
+            return st;
+        break;
+    case CLREMAT_ATTENTION:
+        if ((st = get_int(ld, obj, what, "heads", 1, 1, 1 << 16, 0, "a positive integer", &x)) ||
+            (st = get_bool(ld, obj, what, "causal", 0, &L->causal)) ||
+            (st = get_num(ld, obj, what, "rate", 0, 0.0, 0, 1.0, 1, 0.0, "a number with 0 <= rate < 1",
+                          &L->rate)))
+            return st;
+        L->heads = (int)x;
+        break;
+    case CLREMAT_RESHAPE:
+        return get_shape(ld, obj, what, "shape", 1, &L->target);
+    case TYPE_FLATTEN:
+        L->target.rank = 1;
+        L->target.dims[0] = -1;
+        break;
+    default:
+        break;
+    }
+    return st;
+}
+
+/* Where graph errors about layer index l point: the layer's declaration. */
+static clremat_jpos layer_pos(const loader *ld, int l)
+{
+    clremat_jpos p = {0, 0};
+    if (l >= 0 && l < ld->g->n_layers) {
+        p.line = ld->g->layers[l].src_line;
+        p.col = ld->g->layers[l].src_col;
+    }
+    return p;
+}
+
+static int build_layer(loader *ld, const json_t *obj, scope *sc)
+{
+    json_t *tv = json_object_get(obj, "type"), *nv = json_object_get(obj, "name"), *iv;
+    char full[CLREMAT_NAME_LEN], what[CLREMAT_NAME_LEN + 16], autoname[48], expect[256];
+    const char *name;
+    clremat_layer L;
+    clremat_jpos here = opos(ld, obj);
+    int t, st, self, other;
+
+    snprintf(expect, sizeof expect, "a layer needs a type, one of: %s; a block object has \"block\"", type_list);
+    if (!tv)
+        return missing(ld, obj, "layer", "type", expect);
+    snprintf(expect, sizeof expect, "a layer type, one of: %s", type_list);
+    if (!json_is_string(tv))
+        return bad_field(ld, obj, "layer", "type", expect);
+    t = !strcmp(json_string_value(tv), "flatten") ? TYPE_FLATTEN : clremat_layer_type_from_name(json_string_value(tv));
+    if (t < 0)
+        return lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, obj, "type"), "unknown layer type '%.64s'; known types: %s",
+                     json_string_value(tv), type_list);
+    if (nv) {
+        if (!json_is_string(nv) || !valid_name(json_string_value(nv)))
+            return bad_field(ld, obj, "layer", "name",
+                             "a non-empty string of letters, digits, '_', '-' and '.'");
+        name = json_string_value(nv);
+    } else {
+        int k = sc->counters[t]++;
+        const char *tn = t == TYPE_FLATTEN ? "flatten" : clremat_layer_type_name((clremat_layer_type)t);
+        if (k == 0)
+            snprintf(autoname, sizeof autoname, "%s", tn);
+        else
+            snprintf(autoname, sizeof autoname, "%s_%d", tn, k);
+        name = autoname;
+    }
+    if (join_name(sc->path, name, full) < 0)
+        return lfail(ld, CLREMAT_ERR_PARSE, nv ? mpos(ld, obj, "name") : here,
+                     "layer '%s/%.64s': the full name (block path included) is longer than %d characters",
+                     sc->path, name, CLREMAT_NAME_LEN - 1);
+    snprintf(what, sizeof what, "layer '%s'", full);
+    if ((st = check_fields(ld, obj, what, type_fields(t))) != CLREMAT_OK)
+        return st;
+    if (++ld->total > MAX_LAYERS)
+        return lfail(ld, CLREMAT_ERR_PARSE, here, "%s: the model has more than %d layers (repeats expanded)", what,
+                     MAX_LAYERS);
+    if (ld->pass == 1)
+        return push_name(ld, full) ? lfail(ld, CLREMAT_ERR_OUT_OF_MEMORY, here, "out of host memory") : CLREMAT_OK;
+
+    /* pass 2: the layer's own index is the number of layers added so far */
+    self = ld->g->n_layers;
+    if ((other = name_lookup(ld, full)) >= 0 && other != self)
+        return lfail(ld, CLREMAT_ERR_PARSE, nv ? mpos(ld, obj, "name") : here,
+                     "duplicate layer name '%s': already defined at %s:%d:%d", full, ld->origin,
+                     layer_pos(ld, other).line, layer_pos(ld, other).col);
+    if ((other = clremat_graph_find_block(ld->g, full)) >= 0)
+        return lfail(ld, CLREMAT_ERR_PARSE, nv ? mpos(ld, obj, "name") : here,
+                     "duplicate name '%s': already used by the block defined at %s:%d:%d", full, ld->origin,
+                     ld->block_pos[other].line, ld->block_pos[other].col);
+    memset(&L, 0, sizeof L);
+    snprintf(L.name, sizeof L.name, "%s", full);
+    L.type = t == TYPE_FLATTEN ? CLREMAT_RESHAPE : (clremat_layer_type)t;
+    L.src_line = here.line;
+    L.src_col = here.col;
+    if ((st = read_settings(ld, obj, what, t, &L)) != CLREMAT_OK)
+        return st;
+    iv = json_object_get(obj, "inputs");
+    {
+        int want = L.type == CLREMAT_ADD ? 2 : 1;
+        char ex[96];
+        snprintf(ex, sizeof ex, "an array of %d layer name%s (strings)", want, want == 1 ? "" : "s");
+        if (!iv && want == 2)
+            return missing(ld, obj, what, "inputs", ex);
+        if (iv) {
+            if (!json_is_array(iv) || json_array_size(iv) != (size_t)want)
+                return bad_field(ld, obj, what, "inputs", ex);
+            for (int i = 0; i < want; i++) {
+                if (!json_is_string(json_array_get(iv, (size_t)i)))
+                    return bad_field(ld, obj, what, "inputs", ex);
+                if ((st = resolve_input(ld, sc, iv, (size_t)i, full, self, &L.inputs[i])) != CLREMAT_OK)
+                    return st;
+            }
+            L.n_inputs = want;
+        }
+    }
+    if ((st = clremat_graph_add_layer(ld->g, &L)) != CLREMAT_OK)
+        return lfail(ld, st == CLREMAT_ERR_INVALID_ARGUMENT ? CLREMAT_ERR_PARSE : st,
+                     iv ? mpos(ld, obj, "inputs") : here, "%s", ld->g->error);
+    return CLREMAT_OK;
+}
+
+/* ---------------------------------------------------------------- blocks */
+
+static int build_block(loader *ld, const json_t *obj, scope *sc, int depth)
+{
+    static const char *const fields[] = {"block", "repeat", "remat", "layers", NULL};
+    json_t *nv = json_object_get(obj, "block"), *lv = json_object_get(obj, "layers");
+    char what[CLREMAT_NAME_LEN + 16], expect[64];
+    int64_t repeat = 1;
+    int remat = 0, st, has_repeat = json_object_get(obj, "repeat") != NULL;
+
+    if (!json_is_string(nv) || !valid_name(json_string_value(nv)))
+        return bad_field(ld, obj, "block", "block", "the block's name: a non-empty string of letters, digits, "
+                         "'_', '-' and '.'");
+    snprintf(what, sizeof what, "block '%s'", json_string_value(nv));
+    if ((st = check_fields(ld, obj, what, fields)) != CLREMAT_OK)
+        return st;
+    snprintf(expect, sizeof expect, "an integer from 1 to %d", MAX_REPEAT);
+    if ((st = get_int(ld, obj, what, "repeat", 0, 1, MAX_REPEAT, 1, expect, &repeat)) != CLREMAT_OK ||
+        (st = get_bool(ld, obj, what, "remat", 0, &remat)) != CLREMAT_OK)
+        return st;
+    if (!lv)
+        return missing(ld, obj, what, "layers", "a non-empty array of layers and blocks");
+    if (!json_is_array(lv))
+        return bad_field(ld, obj, what, "layers", "a non-empty array of layers and blocks");
+    if (json_array_size(lv) == 0)
+        return lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, obj, "layers"), "%s is empty: 'layers' must hold at least "
+                     "one layer", what);
+    if (depth >= MAX_BLOCK_DEPTH)
+        return lfail(ld, CLREMAT_ERR_PARSE, opos(ld, obj), "%s: blocks are nested more than %d deep", what,
+                     MAX_BLOCK_DEPTH);
+    for (int64_t r = 0; r < repeat; r++) {
+        char inst[CLREMAT_NAME_LEN + 16], full[CLREMAT_NAME_LEN];
+        scope child;
+        int other;
+        if (has_repeat)
+            snprintf(inst, sizeof inst, "%s_%lld", json_string_value(nv), (long long)r);
+        else
+            snprintf(inst, sizeof inst, "%s", json_string_value(nv));
+        if (strlen(inst) >= CLREMAT_NAME_LEN || join_name(sc->path, inst, full) < 0)
+            return lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, obj, "block"), "%s: the full block name (enclosing "
+                         "blocks and repeat suffix included) is longer than %d characters", what,
+                         CLREMAT_NAME_LEN - 1);
+        memset(&child, 0, sizeof child);
+        child.path = full;
+        child.parent = sc;
+        if (ld->pass == 2) {
+            clremat_graph *g = ld->g;
+            if ((other = clremat_graph_find_block(g, full)) >= 0)
+                return lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, obj, "block"), "duplicate block name '%s': "
+                             "already defined at %s:%d:%d", full, ld->origin, ld->block_pos[other].line,
+                             ld->block_pos[other].col);
+            if ((other = name_lookup(ld, full)) >= 0 && other < g->n_layers)
+                return lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, obj, "block"), "duplicate name '%s': already used "
+                             "by the layer defined at %s:%d:%d", full, ld->origin, layer_pos(ld, other).line,
+                             layer_pos(ld, other).col);
+            if (other >= 0)
+                return lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, obj, "block"), "duplicate name '%s': also used by "
+                             "a layer defined later in the file", full);
+            if (g->n_blocks == ld->cap_block_pos) {
+                int cap = ld->cap_block_pos ? 2 * ld->cap_block_pos : 16;
+                clremat_jpos *nb = realloc(ld->block_pos, (size_t)cap * sizeof *nb);
+                if (!nb)
+                    return lfail(ld, CLREMAT_ERR_OUT_OF_MEMORY, opos(ld, obj), "out of host memory");
+                ld->block_pos = nb;
+                ld->cap_block_pos = cap;
+            }
+            ld->block_pos[g->n_blocks] = opos(ld, obj);
+            child.block_input = g->n_layers - 1;
+            if ((st = clremat_graph_begin_block(g, full, remat)) != CLREMAT_OK)
+                return lfail(ld, st == CLREMAT_ERR_INVALID_ARGUMENT ? CLREMAT_ERR_PARSE : st,
+                             mpos(ld, obj, "block"), "%s", g->error);
+        }
+        if ((st = build_list(ld, lv, &child, depth + 1)) != CLREMAT_OK)
+            return st;
+        if (ld->pass == 2 && (st = clremat_graph_end_block(ld->g)) != CLREMAT_OK)
+            return lfail(ld, st == CLREMAT_ERR_INVALID_ARGUMENT ? CLREMAT_ERR_PARSE : st, opos(ld, obj), "%s",
+                         ld->g->error);
+    }
+    return CLREMAT_OK;
+}
+
+static int build_list(loader *ld, const json_t *arr, scope *sc, int depth)
+{
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        json_t *item = json_array_get(arr, i);
+        char b[96];
+        int st;
+        if (!json_is_object(item))
+            return lfail(ld, CLREMAT_ERR_PARSE, clremat_json_elem_pos(ld->ix, arr, i),
+                         "expected a layer object (with \"type\") or a block object (with \"block\"), got %s",
+                         got(item, b, sizeof b));
+        st = json_object_get(item, "block") ? build_block(ld, item, sc, depth) : build_layer(ld, item, sc);
+        if (st != CLREMAT_OK)
+            return st;
+    }
+    return CLREMAT_OK;
+}
+
+/* ------------------------------------------------------------------ model */
+
+/* Position of the layer a graph error message names ("layer 'x'..."), else fallback. */
+static clremat_jpos error_pos(const loader *ld, clremat_jpos fallback)
+{
+    const char *m = strstr(ld->g->error, "layer '");
+    char name[CLREMAT_NAME_LEN];
+    size_t n;
+    int l;
+    if (!m)
+        return fallback;
+    m += strlen("layer '");
+    n = strcspn(m, "'");
+    if (n >= sizeof name)
+        return fallback;
+    memcpy(name, m, n);
+    name[n] = '\0';
+    l = clremat_graph_find_layer(ld->g, name);
+    return l >= 0 && ld->g->layers[l].src_line > 0 ? layer_pos(ld, l) : fallback;
+}
+
+static int read_input(const loader *ld, const json_t *root, clremat_shape *shape, int *ids)
+{
+    static const char *const fields[] = {"shape", "dtype", NULL};
+    json_t *in = json_object_get(root, "input"), *dt;
+    int st;
+    if (!in)
+        return missing(ld, root, "model", "input", "an object such as {\"shape\": [64]}");
+    if (!json_is_object(in))
+        return bad_field(ld, root, "model", "input", "an object such as {\"shape\": [64]}");
+    if ((st = check_fields(ld, in, "input", fields)) != CLREMAT_OK ||
+        (st = get_shape(ld, in, "input", "shape", 0, shape)) != CLREMAT_OK)
+        return st;
+    dt = json_object_get(in, "dtype");
+    *ids = 0;
+    if (dt) {
+        if (!json_is_string(dt) || (strcmp(json_string_value(dt), "float32") && strcmp(json_string_value(dt), "int32")))
+            return bad_field(ld, in, "input", "dtype", "\"float32\" (features) or \"int32\" (token ids)");
+        *ids = !strcmp(json_string_value(dt), "int32");
+    }
+    return CLREMAT_OK;
+}
+
+static int load_root(loader *ld, const json_t *root, clremat_graph **out)
+{
+    static const char *const fields[] = {"name", "description", "input", "layers", NULL};
+    json_t *nv = json_object_get(root, "name"), *lv = json_object_get(root, "layers"), *dv;
+    clremat_shape shape;
+    int ids, st;
+    scope top;
+
+    if ((st = check_fields(ld, root, "model", fields)) != CLREMAT_OK)
+        return st;
+    if (nv && (!json_is_string(nv) || !json_string_value(nv)[0] || strlen(json_string_value(nv)) >= CLREMAT_NAME_LEN))
+        return bad_field(ld, root, "model", "name", "a non-empty string of at most 63 characters");
+    if ((dv = json_object_get(root, "description")) && !json_is_string(dv))
+        return bad_field(ld, root, "model", "description", "a string");
+    if ((st = read_input(ld, root, &shape, &ids)) != CLREMAT_OK)
+        return st;
+    if (!lv)
+        return missing(ld, root, "model", "layers", "a non-empty array of layers and blocks");
+    if (!json_is_array(lv) || json_array_size(lv) == 0)
+        return bad_field(ld, root, "model", "layers", "a non-empty array of layers and blocks");
+
+    /* pass 1: names only; its errors come again, with more detail, in pass 2 */
+    memset(&top, 0, sizeof top);
+    top.path = "";
+    top.block_input = -2;
+    ld->pass = 1;
+    ld->g = NULL;
+    (void)build_list(ld, lv, &top, 0);
+    if (build_hash(ld))
+        return lfail(ld, CLREMAT_ERR_OUT_OF_MEMORY, opos(ld, root), "out of host memory");
+
+    memset(&top, 0, sizeof top);
+    top.path = "";
+    top.block_input = -2;
+    ld->pass = 2;
+    ld->total = 0;
+    ld->g = clremat_graph_new(nv ? json_string_value(nv) : "model");
+    if (!ld->g)
+        return lfail(ld, CLREMAT_ERR_OUT_OF_MEMORY, opos(ld, root), "out of host memory");
+    if ((st = clremat_graph_set_input(ld->g, &shape, ids)) != CLREMAT_OK)
+        st = lfail(ld, st, mpos(ld, json_object_get(root, "input"), "shape"), "%s", ld->g->error);
+    else if ((st = build_list(ld, lv, &top, 0)) == CLREMAT_OK && (st = clremat_graph_finalize(ld->g)) != CLREMAT_OK)
+        st = lfail(ld, st == CLREMAT_ERR_INVALID_ARGUMENT ? CLREMAT_ERR_PARSE : st,
+                   error_pos(ld, mpos(ld, root, "layers")), "%s", ld->g->error);
+    if (st != CLREMAT_OK) {
+        clremat_graph_free(ld->g);
+        ld->g = NULL;
+        return st;
+    }
+    *out = ld->g;
+    return CLREMAT_OK;
+}
+
+/* Where a syntax error is. jansson gives the position just past the token it
+ * stopped at ("... near 'TOKEN'"); point at the token's start instead, like
+ * every other message, when the token can be found there. */
+static clremat_jpos syntax_error_pos(const char *text, size_t len, const json_error_t *err)
+{
+    clremat_jpos p = {err->line > 0 ? err->line : 1, err->column > 0 ? err->column : 1};
+    const char *near = strstr(err->text, "near '");
+    size_t n, start, pos = err->position > 0 ? (size_t)err->position : 0;
+    if (!near || pos > len)
+        return p;
+    near += strlen("near '");
+    n = strlen(near);
+    if (n < 2 || near[n - 1] != '\'')
+        return p;
+    n--; /* without the closing quote */
+    if (n > pos || memcmp(text + pos - n, near, n) != 0)
+        return p;
+    start = pos - n;
+    p.line = 1;
+    p.col = 1;
+    for (size_t i = 0; i < start; i++) {
+        if (text[i] == '\n') {
+            p.line++;
+            p.col = 1;
+        } else if (((unsigned char)text[i] & 0xC0) != 0x80) {
+            p.col++;
+        }
+    }
+    return p;
+}
+
+/* Parses text[0..len) named origin. */
+static int load_buffer(const char *text, size_t len, const char *origin, clremat_graph **out)
+{
+    loader ld;
+    json_error_t err;
+    json_t *root;
+    clremat_json_index *ix = NULL;
+    int st;
+
+    memset(&ld, 0, sizeof ld);
+    ld.origin = origin;
+    root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    if (!root) {
+        clremat_jpos p = syntax_error_pos(text, len, &err);
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s:%d:%d: JSON syntax error: %s", origin, p.line, p.col,
+                                 err.text);
+    }
+    ix = clremat_json_index_new(text, len, root);
+    if (!ix) {
+        st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory", origin);
+        goto fail;
+    }
+    ld.ix = ix;
+    if (!json_is_object(root)) {
+        char b[96];
+        st = lfail(&ld, CLREMAT_ERR_PARSE, (clremat_jpos){1, 1}, "the model must be a JSON object "
+                   "{\"name\", \"input\", \"layers\"}, got %s", got(root, b, sizeof b));
+        goto fail;
+    }
+    st = load_root(&ld, root, out);
+fail:
+    free(ld.names);
+    free(ld.hash);
+    free(ld.block_pos);
+    clremat_json_index_free(ix);
+    json_decref(root);
+    return st;
+}
+
+int clremat_graph_load_string(const char *json, const char *origin, clremat_graph **out)
+{
+    if (!out)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "graph_load_string: NULL output");
+    *out = NULL;
+    if (!json)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "graph_load_string: NULL text");
+    return load_buffer(json, strlen(json), origin ? origin : "<string>", out);
+}
+
+int clremat_graph_load(const char *path, clremat_graph **out)
+{
+    FILE *f = NULL;
+    char *buf = NULL;
+    long size;
+    int st;
+    if (!out)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "graph_load: NULL output");
+    *out = NULL;
+    if (!path)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "graph_load: NULL path");
+    if (!(f = fopen(path, "rb")))
+        return clremat_set_error(CLREMAT_ERR_IO, "%s: cannot open model file: %s", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        st = clremat_set_error(CLREMAT_ERR_IO, "%s: cannot read model file (not a regular file?)", path);
+        goto fail;
+    }
+    if (size > MAX_FILE_BYTES) {
+        st = clremat_set_error(CLREMAT_ERR_IO, "%s: model file is %ld bytes, more than the %ld allowed", path,
+                               size, MAX_FILE_BYTES);
+        goto fail;
+    }
+    if (!(buf = malloc((size_t)size + 1))) {
+        st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory", path);
+        goto fail;
+    }
+    if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        st = clremat_set_error(CLREMAT_ERR_IO, "%s: read error: %s", path, strerror(errno));
+        goto fail;
+    }
+    buf[size] = '\0';
+    st = load_buffer(buf, (size_t)size, path, out);
+fail:
+    free(buf);
+    fclose(f);
+    return st;
+}
