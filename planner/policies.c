@@ -48,12 +48,20 @@ int clremat_plan_build(const clremat_plan_input *in, const clremat_policy *p, cl
     case CLREMAT_POLICY_LIST:
         for (int i = 0; i < p->n_names; i++) {
             int l = clremat_graph_find_layer(g, p->names[i]);
-            int b = clremat_graph_find_block(g, p->names[i]);
+            int nb = l >= 0 ? 0 : clremat_graph_blocks_named(g, p->names[i], NULL, 0);
             if (l >= 0)
                 wl[l] = 1;
-            else if (b >= 0)
-                wb[b] = 1;
-            else {
+            else if (nb > 0) {
+                int *bs = malloc(sizeof(int) * (size_t)nb);
+                if (!bs) {
+                    st = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory planning");
+                    goto done;
+                }
+                clremat_graph_blocks_named(g, p->names[i], bs, nb);
+                for (int k = 0; k < nb; k++)
+                    wb[bs[k]] = 1;
+                free(bs);
+            } else {
                 char names[3000];
                 list_names(g, names, sizeof names);
                 st = clremat_set_error(CLREMAT_ERR_PLAN,
