@@ -131,6 +131,248 @@ void clremat_gemm_tiled(const int tA, const int tB, const int M, const int N, co
     }
 }
 
+/* ======================================================================
+ * H1 core: elementwise helpers (executor, optimizers, layers)
+ * ====================================================================== */
+
+/* dst[i] += src[i]. */
+__kernel void clremat_add_inplace(const int n, __global float *dst, __global const float *src)
+{
+    int i = get_global_id(0);
+    if (i < n)
+        dst[i] += src[i];
+}
+
+/* dst[i] = src[i] (acc == 0) or dst[i] += src[i] (acc != 0). */
+__kernel void clremat_copy_acc(const int n, const int acc, __global float *dst, __global const float *src)
+{
+    int i = get_global_id(0);
+    if (i < n)
+        dst[i] = acc ? dst[i] + src[i] : src[i];
+}
+
+/* Counts non-finite floats of x[0..n): each work-group (local size 256)
+ * strides over the array, reduces its count in local memory and adds it to
+ * *count with an integer atomic (exact, so the total is deterministic). */
+__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
+void clremat_count_nonfinite(const int n, __global const float *x, __global int *count)
+{
+    __local int part[256];
+    const int lid = get_local_id(0);
+    int c = 0;
+    for (int i = get_global_id(0); i < n; i += get_global_size(0))
+        c += isfinite(x[i]) ? 0 : 1;
+    part[lid] = c;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = 128; s > 0; s >>= 1) {
+        if (lid < s)
+            part[lid] += part[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0 && part[0] != 0)
+        atomic_add(count, part[0]);
+}
+
+/* ======================================================================
+ * H1 core: optimizers (backend/optim.c). wd is added to the gradient (L2)
+ * for SGD and Adam; AdamW decays the parameter itself (decoupled).
+ * ====================================================================== */
+
+/* SGD with momentum: g' = g + wd p; v = momentum v + g'; p -= lr v. */
+__kernel void clremat_sgd_step(const int n, const float lr, const float momentum, const float wd,
+                               __global float *p, __global const float *g, __global float *v)
+{
+    int i = get_global_id(0);
+    if (i < n) {
+        float gi = g[i] + wd * p[i];
+        float vi = momentum * v[i] + gi;
+        v[i] = vi;
+        p[i] = p[i] - lr * vi;
+    }
+}
+
+/* Adam / AdamW: m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
+ * p -= lr (m/bc1) / (sqrt(v/bc2) + eps) [+ lr wd p when decoupled], with
+ * g' = g + wd p when not decoupled. bc1 = 1 - b1^t, bc2 = 1 - b2^t. */
+__kernel void clremat_adam_step(const int n, const float lr, const float b1, const float b2, const float eps,
+                                const float wd, const int decoupled, const float bc1, const float bc2,
+                                __global float *p, __global const float *g, __global float *m,
+                                __global float *v)
+{
+    int i = get_global_id(0);
+    if (i < n) {
+        float pi = p[i];
+        float gi = decoupled ? g[i] : g[i] + wd * pi;
+        float mi = b1 * m[i] + (1.0f - b1) * gi;
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        float upd = (mi / bc1) / (sqrt(vi / bc2) + eps);
+        m[i] = mi;
+        v[i] = vi;
+        if (decoupled)
+            upd += wd * pi;
+        p[i] = pi - lr * upd;
+    }
+}
+
+/* ======================================================================
+ * H1 core: activations, dense bias, dropout, add, reshape kernels.
+ * Activation codes are clremat_act of host/graph.h.
+ * ====================================================================== */
+#define CLREMAT_ACT_NONE 0
+#define CLREMAT_ACT_RELU 1
+#define CLREMAT_ACT_GELU_TANH 2
+#define CLREMAT_ACT_GELU_EXACT 3
+#define CLREMAT_ACT_TANH 4
+#define CLREMAT_ACT_SIGMOID 5
+#define CLREMAT_ACT_SILU 6
+
+#define CLREMAT_SQRT_2_OVER_PI 0.7978845608028654f
+#define CLREMAT_GELU_C 0.044715f
+#define CLREMAT_INV_SQRT2 0.7071067811865476f
+#define CLREMAT_INV_SQRT_2PI 0.3989422804014327f
+
+/* act(x). Every kernel that produces an activation output calls this, so a
+ * recomputed activation has the same bits as the forward's. */
+float clremat_act_apply(const int act, const float x)
+{
+    switch (act) {
+    case CLREMAT_ACT_RELU:
+        return x > 0.0f ? x : 0.0f;
+    case CLREMAT_ACT_GELU_TANH:
+        return 0.5f * x * (1.0f + tanh(CLREMAT_SQRT_2_OVER_PI * (x + CLREMAT_GELU_C * x * x * x)));
+    case CLREMAT_ACT_GELU_EXACT:
+        return 0.5f * x * (1.0f + erf(x * CLREMAT_INV_SQRT2));
+    case CLREMAT_ACT_TANH:
+        return tanh(x);
+    case CLREMAT_ACT_SIGMOID:
+        return 1.0f / (1.0f + exp(-x));
+    case CLREMAT_ACT_SILU:
+        return x / (1.0f + exp(-x));
+    default:
+        return x;
+    }
+}
+
+/* act'(x), the derivative computed from the activation's input. */
+float clremat_act_deriv(const int act, const float x)
+{
+    switch (act) {
+    case CLREMAT_ACT_RELU:
+        return x > 0.0f ? 1.0f : 0.0f;
+    case CLREMAT_ACT_GELU_TANH: {
+        const float u = CLREMAT_SQRT_2_OVER_PI * (x + CLREMAT_GELU_C * x * x * x);
+        const float t = tanh(u);
+        return 0.5f * (1.0f + t) +
+               0.5f * x * (1.0f - t * t) * CLREMAT_SQRT_2_OVER_PI * (1.0f + 3.0f * CLREMAT_GELU_C * x * x);
+    }
+    case CLREMAT_ACT_GELU_EXACT:
+        return 0.5f * (1.0f + erf(x * CLREMAT_INV_SQRT2)) + x * CLREMAT_INV_SQRT_2PI * exp(-0.5f * x * x);
+    case CLREMAT_ACT_TANH: {
+        const float t = tanh(x);
+        return 1.0f - t * t;
+    }
+    case CLREMAT_ACT_SIGMOID: {
+        const float s = 1.0f / (1.0f + exp(-x));
+        return s * (1.0f - s);
+    }
+    case CLREMAT_ACT_SILU: {
+        const float s = 1.0f / (1.0f + exp(-x));
+        return s * (1.0f + x * (1.0f - s));
+    }
+    default:
+        return 1.0f;
+    }
+}
+
+/* y[i] = act(x[i]): activation forward and its recomputation. */
+__kernel void clremat_act_fwd(const int n, const int act, __global const float *x, __global float *y)
+{
+    int i = get_global_id(0);
+    if (i < n)
+        y[i] = clremat_act_apply(act, x[i]);
+}
+
+/* dx[i] = dy[i] * act'(x[i]) (acc: +=). dx may be dy itself (in place). */
+__kernel void clremat_act_bwd(const int n, const int act, const int acc, __global const float *x,
+                              __global const float *dy, __global float *dx)
+{
+    int i = get_global_id(0);
+    if (i < n) {
+        float g = dy[i] * clremat_act_deriv(act, x[i]);
+        dx[i] = acc ? dx[i] + g : g;
+    }
+}
+
+/* Dense epilogue over rows x units: pre += bias (when use_bias), then
+ * out = act(pre) (when act != NONE; out is another buffer then). */
+__kernel void clremat_bias_act(const int n, const int units, const int use_bias, const int act,
+                               __global const float *bias, __global float *pre, __global float *out)
+{
+    int i = get_global_id(0);
+    if (i < n) {
+        float v = pre[i];
+        if (use_bias) {
+            v += bias[i % units];
+            pre[i] = v;
+        }
+        if (act != CLREMAT_ACT_NONE)
+            out[i] = clremat_act_apply(act, v);
+    }
+}
+
+/* y[c] = sum over r of x[r * cols + c], r in order (deterministic). */
+__kernel void clremat_colsum(const int rows, const int cols, __global const float *x, __global float *y)
+{
+    int c = get_global_id(0);
+    if (c < cols) {
+        float s = 0.0f;
+        for (int r = 0; r < rows; r++)
+            s += x[(long)r * cols + c];
+        y[c] = s;
+    }
+}
+
+/* Dropout (forward on x, or backward on dout): y = keep ? x * scale : 0,
+ * keep = clremat_uniform(clremat_hash(seed, step, layer, i)) >= rate;
+ * acc: y += instead. */
+__kernel void clremat_dropout(const int n, const int acc, const float rate, const float scale, const uint seed_lo,
+                              const uint seed_hi, const uint step, const uint layer, __global const float *x,
+                              __global float *y)
+{
+    int i = get_global_id(0);
+    if (i < n) {
+        const int keep = clremat_uniform(clremat_hash(seed_lo, seed_hi, step, layer, (uint)i)) >= rate;
+        const float v = keep ? x[i] * scale : 0.0f;
+        y[i] = acc ? y[i] + v : v;
+    }
+}
+
+/* y = a + b with b broadcast inside each sample: a has ea floats per
+ * sample, b has eb (eb divides ea; eb == ea is a plain add). */
+__kernel void clremat_add_bcast(const int n, const int ea, const int eb, __global const float *a,
+                                __global const float *b, __global float *y)
+{
+    int i = get_global_id(0);
+    if (i < n)
+        y[i] = a[i] + b[(i / ea) * eb + (i % ea) % eb];
+}
+
+/* db[s * eb + j] (=, or += when acc) sum over t of dy[s * ea + t * eb + j],
+ * t in order: the gradient of a broadcast add operand. n = samples * eb. */
+__kernel void clremat_sum_bcast(const int n, const int ea, const int eb, const int acc, __global const float *dy,
+                                __global float *db)
+{
+    int i = get_global_id(0);
+    if (i < n) {
+        const int s = i / eb, j = i % eb;
+        __global const float *p = dy + (long)s * ea + j;
+        float sum = 0.0f;
+        for (int t = 0; t < ea / eb; t++)
+            sum += p[(long)t * eb];
+        db[i] = acc ? db[i] + sum : sum;
+    }
+}
+
 /* ---- layernorm, embedding, attention, losses ---- */
 /* Launchers: backend/layer_layernorm.c, layer_embedding.c, layer_attention.c,
  * layer_softmax_ce.c, layer_mse.c. One work-item per row or column; every

@@ -571,7 +571,8 @@ START_TEST(test_softmax_ce_values)
     enum { ROWS = 6, C = 4 };
     /* row 0: argmax 2 = label; row 1: tie 1 and 3 (lowest wins) label 1;
      * row 2: same tie, label 3 (wrong); row 3: all equal, label 0 (right);
-     * row 4: label 9 clamped to 3, argmax 3; row 5: label -1 clamped to 0 */
+     * row 4: label 9 clamped to 3, argmax 3; row 5: label -1 clamped to 0:
+     * 5 of 6 right */
     static const float logits[ROWS * C] = {0.1f, -1.0f, 2.0f, 0.5f, 0.0f, 3.0f, -2.0f, 3.0f,
                                            0.0f, 3.0f, -2.0f, 3.0f, 1.0f, 1.0f, 1.0f,  1.0f,
                                            -0.5f, 0.2f, 0.1f, 4.0f, 2.0f, 1.0f, 0.5f, 0.0f};
@@ -596,8 +597,8 @@ START_TEST(test_softmax_ce_values)
     run_forward(&r, 0, 0);
     out = download(ctx, r.c.slot[0]);
     ref_softmax_ce_fwd(ROWS, C, ld, yd, &loss, &correct);
-    ck_assert_double_eq(correct, 4.0);
-    ck_assert_float_eq(out[1], 4.0f);
+    ck_assert_double_eq(correct, 5.0);
+    ck_assert_float_eq(out[1], 5.0f);
     ck_assert_double_eq_tol(out[0], loss, 1e-6 * (1 + loss));
     /* backward: overwrite, then accumulate onto it (doubles it) */
     r.c.din[0] = upload(ctx, NULL, ROWS * C, "din");

@@ -1,0 +1,57 @@
+/* elementwise.c: the elementwise operations the executor uses directly:
+ * in-place add (gradient accumulation) and counting non-finite values
+ * (NaN/Inf detection on losses, activations and gradients). */
+#include "layers.h"
+#include "kernel_run.h"
+
+int clremat_op_add_inplace(clremat_ctx *ctx, clremat_buf *dst, const clremat_buf *src, int64_t n)
+{
+    cl_int in = (cl_int)n;
+    cl_mem md, ms;
+    int st;
+    if (n <= 0)
+        return CLREMAT_OK;
+    if ((st = clremat_check_buf(ctx, "add_inplace", "dst", dst, n)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, "add_inplace", "src", src, n)) != CLREMAT_OK)
+        return st;
+    md = clremat_mem(dst);
+    ms = clremat_mem(src);
+    return clremat_run1d(ctx, "clremat_add_inplace", n, sizeof in, &in, sizeof md, &md, sizeof ms, &ms, (size_t)0);
+}
+
+/* The count lives in a 4-byte pool buffer (tag "nonfinite_count") for the
+ * duration of the call: every device byte goes through the pool. */
+int clremat_op_count_nonfinite(clremat_ctx *ctx, const clremat_buf *buf, int64_t n, int64_t *count)
+{
+    clremat_buf *cnt = NULL;
+    cl_int in = (cl_int)n, zero = 0, host = 0;
+    cl_mem mx, mc;
+    size_t local = 256, global;
+    int st;
+    *count = 0;
+    if (n <= 0)
+        return CLREMAT_OK;
+    if (n > 2147483647)
+        return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "count_nonfinite: %lld floats exceed 2^31",
+                            (long long)n);
+    if ((st = clremat_check_buf(ctx, "count_nonfinite", "input", buf, n)) != CLREMAT_OK)
+        return st;
+    if ((st = clremat_pool_alloc(ctx->pool, sizeof(cl_int), "nonfinite_count", &cnt)) != CLREMAT_OK)
+        return clremat_fail(ctx, st, "count_nonfinite: %s", clremat_pool_last_error(ctx->pool));
+    if ((st = clremat_write(ctx, cnt, 0, sizeof zero, &zero)) != CLREMAT_OK)
+        goto fail;
+    global = (size_t)(n + 255) / 256 * 256;
+    if (global > 256 * 1024)
+        global = 256 * 1024;
+    mx = clremat_mem(buf);
+    mc = clremat_mem(cnt);
+    if ((st = clremat_run(ctx, "clremat_count_nonfinite", 1, &global, &local, sizeof in, &in, sizeof mx, &mx,
+                          sizeof mc, &mc, (size_t)0)) != CLREMAT_OK)
+        goto fail;
+    if ((st = clremat_read(ctx, cnt, 0, sizeof host, &host)) != CLREMAT_OK)
+        goto fail;
+    *count = host;
+fail:
+    clremat_pool_release(ctx->pool, cnt);
+    return st;
+}

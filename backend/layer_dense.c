@@ -1,0 +1,144 @@
+/* layer_dense.c: the dense layer, y = act(x W + b) over the last dimension.
+ * Slots: {out} without activation, {out, preact} with one. The forward's
+ * activation and its recomputation share clremat_act_apply (kernels.cl), so
+ * a recomputed output has the same bits. Backward: dZ = dout * act'(preact)
+ * in place in dout, dW = x^T dZ, db = column sums of dZ, dx = dZ W^T. */
+#include "layer_impl.h"
+#include "kernel_run.h"
+
+/* Sizes of a dense layer at a batch: rows of x, input features, units. */
+static int dense_dims(clremat_ctx *ctx, const clremat_layer *L, int64_t batch, int64_t *rows, int64_t *in,
+                      int64_t *units)
+{
+    *in = clremat_last_dim(&L->in_shape[0]);
+    *units = L->units > 0 ? L->units : clremat_last_dim(&L->out_shape);
+    *rows = *in > 0 ? batch * (clremat_elems_of(&L->in_shape[0]) / *in) : 0;
+    if (*in <= 0 || *units <= 0 || L->n_params < (L->use_bias ? 2 : 1) || L->params[0].elems != *in * *units ||
+        (L->use_bias && L->params[1].elems != *units) || clremat_last_dim(&L->out_shape) != *units)
+        return clremat_fail(ctx, CLREMAT_ERR_SHAPE,
+                            "dense layer %s: input features %lld, units %lld and its parameters do not fit",
+                            L->name, (long long)*in, (long long)*units);
+    return CLREMAT_OK;
+}
+
+static int dense_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
+{
+    const clremat_layer *L = &g->layers[l];
+    int64_t rows, in, units;
+    int st = dense_dims(NULL, L, batch, &rows, &in, &units);
+    const double mm = 2.0 * (double)rows * (double)in * (double)units, ew = (double)rows * (double)units;
+    if (st != CLREMAT_OK)
+        return st;
+    c->n_slots = L->act != CLREMAT_ACT_NONE ? 2 : 1;
+    c->slot_bytes[0] = (size_t)(rows * units) * sizeof(float);
+    c->slot_name[0] = "out";
+    c->bwd_needs_inputs = 1u;
+    if (L->act != CLREMAT_ACT_NONE) {
+        c->slot_bytes[1] = c->slot_bytes[0];
+        c->slot_name[1] = "preact";
+        c->bwd_needs_slots = 1u << 1;
+        c->act_source = 1;
+        c->act_from_input = 0;
+    } else {
+        c->act_source = -1;
+        c->act_from_input = 0;
+    }
+    c->fwd_flops = mm + (L->use_bias ? ew : 0) + (L->act != CLREMAT_ACT_NONE ? ew : 0);
+    c->bwd_flops = 2.0 * mm + (L->use_bias ? ew : 0) + (L->act != CLREMAT_ACT_NONE ? ew : 0);
+    c->param_bytes = (size_t)(in * units + (L->use_bias ? units : 0)) * sizeof(float);
+    return CLREMAT_OK;
+}
+
+static int dense_forward(clremat_layer_call *c)
+{
+    const clremat_layer *L = &c->g->layers[c->layer];
+    const int has_act = L->act != CLREMAT_ACT_NONE;
+    int64_t rows, in, units;
+    clremat_buf *pre;
+    int st = dense_dims(c->ctx, L, c->batch, &rows, &in, &units);
+    if (st != CLREMAT_OK)
+        return st;
+    if ((st = clremat_check_buf(c->ctx, L->name, "input", c->in[0], rows * in)) != CLREMAT_OK ||
+        (st = clremat_check_buf(c->ctx, L->name, "kernel", c->param[0], in * units)) != CLREMAT_OK ||
+        (L->use_bias && (st = clremat_check_buf(c->ctx, L->name, "bias", c->param[1], units)) != CLREMAT_OK) ||
+        (st = clremat_check_buf(c->ctx, L->name, "out", c->slot[0], rows * units)) != CLREMAT_OK ||
+        (has_act && (st = clremat_check_buf(c->ctx, L->name, "preact", c->slot[1], rows * units)) != CLREMAT_OK))
+        return st;
+    pre = has_act ? c->slot[1] : c->slot[0];
+    st = clremat_gemm(c->ctx, 0, 0, rows, units, in, 1.0f, c->in[0], 0, in, 0, c->param[0], 0, units, 0, 0.0f, pre,
+                      0, units, 0, 1);
+    if (st != CLREMAT_OK || (!L->use_bias && !has_act))
+        return st;
+    {
+        cl_int n = (cl_int)(rows * units), iu = (cl_int)units, ub = L->use_bias ? 1 : 0, act = (cl_int)L->act;
+        cl_mem mb = clremat_mem(L->use_bias ? c->param[1] : pre), mp = clremat_mem(pre),
+               mo = clremat_mem(c->slot[0]);
+        return clremat_run1d(c->ctx, "clremat_bias_act", rows * units, sizeof n, &n, sizeof iu, &iu, sizeof ub, &ub,
+                             sizeof act, &act, sizeof mb, &mb, sizeof mp, &mp, sizeof mo, &mo, (size_t)0);
+    }
+}
+
+static int dense_recompute(clremat_layer_call *c)
+{
+    const clremat_layer *L = &c->g->layers[c->layer];
+    int64_t rows, in, units;
+    int st = dense_dims(c->ctx, L, c->batch, &rows, &in, &units);
+    cl_int n, act = (cl_int)L->act;
+    cl_mem mp, mo;
+    if (st != CLREMAT_OK)
+        return st;
+    if (L->act == CLREMAT_ACT_NONE)
+        return clremat_fail(c->ctx, CLREMAT_ERR_INTERNAL, "dense layer %s has no activation to recompute", L->name);
+    if ((st = clremat_check_buf(c->ctx, L->name, "preact", c->slot[1], rows * units)) != CLREMAT_OK ||
+        (st = clremat_check_buf(c->ctx, L->name, "out", c->slot[0], rows * units)) != CLREMAT_OK)
+        return st;
+    n = (cl_int)(rows * units);
+    mp = clremat_mem(c->slot[1]);
+    mo = clremat_mem(c->slot[0]);
+    return clremat_run1d(c->ctx, "clremat_act_fwd", rows * units, sizeof n, &n, sizeof act, &act, sizeof mp, &mp,
+                         sizeof mo, &mo, (size_t)0);
+}
+
+static int dense_backward(clremat_layer_call *c)
+{
+    const clremat_layer *L = &c->g->layers[c->layer];
+    const int has_act = L->act != CLREMAT_ACT_NONE;
+    int64_t rows, in, units;
+    int st = dense_dims(c->ctx, L, c->batch, &rows, &in, &units);
+    if (st != CLREMAT_OK)
+        return st;
+    if ((st = clremat_check_buf(c->ctx, L->name, "dout", c->dout, rows * units)) != CLREMAT_OK ||
+        (st = clremat_check_buf(c->ctx, L->name, "kernel", c->param[0], in * units)) != CLREMAT_OK ||
+        (has_act && (st = clremat_check_buf(c->ctx, L->name, "preact", c->slot[1], rows * units)) != CLREMAT_OK) ||
+        (c->grad[0] && (st = clremat_check_buf(c->ctx, L->name, "input", c->in[0], rows * in)) != CLREMAT_OK) ||
+        (c->grad[0] && (st = clremat_check_buf(c->ctx, L->name, "kernel grad", c->grad[0], in * units)) != CLREMAT_OK) ||
+        (L->use_bias && c->grad[1] &&
+         (st = clremat_check_buf(c->ctx, L->name, "bias grad", c->grad[1], units)) != CLREMAT_OK) ||
+        (c->din[0] && (st = clremat_check_buf(c->ctx, L->name, "input grad", c->din[0], rows * in)) != CLREMAT_OK))
+        return st;
+    if (has_act) { /* dZ = dout * act'(preact), in place */
+        cl_int n = (cl_int)(rows * units), act = (cl_int)L->act, acc = 0;
+        cl_mem mp = clremat_mem(c->slot[1]), md = clremat_mem(c->dout);
+        if ((st = clremat_run1d(c->ctx, "clremat_act_bwd", rows * units, sizeof n, &n, sizeof act, &act, sizeof acc,
+                                &acc, sizeof mp, &mp, sizeof md, &md, sizeof md, &md, (size_t)0)) != CLREMAT_OK)
+            return st;
+    }
+    if (c->grad[0] && (st = clremat_gemm(c->ctx, 1, 0, in, units, rows, 1.0f, c->in[0], 0, in, 0, c->dout, 0, units,
+                                         0, 0.0f, c->grad[0], 0, units, 0, 1)) != CLREMAT_OK)
+        return st;
+    if (L->use_bias && c->grad[1]) {
+        cl_int ir = (cl_int)rows, iu = (cl_int)units;
+        cl_mem md = clremat_mem(c->dout), mg = clremat_mem(c->grad[1]);
+        if (rows > 2147483647)
+            return clremat_fail(c->ctx, CLREMAT_ERR_TOO_LARGE, "dense layer %s: %lld rows", L->name, (long long)rows);
+        if ((st = clremat_run1d(c->ctx, "clremat_colsum", units, sizeof ir, &ir, sizeof iu, &iu, sizeof md, &md,
+                                sizeof mg, &mg, (size_t)0)) != CLREMAT_OK)
+            return st;
+    }
+    if (c->din[0])
+        st = clremat_gemm(c->ctx, 0, 1, rows, in, units, 1.0f, c->dout, 0, units, 0, c->param[0], 0, units, 0,
+                          c->din_accumulate[0] ? 1.0f : 0.0f, c->din[0], 0, in, 0, 1);
+    return st;
+}
+
+const clremat_layer_impl clremat_impl_dense = {dense_cost, dense_forward, dense_backward, dense_recompute};
