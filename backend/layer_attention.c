@@ -29,6 +29,9 @@ static int attn_get_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_
                             "wqkv, bqkv, wo, bo", L->name);
     a->T = s->dims[s->rank - 2];
     a->D = s->dims[s->rank - 1];
+    if (a->T < 1 || a->D < 1)
+        return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: input [%lld, %lld] is empty", L->name,
+                            (long long)a->T, (long long)a->D);
     a->rows = seq_rows(s, batch);
     a->B = a->rows / a->T;
     a->H = L->heads;

@@ -22,6 +22,8 @@ static int emb_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t bat
     *dim = L->dim;
     *vocab = L->vocab;
     *T = clremat_last_dim(&L->in_shape[0]);
+    if (*T < 1)
+        return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "embedding %s: empty id sequence", L->name);
     if (L->params[0].elems != L->vocab * L->dim)
         return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "embedding %s: table has %lld elements, vocab x dim = %lld",
                             L->name, (long long)L->params[0].elems, (long long)(L->vocab * L->dim));

@@ -14,6 +14,8 @@ static int ln_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batc
         return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "layernorm %s: needs a rank >= 1 input and gamma, beta",
                             L->name);
     *D = clremat_last_dim(&L->in_shape[0]);
+    if (*D < 1)
+        return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "layernorm %s: empty last dimension", L->name);
     *rows = seq_rows(&L->in_shape[0], batch);
     if (L->params[0].elems != *D || L->params[1].elems != *D)
         return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "layernorm %s: gamma/beta have %lld/%lld elements, last "
