@@ -372,3 +372,317 @@ __kernel void clremat_sum_bcast(const int n, const int ea, const int eb, const i
         db[i] = acc ? db[i] + sum : sum;
     }
 }
+
+/* ---- layernorm, embedding, attention, losses ---- */
+/* Launchers: backend/layer_layernorm.c, layer_embedding.c, layer_attention.c,
+ * layer_softmax_ce.c, layer_mse.c. One work-item per row or column; every
+ * sum runs in a fixed order. */
+
+/* Class or token id held in a float, clamped to [0, n): NaN and negatives
+ * give 0, values >= n give n - 1, fractions are truncated. */
+int seq_clamp_id(const float f, const int n)
+{
+    if (!(f >= 0.0f))
+        return 0;
+    if (f >= (float)(n - 1))
+        return n - 1;
+    return (int)f;
+}
+
+/* Layernorm forward, one work-item per row: mean, biased variance (two
+ * passes), y = gamma * (x - mean) * rstd + beta; stats[2r] = mean,
+ * stats[2r + 1] = rstd. */
+__kernel void ln_forward(const int rows, const int D, const float eps, __global const float *x,
+                         __global const float *gamma, __global const float *beta, __global float *y,
+                         __global float *stats)
+{
+    const int r = get_global_id(0);
+    if (r >= rows)
+        return;
+    __global const float *xr = x + (size_t)r * D;
+    __global float *yr = y + (size_t)r * D;
+    float s = 0.0f, v = 0.0f;
+    for (int d = 0; d < D; d++)
+        s += xr[d];
+    const float mean = s / (float)D;
+    for (int d = 0; d < D; d++) {
+        const float t = xr[d] - mean;
+        v += t * t;
+    }
+    const float rstd = 1.0f / sqrt(v / (float)D + eps);
+    for (int d = 0; d < D; d++)
+        yr[d] = (xr[d] - mean) * rstd * gamma[d] + beta[d];
+    stats[2 * r] = mean;
+    stats[2 * r + 1] = rstd;
+}
+
+/* Layernorm input gradient, one work-item per row:
+ * dx = rstd * (g dy - mean(g dy) - xhat * mean(g dy xhat)); added into dx
+ * when acc. */
+__kernel void ln_backward_dx(const int rows, const int D, const int acc, __global const float *x,
+                             __global const float *stats, __global const float *gamma, __global const float *dy,
+                             __global float *dx)
+{
+    const int r = get_global_id(0);
+    if (r >= rows)
+        return;
+    __global const float *xr = x + (size_t)r * D;
+    __global const float *dyr = dy + (size_t)r * D;
+    __global float *dxr = dx + (size_t)r * D;
+    const float mean = stats[2 * r], rstd = stats[2 * r + 1];
+    float a = 0.0f, b = 0.0f;
+    for (int d = 0; d < D; d++) {
+        const float gd = gamma[d] * dyr[d];
+        a += gd;
+        b += gd * (xr[d] - mean) * rstd;
+    }
+    a /= (float)D;
+    b /= (float)D;
+    for (int d = 0; d < D; d++) {
+        const float xhat = (xr[d] - mean) * rstd;
+        const float v = rstd * (gamma[d] * dyr[d] - a - xhat * b);
+        dxr[d] = acc ? dxr[d] + v : v;
+    }
+}
+
+/* Layernorm parameter gradients, one work-item per column d, rows in order:
+ * dgamma[d] = sum dy * xhat, dbeta[d] = sum dy. */
+__kernel void ln_backward_params(const int rows, const int D, __global const float *x, __global const float *stats,
+                                 __global const float *dy, __global float *dgamma, __global float *dbeta)
+{
+    const int d = get_global_id(0);
+    if (d >= D)
+        return;
+    float sg = 0.0f, sb = 0.0f;
+    for (int r = 0; r < rows; r++) {
+        const size_t i = (size_t)r * D + d;
+        sg += dy[i] * (x[i] - stats[2 * r]) * stats[2 * r + 1];
+        sb += dy[i];
+    }
+    dgamma[d] = sg;
+    dbeta[d] = sb;
+}
+
+/* Embedding forward, one work-item per output element:
+ * out[tok, d] = table[id, d] (+ pos[tok % T, d] when positions). */
+__kernel void emb_forward(const int ntok, const int dim, const int vocab, const int T, const int positions,
+                          __global const float *ids, __global const float *table, __global const float *pos,
+                          __global float *out)
+{
+    const int i = get_global_id(0);
+    if (i >= ntok * dim)
+        return;
+    const int tok = i / dim, d = i % dim;
+    float v = table[(size_t)seq_clamp_id(ids[tok], vocab) * dim + d];
+    if (positions)
+        v += pos[(size_t)(tok % T) * dim + d];
+    out[i] = v;
+}
+
+/* Embedding table gradient, one work-item per vocabulary row: scans every
+ * token in order and adds the rows of dout whose id is this row. */
+__kernel void emb_backward_table(const int ntok, const int dim, const int vocab, __global const float *ids,
+                                 __global const float *dout, __global float *gtable)
+{
+    const int v = get_global_id(0);
+    if (v >= vocab)
+        return;
+    __global float *g = gtable + (size_t)v * dim;
+    for (int d = 0; d < dim; d++)
+        g[d] = 0.0f;
+    for (int tok = 0; tok < ntok; tok++) {
+        if (seq_clamp_id(ids[tok], vocab) != v)
+            continue;
+        __global const float *src = dout + (size_t)tok * dim;
+        for (int d = 0; d < dim; d++)
+            g[d] += src[d];
+    }
+}
+
+/* Position table gradient, one work-item per (t, d): sum over the nseq
+ * sequences in order. */
+__kernel void emb_backward_pos(const int nseq, const int T, const int dim, __global const float *dout,
+                               __global float *gpos)
+{
+    const int i = get_global_id(0);
+    if (i >= T * dim)
+        return;
+    float s = 0.0f;
+    for (int b = 0; b < nseq; b++)
+        s += dout[(size_t)b * T * dim + i];
+    gpos[i] = s;
+}
+
+/* C[r, j] += b[j % cols] over n = rows * cols elements. */
+__kernel void seq_add_bias(const int n, const int cols, __global float *C, __global const float *b)
+{
+    const int i = get_global_id(0);
+    if (i < n)
+        C[i] += b[i % cols];
+}
+
+/* dst[j] = sum over r (in order) of src[off + r * ld + j], j < cols. */
+__kernel void seq_col_sum(const int rows, const int cols, const int ld, const int off, __global const float *src,
+                          __global float *dst)
+{
+    const int j = get_global_id(0);
+    if (j >= cols)
+        return;
+    float s = 0.0f;
+    for (int r = 0; r < rows; r++)
+        s += src[(size_t)off + (size_t)r * ld + j];
+    dst[j] = s;
+}
+
+/* Row softmax in place over nrows rows of T scores; row r is query r % T.
+ * causal: keys after the query get probability 0. */
+__kernel void attn_softmax_fwd(const int nrows, const int T, const int causal, __global float *P)
+{
+    const int r = get_global_id(0);
+    if (r >= nrows)
+        return;
+    __global float *p = P + (size_t)r * T;
+    const int lim = causal ? r % T + 1 : T;
+    float m = p[0], s = 0.0f;
+    for (int j = 1; j < lim; j++)
+        m = fmax(m, p[j]);
+    for (int j = 0; j < lim; j++) {
+        const float e = exp(p[j] - m);
+        p[j] = e;
+        s += e;
+    }
+    const float inv = 1.0f / s;
+    for (int j = 0; j < lim; j++)
+        p[j] *= inv;
+    for (int j = lim; j < T; j++)
+        p[j] = 0.0f;
+}
+
+/* Keep factor of attention-dropout element e: 1 / (1 - rate) if kept, else 0. */
+float attn_keep(const float rate, const uint slo, const uint shi, const uint step, const uint layer, const uint e)
+{
+    return clremat_uniform(clremat_hash(slo, shi, step, layer, e)) >= rate ? 1.0f / (1.0f - rate) : 0.0f;
+}
+
+/* Attention dropout: out[e] = P[e] * keep(e); regenerated from the key. */
+__kernel void attn_dropout_fwd(const int n, const float rate, const uint slo, const uint shi, const uint step,
+                               const uint layer, __global const float *P, __global float *out)
+{
+    const int e = get_global_id(0);
+    if (e < n)
+        out[e] = P[e] * attn_keep(rate, slo, shi, step, layer, (uint)e);
+}
+
+/* Attention score gradient in place, one work-item per row: R holds the
+ * gradient of the dropped probabilities; dP = R * keep, then
+ * R = scale * P * (dP - sum_j P dP). */
+__kernel void attn_softmax_bwd(const int nrows, const int T, const float rate, const uint slo, const uint shi,
+                               const uint step, const uint layer, const float scale, __global const float *P,
+                               __global float *R)
+{
+    const int r = get_global_id(0);
+    if (r >= nrows)
+        return;
+    const size_t base = (size_t)r * T;
+    float dot = 0.0f;
+    for (int j = 0; j < T; j++) {
+        float dp = R[base + j];
+        if (rate > 0.0f)
+            dp *= attn_keep(rate, slo, shi, step, layer, (uint)(base + j));
+        R[base + j] = dp;
+        dot += P[base + j] * dp;
+    }
+    for (int j = 0; j < T; j++)
+        R[base + j] = scale * P[base + j] * (R[base + j] - dot);
+}
+
+/* Softmax cross-entropy per row: part[r] = logsumexp - logit[label],
+ * part[rows + r] = 1 if the first maximal logit is the label, else 0. */
+__kernel void ce_forward_rows(const int rows, const int C, __global const float *logits,
+                              __global const float *labels, __global float *part)
+{
+    const int r = get_global_id(0);
+    if (r >= rows)
+        return;
+    __global const float *x = logits + (size_t)r * C;
+    const int y = seq_clamp_id(labels[r], C);
+    float m = x[0], s = 0.0f;
+    int am = 0;
+    for (int j = 1; j < C; j++)
+        if (x[j] > m) {
+            m = x[j];
+            am = j;
+        }
+    for (int j = 0; j < C; j++)
+        s += exp(x[j] - m);
+    part[r] = log(s) + m - x[y];
+    part[rows + r] = am == y ? 1.0f : 0.0f;
+}
+
+/* Softmax cross-entropy gradient per row: (softmax - onehot) / rows, added
+ * into din when acc. */
+__kernel void ce_backward(const int rows, const int C, const int acc, __global const float *logits,
+                          __global const float *labels, __global float *din)
+{
+    const int r = get_global_id(0);
+    if (r >= rows)
+        return;
+    __global const float *x = logits + (size_t)r * C;
+    __global float *g = din + (size_t)r * C;
+    const int y = seq_clamp_id(labels[r], C);
+    float m = x[0], s = 0.0f;
+    for (int j = 1; j < C; j++)
+        m = fmax(m, x[j]);
+    for (int j = 0; j < C; j++)
+        s += exp(x[j] - m);
+    const float inv = 1.0f / s, invn = 1.0f / (float)rows;
+    for (int j = 0; j < C; j++) {
+        const float v = (exp(x[j] - m) * inv - (j == y ? 1.0f : 0.0f)) * invn;
+        g[j] = acc ? g[j] + v : v;
+    }
+}
+
+/* MSE partial sums: part[c] = sum over chunk c (in order) of (p - y)^2. */
+__kernel void mse_partial(const int n, const int chunk, __global const float *p, __global const float *y,
+                          __global float *part)
+{
+    const int c = get_global_id(0);
+    const int lo = c * chunk;
+    if (lo >= n)
+        return;
+    const int hi = min(n, lo + chunk);
+    float s = 0.0f;
+    for (int i = lo; i < hi; i++) {
+        const float d = p[i] - y[i];
+        s += d * d;
+    }
+    part[c] = s;
+}
+
+/* MSE gradient: din = 2 (p - y) / n, added into din when acc. */
+__kernel void mse_backward(const int n, const int acc, __global const float *p, __global const float *y,
+                           __global float *din)
+{
+    const int i = get_global_id(0);
+    if (i >= n)
+        return;
+    const float v = 2.0f * (p[i] - y[i]) / (float)n;
+    din[i] = acc ? din[i] + v : v;
+}
+
+/* Loss result, one work-item: out[0] = sum of part[0..n) / divisor; out[1] =
+ * sum of part[n..2n) when has_correct, else 0. Sums in index order. */
+__kernel void seq_loss_finish(const int n, const int has_correct, const float divisor, __global const float *part,
+                              __global float *out)
+{
+    if (get_global_id(0) != 0)
+        return;
+    float s = 0.0f, k = 0.0f;
+    for (int i = 0; i < n; i++)
+        s += part[i];
+    if (has_correct)
+        for (int i = 0; i < n; i++)
+            k += part[n + i];
+    out[0] = s / divisor;
+    out[1] = k;
+}

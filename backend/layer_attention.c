@@ -1,0 +1,245 @@
+/* layer_attention.c: multi-head self-attention over x [T, D] (leading
+ * per-sample dims beyond [T, D] act as extra batch), H heads of dh = D / H.
+ *   qkv = x wqkv + bqkv            slot "qkv"   rows x 3D (q | k | v, head h at cols h*dh)
+ *   probs = softmax(q k^T / sqrt(dh) [+ causal mask])   slot "probs"  B x H x T x T
+ *   dropped = probs * keep / (1 - rate), keep = uniform(hash(seed, step, layer,
+ *             flat index into probs)) >= rate; regenerated, never stored
+ *   ctx = dropped v                slot "ctx"   rows x D (heads concatenated)
+ *   out = ctx wo + bo              slot 0
+ * Every matrix product goes through clremat_gemm, batched over the batch
+ * items, one call per head. Workspace: the forward needs B*H*T*T floats only
+ * when rate > 0 (dropped probs); the backward uses one buffer laid out as
+ * [R: B*H*T*T | dctx: rows*D | dqkv: rows*3D] where R holds the dropped probs,
+ * then dprobs, then dscores. */
+#include "layer_seq.h"
+#include <math.h>
+
+/* Sizes of one attention layer at a batch size. */
+typedef struct attn_dims {
+    int64_t B, T, D, H, dh, rows, P;    /* P = B*H*T*T */
+} attn_dims;
+
+static int attn_get_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batch, attn_dims *a)
+{
+    const clremat_layer *L = &g->layers[l];
+    const clremat_shape *s = &L->in_shape[0];
+    int st;
+    if (s->rank < 2 || L->n_params < 4 || L->heads <= 0)
+        return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: needs an input [T, D], heads >= 1 and "
+                            "wqkv, bqkv, wo, bo", L->name);
+    a->T = s->dims[s->rank - 2];
+    a->D = s->dims[s->rank - 1];
+    if (a->T < 1 || a->D < 1)
+        return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: input [%lld, %lld] is empty", L->name,
+                            (long long)a->T, (long long)a->D);
+    a->rows = seq_rows(s, batch);
+    a->B = a->rows / a->T;
+    a->H = L->heads;
+    if (a->D % a->H != 0)
+        return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: width %lld is not a multiple of %lld heads",
+                            L->name, (long long)a->D, (long long)a->H);
+    a->dh = a->D / a->H;
+    a->P = a->B * a->H * a->T * a->T;
+    if (L->params[0].elems != 3 * a->D * a->D || L->params[1].elems != 3 * a->D ||
+        L->params[2].elems != a->D * a->D || L->params[3].elems != a->D)
+        return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: parameters do not match width %lld (wqkv "
+                            "[D, 3D], bqkv [3D], wo [D, D], bo [D] expected)", L->name, (long long)a->D);
+    if (L->rate < 0.0 || L->rate >= 1.0)
+        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "attention %s: dropout rate %g outside [0, 1)",
+                            L->name, L->rate);
+    if ((st = seq_check_int(ctx, L->name, "qkv", a->rows * 3 * a->D)) != CLREMAT_OK)
+        return st;
+    return seq_check_int(ctx, L->name, "probs", a->P);
+}
+
+static int attn_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
+{
+    attn_dims a;
+    double rows, D, P, dh;
+    int st = attn_get_dims(NULL, g, l, batch, &a);
+    if (st != CLREMAT_OK)
+        return st;
+    rows = (double)a.rows, D = (double)a.D, P = (double)a.P, dh = (double)a.dh;
+    c->n_slots = 4;
+    c->slot_bytes[0] = seq_fbytes(a.rows * a.D);
+    c->slot_name[0] = "out";
+    c->slot_bytes[1] = seq_fbytes(a.rows * 3 * a.D);
+    c->slot_name[1] = "qkv";
+    c->slot_bytes[2] = seq_fbytes(a.P);
+    c->slot_name[2] = "probs";
+    c->slot_bytes[3] = seq_fbytes(a.rows * a.D);
+    c->slot_name[3] = "ctx";
+    c->bwd_needs_inputs = 1u;
+    c->bwd_needs_slots = (1u << 1) | (1u << 2) | (1u << 3);
+    c->fwd_temp_bytes = g->layers[l].rate > 0.0 ? seq_fbytes(a.P) : 0;
+    c->bwd_temp_bytes = seq_fbytes(a.P + a.rows * a.D + a.rows * 3 * a.D);
+    /* GEMMs: qkv 2*rows*D*3D, scores and ctx 2*P*dh each, out 2*rows*D*D;
+     * biases rows*4D; softmax ~5 per score (max, exp, sum, divide);
+     * dropout 1 per score */
+    c->fwd_flops = 2.0 * rows * D * 3.0 * D + 4.0 * P * dh + 2.0 * rows * D * D + 4.0 * rows * D + 5.0 * P +
+                   (g->layers[l].rate > 0.0 ? P : 0.0);
+    /* GEMMs: grad wo and dctx 2*rows*D*D each, dprobs, dv, dq, dk 2*P*dh
+     * each, grad wqkv and din 2*rows*D*3D each; bias sums rows*4D; softmax
+     * backward ~5 per score (+ dropout mask twice) */
+    c->bwd_flops = 4.0 * rows * D * D + 8.0 * P * dh + 12.0 * rows * D * D + 4.0 * rows * D + 5.0 * P +
+                   (g->layers[l].rate > 0.0 ? 2.0 * P : 0.0);
+    c->param_bytes = seq_param_bytes(&g->layers[l]);
+    return CLREMAT_OK;
+}
+
+/* Writes dst[e] = probs[e] * keep(e) / (1 - rate) for every element. */
+static int attn_dropout(clremat_layer_call *c, const attn_dims *a, clremat_buf *dst)
+{
+    const clremat_layer *L = &c->g->layers[c->layer];
+    return clremat_run1d(c->ctx, "attn_dropout_fwd", a->P, SEQ_I(a->P), SEQ_F(L->rate),
+                         SEQ_U(c->seed & 0xffffffffu), SEQ_U(c->seed >> 32), SEQ_U(c->step), SEQ_U(c->layer),
+                         SEQ_M(c->slot[2]), SEQ_M(dst), SEQ_END);
+}
+
+static int attn_forward(clremat_layer_call *c)
+{
+    const clremat_layer *L = &c->g->layers[c->layer];
+    clremat_ctx *ctx = c->ctx;
+    attn_dims a;
+    int64_t T, D, dh, D3, TT, HTT;
+    const clremat_buf *pd;
+    int st = attn_get_dims(ctx, c->g, c->layer, c->batch, &a);
+    if (st != CLREMAT_OK)
+        return st;
+    T = a.T, D = a.D, dh = a.dh, D3 = 3 * a.D, TT = a.T * a.T, HTT = a.H * a.T * a.T;
+    if ((st = clremat_check_buf(ctx, L->name, "input", c->in[0], a.rows * D)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "out", c->slot[0], a.rows * D)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "qkv", c->slot[1], a.rows * D3)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "probs", c->slot[2], a.P)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "ctx", c->slot[3], a.rows * D)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "wqkv", c->param[0], D * D3)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "bqkv", c->param[1], D3)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "wo", c->param[2], D * D)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "bo", c->param[3], D)) != CLREMAT_OK)
+        return st;
+    if (L->rate > 0.0 && (st = clremat_check_buf(ctx, L->name, "forward workspace", c->temp, a.P)) != CLREMAT_OK)
+        return st;
+
+    /* qkv = x wqkv + bqkv */
+    st = clremat_gemm(ctx, 0, 0, a.rows, D3, D, 1.0f, c->in[0], 0, D, 0, c->param[0], 0, D3, 0, 0.0f,
+                      c->slot[1], 0, D3, 0, 1);
+    if (st == CLREMAT_OK)
+        st = clremat_run1d(ctx, "seq_add_bias", a.rows * D3, SEQ_I(a.rows * D3), SEQ_I(D3), SEQ_M(c->slot[1]),
+                           SEQ_M(c->param[1]), SEQ_END);
+    /* scores of head h for every batch item: q_h k_h^T / sqrt(dh) */
+    for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++)
+        st = clremat_gemm(ctx, 0, 1, T, T, dh, (float)(1.0 / sqrt((double)dh)), c->slot[1], h * dh, D3, T * D3,
+                          c->slot[1], D + h * dh, D3, T * D3, 0.0f, c->slot[2], h * TT, T, HTT, a.B);
+    if (st == CLREMAT_OK)
+        st = clremat_run1d(ctx, "attn_softmax_fwd", a.B * a.H * T, SEQ_I(a.B * a.H * T), SEQ_I(T),
+                           SEQ_I(L->causal != 0), SEQ_M(c->slot[2]), SEQ_END);
+    pd = c->slot[2];
+    if (st == CLREMAT_OK && L->rate > 0.0) {
+        st = attn_dropout(c, &a, c->temp);
+        pd = c->temp;
+    }
+    /* ctx_h = dropped_h v_h */
+    for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++)
+        st = clremat_gemm(ctx, 0, 0, T, dh, T, 1.0f, pd, h * TT, T, HTT, c->slot[1], 2 * D + h * dh, D3, T * D3,
+                          0.0f, c->slot[3], h * dh, D, T * D, a.B);
+    /* out = ctx wo + bo */
+    if (st == CLREMAT_OK)
+        st = clremat_gemm(ctx, 0, 0, a.rows, D, D, 1.0f, c->slot[3], 0, D, 0, c->param[2], 0, D, 0, 0.0f,
+                          c->slot[0], 0, D, 0, 1);
+    if (st == CLREMAT_OK)
+        st = clremat_run1d(ctx, "seq_add_bias", a.rows * D, SEQ_I(a.rows * D), SEQ_I(D), SEQ_M(c->slot[0]),
+                           SEQ_M(c->param[3]), SEQ_END);
+    return st;
+}
+
+/* grad[i] (n floats per row, cols columns starting at column offset off of
+ * a buffer with leading dim ld) = column sums over rows, in row order. */
+static int col_sum(clremat_ctx *ctx, const clremat_buf *src, int64_t off, int64_t ld, int64_t rows, int64_t cols,
+                   clremat_buf *dst)
+{
+    return clremat_run1d(ctx, "seq_col_sum", cols, SEQ_I(rows), SEQ_I(cols), SEQ_I(ld), SEQ_I(off), SEQ_M(src),
+                         SEQ_M(dst), SEQ_END);
+}
+
+static int attn_backward(clremat_layer_call *c)
+{
+    const clremat_layer *L = &c->g->layers[c->layer];
+    clremat_ctx *ctx = c->ctx;
+    attn_dims a;
+    int64_t T, D, dh, D3, TT, HTT, off_dctx, off_dqkv;
+    const clremat_buf *pd;
+    clremat_buf *W;
+    int st = attn_get_dims(ctx, c->g, c->layer, c->batch, &a);
+    if (st != CLREMAT_OK)
+        return st;
+    T = a.T, D = a.D, dh = a.dh, D3 = 3 * a.D, TT = a.T * a.T, HTT = a.H * a.T * a.T;
+    off_dctx = a.P;
+    off_dqkv = a.P + a.rows * D;
+    W = c->temp;
+    if ((st = clremat_check_buf(ctx, L->name, "input", c->in[0], a.rows * D)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "dout", c->dout, a.rows * D)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "qkv", c->slot[1], a.rows * D3)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "probs", c->slot[2], a.P)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "ctx", c->slot[3], a.rows * D)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "wqkv", c->param[0], D * D3)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "wo", c->param[2], D * D)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "backward workspace", W, off_dqkv + a.rows * D3)) != CLREMAT_OK)
+        return st;
+    if (c->din[0] && (st = clremat_check_buf(ctx, L->name, "din", c->din[0], a.rows * D)) != CLREMAT_OK)
+        return st;
+    for (int i = 0; i < 4; i++) {
+        static const char *const names[4] = {"grad wqkv", "grad bqkv", "grad wo", "grad bo"};
+        if (c->grad[i] &&
+            (st = clremat_check_buf(ctx, L->name, names[i], c->grad[i], L->params[i].elems)) != CLREMAT_OK)
+            return st;
+    }
+
+    /* output projection: grad bo, grad wo = ctx^T dout, dctx = dout wo^T */
+    if (c->grad[3] && (st = col_sum(ctx, c->dout, 0, D, a.rows, D, c->grad[3])) != CLREMAT_OK)
+        return st;
+    if (c->grad[2] && (st = clremat_gemm(ctx, 1, 0, D, D, a.rows, 1.0f, c->slot[3], 0, D, 0, c->dout, 0, D, 0,
+                                         0.0f, c->grad[2], 0, D, 0, 1)) != CLREMAT_OK)
+        return st;
+    st = clremat_gemm(ctx, 0, 1, a.rows, D, D, 1.0f, c->dout, 0, D, 0, c->param[2], 0, D, 0, 0.0f, W, off_dctx,
+                      D, 0, 1);
+    /* dv_h = dropped_h^T dctx_h (dropped probs regenerated into R) */
+    pd = c->slot[2];
+    if (st == CLREMAT_OK && L->rate > 0.0) {
+        st = attn_dropout(c, &a, W);
+        pd = W;
+    }
+    for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++)
+        st = clremat_gemm(ctx, 1, 0, T, dh, T, 1.0f, pd, h * TT, T, HTT, W, off_dctx + h * dh, D, T * D, 0.0f,
+                          W, off_dqkv + 2 * D + h * dh, D3, T * D3, a.B);
+    /* R = d(dropped probs)_h = dctx_h v_h^T */
+    for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++)
+        st = clremat_gemm(ctx, 0, 1, T, T, dh, 1.0f, W, off_dctx + h * dh, D, T * D, c->slot[1], 2 * D + h * dh,
+                          D3, T * D3, 0.0f, W, h * TT, T, HTT, a.B);
+    /* R = dscores (through the dropout mask, the softmax and the 1/sqrt(dh)) */
+    if (st == CLREMAT_OK)
+        st = clremat_run1d(ctx, "attn_softmax_bwd", a.B * a.H * T, SEQ_I(a.B * a.H * T), SEQ_I(T),
+                           SEQ_F(L->rate), SEQ_U(c->seed & 0xffffffffu), SEQ_U(c->seed >> 32), SEQ_U(c->step),
+                           SEQ_U(c->layer), SEQ_F(1.0 / sqrt((double)dh)), SEQ_M(c->slot[2]), SEQ_M(W), SEQ_END);
+    /* dq_h = dS_h k_h, dk_h = dS_h^T q_h */
+    for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++) {
+        st = clremat_gemm(ctx, 0, 0, T, dh, T, 1.0f, W, h * TT, T, HTT, c->slot[1], D + h * dh, D3, T * D3, 0.0f,
+                          W, off_dqkv + h * dh, D3, T * D3, a.B);
+        if (st == CLREMAT_OK)
+            st = clremat_gemm(ctx, 1, 0, T, dh, T, 1.0f, W, h * TT, T, HTT, c->slot[1], h * dh, D3, T * D3, 0.0f,
+                              W, off_dqkv + D + h * dh, D3, T * D3, a.B);
+    }
+    if (st != CLREMAT_OK)
+        return st;
+    /* input projection: grad bqkv, grad wqkv = x^T dqkv, din = dqkv wqkv^T */
+    if (c->grad[1] && (st = col_sum(ctx, W, off_dqkv, D3, a.rows, D3, c->grad[1])) != CLREMAT_OK)
+        return st;
+    if (c->grad[0] && (st = clremat_gemm(ctx, 1, 0, D, D3, a.rows, 1.0f, c->in[0], 0, D, 0, W, off_dqkv, D3, 0,
+                                         0.0f, c->grad[0], 0, D3, 0, 1)) != CLREMAT_OK)
+        return st;
+    if (c->din[0])
+        st = clremat_gemm(ctx, 0, 1, a.rows, D, D3, 1.0f, W, off_dqkv, D3, 0, c->param[0], 0, D3, 0,
+                          c->din_accumulate[0] ? 1.0f : 0.0f, c->din[0], 0, D, 0, 1);
+    return st;
+}
+
+const clremat_layer_impl clremat_impl_attention = {attn_cost, attn_forward, attn_backward, NULL};

@@ -1,0 +1,111 @@
+/* layer_embedding.c: token embedding, out[tok] = table[id[tok]] (+
+ * pos_table[t] with t the token's position along the last input dimension
+ * when the layer has positions). Ids arrive as floats holding exact
+ * integers; an id outside [0, vocab) (or NaN) is CLAMPED in the kernels to
+ * the nearest valid row (NaN and negatives to 0), never read out of bounds:
+ * the data layer is what validates ids. Ids have no gradient: din[0] is
+ * ignored except that a non-NULL overwrite din is zeroed. The table gradient
+ * is deterministic: one work-item per vocabulary row scans every token in
+ * order (no atomics). */
+#include "layer_seq.h"
+
+/* Tokens, width, vocabulary and positions (T) of layer l. */
+static int emb_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batch, int64_t *ntok,
+                    int64_t *dim, int64_t *vocab, int64_t *T)
+{
+    const clremat_layer *L = &g->layers[l];
+    int st;
+    if (L->in_shape[0].rank < 1 || L->n_params < (L->positions ? 2 : 1) || L->vocab <= 0 || L->dim <= 0)
+        return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "embedding %s: needs ids of rank >= 1, vocab, dim and "
+                            "its table%s", L->name, L->positions ? " and pos_table" : "");
+    *ntok = batch * clremat_elems_of(&L->in_shape[0]);
+    *dim = L->dim;
+    *vocab = L->vocab;
+    *T = clremat_last_dim(&L->in_shape[0]);
+    if (*T < 1)
+        return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "embedding %s: empty id sequence", L->name);
+    if (L->params[0].elems != L->vocab * L->dim)
+        return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "embedding %s: table has %lld elements, vocab x dim = %lld",
+                            L->name, (long long)L->params[0].elems, (long long)(L->vocab * L->dim));
+    if (L->positions && L->params[1].elems != *T * L->dim)
+        return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "embedding %s: pos_table has %lld elements, T x dim = %lld",
+                            L->name, (long long)L->params[1].elems, (long long)(*T * L->dim));
+    if ((st = seq_check_int(ctx, L->name, "output", *ntok * *dim)) != CLREMAT_OK)
+        return st;
+    return seq_check_int(ctx, L->name, "table", *vocab * *dim);
+}
+
+static int emb_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
+{
+    int64_t ntok, dim, vocab, T;
+    int st = emb_dims(NULL, g, l, batch, &ntok, &dim, &vocab, &T);
+    if (st != CLREMAT_OK)
+        return st;
+    c->n_slots = 1;
+    c->slot_bytes[0] = seq_fbytes(ntok * dim);
+    c->slot_name[0] = "out";
+    c->bwd_needs_inputs = 1u;
+    c->bwd_needs_slots = 0;
+    c->fwd_flops = g->layers[l].positions ? (double)ntok * (double)dim : 0.0;
+    /* table: one add per token element (plus a compare per (row, token));
+     * positions: one add per token element */
+    c->bwd_flops = (double)ntok * (double)dim * (g->layers[l].positions ? 2.0 : 1.0) +
+                   (double)vocab * (double)ntok;
+    c->param_bytes = seq_param_bytes(&g->layers[l]);
+    return CLREMAT_OK;
+}
+
+static int emb_forward(clremat_layer_call *c)
+{
+    const clremat_layer *L = &c->g->layers[c->layer];
+    int64_t ntok, dim, vocab, T;
+    int st = emb_dims(c->ctx, c->g, c->layer, c->batch, &ntok, &dim, &vocab, &T);
+    if (st == CLREMAT_OK)
+        st = clremat_check_buf(c->ctx, L->name, "ids", c->in[0], ntok);
+    if (st == CLREMAT_OK)
+        st = clremat_check_buf(c->ctx, L->name, "table", c->param[0], vocab * dim);
+    if (st == CLREMAT_OK && L->positions)
+        st = clremat_check_buf(c->ctx, L->name, "pos_table", c->param[1], T * dim);
+    if (st == CLREMAT_OK)
+        st = clremat_check_buf(c->ctx, L->name, "out", c->slot[0], ntok * dim);
+    if (st != CLREMAT_OK)
+        return st;
+    return clremat_run1d(c->ctx, "emb_forward", ntok * dim, SEQ_I(ntok), SEQ_I(dim), SEQ_I(vocab), SEQ_I(T),
+                         SEQ_I(L->positions != 0), SEQ_M(c->in[0]), SEQ_M(c->param[0]),
+                         SEQ_M(L->positions ? c->param[1] : c->param[0]), SEQ_M(c->slot[0]), SEQ_END);
+}
+
+static int emb_backward(clremat_layer_call *c)
+{
+    const clremat_layer *L = &c->g->layers[c->layer];
+    int64_t ntok, dim, vocab, T;
+    int st = emb_dims(c->ctx, c->g, c->layer, c->batch, &ntok, &dim, &vocab, &T);
+    if (st == CLREMAT_OK)
+        st = clremat_check_buf(c->ctx, L->name, "ids", c->in[0], ntok);
+    if (st == CLREMAT_OK)
+        st = clremat_check_buf(c->ctx, L->name, "dout", c->dout, ntok * dim);
+    if (st != CLREMAT_OK)
+        return st;
+    if (c->grad[0]) {
+        if ((st = clremat_check_buf(c->ctx, L->name, "grad table", c->grad[0], vocab * dim)) != CLREMAT_OK)
+            return st;
+        st = clremat_run1d(c->ctx, "emb_backward_table", vocab, SEQ_I(ntok), SEQ_I(dim), SEQ_I(vocab),
+                           SEQ_M(c->in[0]), SEQ_M(c->dout), SEQ_M(c->grad[0]), SEQ_END);
+        if (st != CLREMAT_OK)
+            return st;
+    }
+    if (L->positions && c->grad[1]) {
+        if ((st = clremat_check_buf(c->ctx, L->name, "grad pos_table", c->grad[1], T * dim)) != CLREMAT_OK)
+            return st;
+        st = clremat_run1d(c->ctx, "emb_backward_pos", T * dim, SEQ_I(ntok / T), SEQ_I(T), SEQ_I(dim),
+                           SEQ_M(c->dout), SEQ_M(c->grad[1]), SEQ_END);
+        if (st != CLREMAT_OK)
+            return st;
+    }
+    /* token ids have no gradient */
+    if (c->din[0] && !c->din_accumulate[0])
+        return clremat_zero(c->ctx, c->din[0]);
+    return CLREMAT_OK;
+}
+
+const clremat_layer_impl clremat_impl_embedding = {emb_cost, emb_forward, emb_backward, NULL};

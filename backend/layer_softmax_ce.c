@@ -1,0 +1,81 @@
+/* layer_softmax_ce.c: softmax cross-entropy loss over the last dimension of
+ * the logits against class ids (one float per row holding an exact integer).
+ * Slot 0 = {mean loss over all rows, number of rows whose argmax (lowest index
+ * on ties) equals the label}. Per-row losses go to a workspace of 2*rows
+ * floats and are summed in row order by one work-item (deterministic).
+ * Backward: din = (softmax(logits) - onehot(label)) / rows; dout is ignored.
+ * A label outside [0, C) (or NaN) is CLAMPED in the kernels to the nearest
+ * class (NaN and negatives to 0): ids are validated by the data layer. */
+#include "layer_seq.h"
+
+static int ce_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batch, int64_t *rows, int64_t *C)
+{
+    const clremat_layer *L = &g->layers[l];
+    if (L->in_shape[0].rank < 1 || clremat_last_dim(&L->in_shape[0]) < 1)
+        return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "softmax_ce %s: logits need a last dimension of classes",
+                            L->name);
+    *C = clremat_last_dim(&L->in_shape[0]);
+    *rows = seq_rows(&L->in_shape[0], batch);
+    if (seq_check_int(ctx, L->name, "logits", *rows * *C) != CLREMAT_OK)
+        return CLREMAT_ERR_TOO_LARGE;
+    return seq_check_int(ctx, L->name, "loss workspace", *rows * 2);
+}
+
+static int ce_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
+{
+    int64_t rows, C;
+    int st = ce_dims(NULL, g, l, batch, &rows, &C);
+    if (st != CLREMAT_OK)
+        return st;
+    c->n_slots = 1;
+    c->slot_bytes[0] = 2 * sizeof(float);
+    c->slot_name[0] = "out";
+    c->bwd_needs_inputs = 1u;
+    c->bwd_needs_slots = 0;
+    c->fwd_temp_bytes = seq_fbytes(2 * rows);
+    c->bwd_temp_bytes = 0;
+    /* max, exp, sum, log per class; then the row sums */
+    c->fwd_flops = 4.0 * (double)rows * (double)C + 2.0 * (double)rows;
+    c->bwd_flops = 5.0 * (double)rows * (double)C;
+    c->param_bytes = 0;
+    return CLREMAT_OK;
+}
+
+static int ce_forward(clremat_layer_call *c)
+{
+    const clremat_layer *L = &c->g->layers[c->layer];
+    int64_t rows, C;
+    int st = ce_dims(c->ctx, c->g, c->layer, c->batch, &rows, &C);
+    if (st == CLREMAT_OK)
+        st = clremat_check_buf(c->ctx, L->name, "logits", c->in[0], rows * C);
+    if (st == CLREMAT_OK)
+        st = clremat_check_buf(c->ctx, L->name, "labels", c->labels, rows);
+    if (st == CLREMAT_OK)
+        st = clremat_check_buf(c->ctx, L->name, "out", c->slot[0], 2);
+    if (st == CLREMAT_OK)
+        st = clremat_check_buf(c->ctx, L->name, "forward workspace", c->temp, 2 * rows);
+    if (st == CLREMAT_OK)
+        st = clremat_run1d(c->ctx, "ce_forward_rows", rows, SEQ_I(rows), SEQ_I(C), SEQ_M(c->in[0]),
+                           SEQ_M(c->labels), SEQ_M(c->temp), SEQ_END);
+    if (st == CLREMAT_OK)
+        st = clremat_run1d(c->ctx, "seq_loss_finish", 1, SEQ_I(rows), SEQ_I(1), SEQ_F((float)rows),
+                           SEQ_M(c->temp), SEQ_M(c->slot[0]), SEQ_END);
+    return st;
+}
+
+static int ce_backward(clremat_layer_call *c)
+{
+    const clremat_layer *L = &c->g->layers[c->layer];
+    int64_t rows, C;
+    int st = ce_dims(c->ctx, c->g, c->layer, c->batch, &rows, &C);
+    if (st != CLREMAT_OK || !c->din[0])
+        return st;
+    if ((st = clremat_check_buf(c->ctx, L->name, "logits", c->in[0], rows * C)) != CLREMAT_OK ||
+        (st = clremat_check_buf(c->ctx, L->name, "labels", c->labels, rows)) != CLREMAT_OK ||
+        (st = clremat_check_buf(c->ctx, L->name, "din", c->din[0], rows * C)) != CLREMAT_OK)
+        return st;
+    return clremat_run1d(c->ctx, "ce_backward", rows, SEQ_I(rows), SEQ_I(C), SEQ_I(c->din_accumulate[0] != 0),
+                         SEQ_M(c->in[0]), SEQ_M(c->labels), SEQ_M(c->din[0]), SEQ_END);
+}
+
+const clremat_layer_impl clremat_impl_softmax_ce = {ce_cost, ce_forward, ce_backward, NULL};
