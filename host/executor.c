@@ -19,6 +19,7 @@ int clremat_plan_for(const clremat_graph *g, int64_t batch, const clremat_policy
     clremat_plan_input in;
     int st = CLREMAT_OK;
     memset(out, 0, sizeof *out);
+    memset(&in, 0, sizeof in); /* optional fields (layer_cost) default to NULL */
     if (!costs)
         return clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
     for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++)

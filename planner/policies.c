@@ -71,8 +71,16 @@ int clremat_plan_build(const clremat_plan_input *in, const clremat_policy *p, cl
             }
         }
         break;
+    case CLREMAT_POLICY_BUDGET:
+        st = clremat_plan_budget(in, p->budget, out);
+        if (st == CLREMAT_OK) {
+            out->policy = *p;
+        }
+        goto done;
     default:
-        st = clremat_set_error(CLREMAT_ERR_PLAN, "remat mode '%s' needs the budget planner", p->text);
+        st = clremat_set_error(CLREMAT_ERR_PLAN,
+                               "remat mode '%s' needs the device's memory limit: plan it with clremat_plan_auto",
+                               p->text);
         goto done;
     }
     for (int b = 0; b < g->n_blocks; b++)
