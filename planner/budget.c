@@ -22,8 +22,14 @@
 
 #define MAX_STAGES 96           /* beyond: adjacent stages merged (stages.c) */
 #define MIN_SLOTS 512           /* memory units of the table, at least */
+#ifndef CLREMAT_MAX_SLOTS_TABLE
 #define MAX_SLOTS 32768
-#define TABLE_WORK 1.5e8        /* inner-loop steps the table may take */
+#else
+#define MAX_SLOTS CLREMAT_MAX_SLOTS_TABLE
+#endif
+#ifndef CLREMAT_TABLE_WORK
+#define CLREMAT_TABLE_WORK 8e7  /* inner-loop steps of the table (~0.1-0.2 s); -D for experiments */
+#endif
 #define CAND_MAX_LAYERS 400     /* schedule.c candidates (quadratic) only up to this size */
 #define RETRIES 30
 
@@ -121,13 +127,40 @@ static int min_peak_dp(clremat_bsolver *b)
 
 /* ------------------------------------------------------------ least cost */
 
+/* The hot loop: C[m] = min(C[m], fsum + s1[m - sh1] + s2[m - sh2]) for m in
+ * [from, smax], indices above smax clamped to smax (more memory than the
+ * table holds buys nothing more). Unclamped part first, without branches. */
+static void leaf_row(double *restrict C, short *restrict W, short j, double fsum, const double *s1, int64_t sh1,
+                     const double *s2, int64_t sh2, int64_t from, int64_t smax)
+{
+    int64_t end = smax, m;
+    if (smax + sh1 < end)
+        end = smax + sh1;
+    if (smax + sh2 < end)
+        end = smax + sh2;
+    for (m = from; m <= end; m++) {
+        double v = fsum + s1[m - sh1] + s2[m - sh2];
+        int take = v < C[m];
+        C[m] = take ? v : C[m];
+        W[m] = take ? j : W[m];
+    }
+    for (m = end + 1 > from ? end + 1 : from; m <= smax; m++) {
+        int64_t m1 = m - sh1, m2 = m - sh2;
+        double v = fsum + s1[m1 > smax ? smax : m1] + s2[m2 > smax ? smax : m2];
+        if (v < C[m]) {
+            C[m] = v;
+            W[m] = j;
+        }
+    }
+}
+
 int clremat_bsolver_table(clremat_bsolver *b, uint64_t max_budget)
 {
     const clremat_stages *st = &b->st;
     int K = b->K;
     int64_t avail = max_budget > b->fixed ? (int64_t)(max_budget - b->fixed) : 0;
     double work = (double)b->nk * (double)K * K * K / 6.0 + (double)K * K + 1.0;
-    int64_t scap = (int64_t)(TABLE_WORK / work);
+    int64_t scap = (int64_t)(CLREMAT_TABLE_WORK / work);
     size_t rows, row;
     free(b->C);
     free(b->W);
@@ -208,14 +241,7 @@ int clremat_bsolver_table(clremat_bsolver *b, uint64_t max_budget)
                             lim = sh1;
                         if (sh2 > lim)
                             lim = sh2;
-                        for (int64_t m = lim < 0 ? 0 : lim; m <= smax; m++) {
-                            int64_t m1 = m - sh1, m2 = m - sh2;
-                            double v = fsum + s1[m1 > smax ? smax : m1] + s2[m2 > smax ? smax : m2];
-                            if (v < C[m]) {
-                                C[m] = v;
-                                W[m] = (short)j;
-                            }
-                        }
+                        leaf_row(C, W, (short)j, fsum, s1, sh1, s2, sh2, lim < 0 ? 0 : lim, smax);
                     }
                 }
             }
@@ -318,6 +344,18 @@ static int candidate(clremat_bsolver *b, int which)
     int rc;
     if (which == CAND_SQRT) {
         rc = schedule(b, BY_SQRT, 0, "sqrt", &b->cand[which]);
+    } else if (which == CAND_NONE) {
+        /* keep everything: the planner chooses, so "remat": true blocks are not forced here */
+        const clremat_graph *g = b->in->g;
+        unsigned char *wl = calloc((size_t)g->n_layers + 1, 1), *wb = calloc((size_t)g->n_blocks + 1, 1);
+        if (!wl || !wb)
+            rc = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory planning");
+        else if ((rc = clremat_policy_parse("none", &p)) == CLREMAT_OK)
+            b->cand[which].policy = p;
+        if (rc == CLREMAT_OK)
+            rc = clremat_plan_from_flags(b->in, wl, wb, NULL, &b->cand[which]);
+        free(wl);
+        free(wb);
     } else {
         if ((rc = clremat_policy_parse(cand_name[which], &p)) != CLREMAT_OK)
             return rc;
@@ -348,8 +386,10 @@ int clremat_bsolver_init(clremat_bsolver *b, const clremat_plan_input *in)
     for (int c = 0; c < b->n_cand; c++) {
         if ((c == CAND_FULL || c == CAND_ACT) && in->g->n_layers > CAND_MAX_LAYERS)
             continue;
-        if ((rc = candidate(b, c)) != CLREMAT_OK)
+        /* only none is required; a Keras mode schedule.c cannot plan is skipped */
+        if ((rc = candidate(b, c)) != CLREMAT_OK && (c == CAND_NONE || rc != CLREMAT_ERR_INTERNAL))
             goto fail;
+        rc = CLREMAT_OK;
     }
     b->min_peak = b->fixed + (uint64_t)b->mp[seg(b, 0, 0, b->K - 1)];
     b->min_peak_by = "rotor";

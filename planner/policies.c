@@ -1,7 +1,9 @@
 /* policies.c: turns a remat policy (Keras RematScope modes) into wrap flags
  * per layer and block, and plans with them. Blocks marked "remat": true are
  * wrapped whatever the mode (the analogue of keras.remat(f)). The loss layer
- * is never wrapped: its value is read at the end of the step. */
+ * is never wrapped: its value is read at the end of the step. budget:BYTES
+ * goes to the budget planner (budget.c); auto needs the memory limit and is
+ * planned by clremat_plan_auto. */
 #include "plan.h"
 #include "backend.h"
 #include <stdio.h>
