@@ -173,6 +173,20 @@ static int load_data(const clremat_train_config *cfg, const clremat_graph *g, cl
                                   cfg->val_samples > 0 ? cfg->val_samples : 512, d);
 }
 
+/* Keeps the pool's recorded timeline in the result and stops recording. */
+static int copy_timeline(clremat_pool *pool, clremat_train_result *res)
+{
+    size_t n;
+    const clremat_pool_event *ev = clremat_pool_timeline(pool, &n);
+    clremat_pool_record_timeline(pool, 0);
+    res->timeline = malloc(sizeof *ev * (n ? n : 1));
+    if (!res->timeline)
+        return clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
+    memcpy(res->timeline, ev, sizeof *ev * n);
+    res->n_timeline = n;
+    return CLREMAT_OK;
+}
+
 static void progress(const clremat_train_config *cfg, int64_t step, float loss, double t0, double *last)
 {
     double t = now_ms();
@@ -267,11 +281,15 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         double a;
         clremat_data_batch(&data.train, cfg->seed, s, batch, x, y);
         clremat_trainer_set_profiling(t, cfg->profile && s == steps - 1);
+        if (cfg->timeline && s == steps - 1)
+            clremat_pool_record_timeline(ctx->pool, 1);
         a = now_ms();
         st = clremat_trainer_step(t, x, y, &loss, &correct);
         if (st == CLREMAT_OK)
             st = clremat_finish(ctx);
         res->step_ms[s] = now_ms() - a;
+        if (cfg->timeline && s == steps - 1 && st == CLREMAT_OK)
+            st = copy_timeline(ctx->pool, res);
         if (st == CLREMAT_ERR_NONFINITE) {
             res->stopped_nonfinite = 1;
             res->losses[s] = loss;
@@ -339,6 +357,7 @@ void clremat_train_result_free(clremat_train_result *res)
     free(res->step_ms);
     free(res->profile);
     free(res->final_params);
+    free(res->timeline);
     if (res->g)
         clremat_graph_free(res->g);
     memset(res, 0, sizeof *res);

@@ -24,6 +24,7 @@ typedef struct clremat_train_config {
     int64_t train_samples;          /**< synthetic training size (default 4096) */
     int progress;                   /**< progress lines on stderr */
     int profile;                    /**< collect a per-layer profile of the last step */
+    int timeline;                   /**< record live bytes over the last step */
 } clremat_train_config;
 
 typedef struct clremat_train_result {
@@ -43,6 +44,8 @@ typedef struct clremat_train_result {
     int stopped_nonfinite;          /**< 1 if a non-finite loss stopped the run */
     char message[1024];             /**< why it stopped, when it did */
     clremat_layer_profile *profile; /**< per layer (n_layers + 1: non-layer) when profiled */
+    clremat_pool_event *timeline;   /**< live bytes at each allocation/free of the last step */
+    size_t n_timeline;
     clremat_graph *g;               /**< the model (owned) */
     float *final_params;            /**< parameters after the run (param_bytes) */
 } clremat_train_result;

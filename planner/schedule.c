@@ -228,19 +228,50 @@ static void emit_forward(gen *G, int L, int recompute)
     }
 }
 
+/* For a recompute sweep over [lo, hi]: whether layer L must run, i.e. it
+ * produces a tensor that is not live and is kept afterwards or feeds a layer
+ * of the sweep that must run (dead recomputation is skipped). */
+static void sweep_needed(gen *G, int lo, int hi, unsigned char *needed)
+{
+    for (int L = hi; L >= lo; L--) {
+        needed[L - lo] = 0;
+        for (int s = 0; s < G->c[L].n_slots && !needed[L - lo]; s++) {
+            if (G->live[L * S + s])
+                continue;
+            if (kept(G, L, s))
+                needed[L - lo] = 1;
+            for (int k = 0; s == 0 && k < G->n_consumers[L] && !needed[L - lo]; k++) {
+                int C = G->consumers[L][k];
+                if (C <= hi && needed[C - lo])
+                    needed[L - lo] = 1;
+            }
+        }
+    }
+}
+
 static void sweep(gen *G, int lo, int hi, int recompute)
 {
     int save_lo = G->sweep_lo, save_hi = G->sweep_hi, save_pos = G->sweep_pos;
+    unsigned char *needed = recompute ? malloc((size_t)(hi - lo + 1)) : NULL;
+    if (recompute && !needed) {
+        G->err = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory planning");
+        return;
+    }
+    if (needed)
+        sweep_needed(G, lo, hi, needed);
     G->sweep_lo = lo;
     G->sweep_hi = hi;
     for (int L = lo; L <= hi && !G->err; L++) {
         G->sweep_pos = L;
+        if (needed && !needed[L - lo])
+            continue;
         emit_forward(G, L, recompute);
         free_unneeded(G);
     }
     G->sweep_lo = save_lo;
     G->sweep_hi = save_hi;
     G->sweep_pos = save_pos;
+    free(needed);
     free_unneeded(G);
 }
 

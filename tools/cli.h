@@ -19,6 +19,9 @@ int cli_train(const cli_global *g, int argc, char **argv);
 /** `clremat plan MODEL [options]`: prints the remat plan. */
 int cli_plan(const cli_global *g, int argc, char **argv);
 
+/** `clremat compare MODEL [options]`: the acceptance protocol across devices and modes. */
+int cli_compare(const cli_global *g, int argc, char **argv);
+
 /** Prints a JSON string literal (quoted and escaped) to f. */
 void cli_json_string(FILE *f, const char *s);
 

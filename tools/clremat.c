@@ -12,6 +12,7 @@ static void usage(FILE *f)
         "commands:\n"
         "  devices    list OpenCL devices (--json)\n"
         "  train      train a model file on a device, with a remat mode (--remat)\n"
+        "  compare    run the same training on several devices and remat modes, side by side\n"
         "  plan       print the remat plan of a model: per layer kept/recomputed, predicted peak\n"
         "\n"
         "Device selection (--device or CLREMAT_DEVICE): P:D index, cpu | gpu | accelerator,\n"
@@ -49,6 +50,8 @@ int main(int argc, char **argv)
         return cli_devices(&g, argc - i, argv + i);
     if (!strcmp(argv[i], "train"))
         return cli_train(&g, argc - i, argv + i);
+    if (!strcmp(argv[i], "compare"))
+        return cli_compare(&g, argc - i, argv + i);
     if (!strcmp(argv[i], "plan"))
         return cli_plan(&g, argc - i, argv + i);
     usage(stderr);
