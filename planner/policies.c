@@ -88,7 +88,17 @@ int clremat_plan_build(const clremat_plan_input *in, const clremat_policy *p, cl
     for (int b = 0; b < g->n_blocks; b++)
         if (g->blocks[b].remat)
             wb[b] = 1;
-    wl[n - 1] = 0; /* the loss */
+    if (n > 0)
+        wl[n - 1] = 0; /* the loss */
+    /* inside a wrapped unit, recomputation already covers activation outputs,
+     * and their sources are discarded with the unit: keep the unit's rule */
+    for (int l = 0; l < n; l++) {
+        int wrapped = wl[l];
+        for (int b = g->layers[l].block; b >= 0 && !wrapped; b = g->blocks[b].parent)
+            wrapped = wb[b];
+        if (wrapped)
+            ad[l] = 0;
+    }
     out->policy = *p;
     st = clremat_plan_from_flags(in, wl, wb, ad, out);
     if (st == CLREMAT_OK)

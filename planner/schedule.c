@@ -279,8 +279,13 @@ static void recompute_act(gen *G, int P)
 {
     const clremat_layer_cost *c = &G->c[P];
     clremat_action *a;
-    if (c->act_from_input)
-        need_live(G, G->g->layers[P].inputs[c->act_source], 0, P, "activation recompute");
+    if (c->act_from_input) {
+        int src = G->g->layers[P].inputs[c->act_source];
+        /* the source may itself be a discarded activation output (dense gelu -> relu layer) */
+        if (src >= 0 && !G->live[src * S] && G->act_discard && G->act_discard[src])
+            recompute_act(G, src);
+        need_live(G, src, 0, P, "activation recompute");
+    }
     else
         need_live(G, P, c->act_source, P, "activation recompute");
     a = push(G, CLREMAT_ACT_RECOMPUTE_ACT, P);

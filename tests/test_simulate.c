@@ -67,29 +67,6 @@ static void replay(const clremat_graph *g, const clremat_layer_cost *c, const ch
     clremat_plan_free(&b);
 }
 
-/* schedule.c cannot plan "activations" when a "remat": true block wraps a
- * layer whose activation is dropped (the recompute's source slot is gone
- * too: CLREMAT_ERR_INTERNAL); reported, and skipped here. */
-static int has_remat_block(const clremat_graph *g)
-{
-    for (int b = 0; b < g->n_blocks; b++)
-        if (g->blocks[b].remat)
-            return 1;
-    return 0;
-}
-
-/* Nor when an activation's recompute source is itself a dropped activation
- * output (dense gelu -> activation layer): it does not recompute in chains. */
-static int has_act_chain(const clremat_graph *g, const clremat_layer_cost *c)
-{
-    for (int l = 0; l < g->n_layers; l++) {
-        int P = g->layers[l].inputs[0];
-        if (c[l].act_source >= 0 && c[l].act_from_input && P >= 0 && c[P].act_source >= 0)
-            return 1;
-    }
-    return 0;
-}
-
 static void replay_all_modes(clremat_graph *g)
 {
     static const char *const modes[] = {"none", "full", "activations", "larger_than", "larger_than:0",
@@ -98,8 +75,7 @@ static void replay_all_modes(clremat_graph *g)
     char mode[128];
     pg_fake_costs(g, 4, c);
     for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
-        if (strcmp(modes[i], "activations") || (!has_remat_block(g) && !has_act_chain(g, c)))
-            replay(g, c, modes[i]);
+        replay(g, c, modes[i]);
     for (int l = 0; l < g->n_layers - 1; l++) {
         snprintf(mode, sizeof mode, "list_of_layers:%s", g->layers[l].name);
         replay(g, c, mode);
@@ -118,7 +94,7 @@ START_TEST(test_replays_planner_graphs)
     replay_all_modes(pg_acts());
     replay_all_modes(pg_boundary());
     replay_all_modes(pg_nested(0));
-    replay_all_modes(pg_nested(1)); /* "activations" skipped: remat block (see has_remat_block) */
+    replay_all_modes(pg_nested(1));
     replay_all_modes(pg_deep(12, 16));
     replay_all_modes(pg_residual(3, 8));
 }
@@ -135,8 +111,7 @@ START_TEST(test_replays_random_graphs)
         pg_fake_costs(g, 4, c);
         replay(g, c, "none");
         replay(g, c, "full");
-        if (!has_remat_block(g) && !has_act_chain(g, c))
-            replay(g, c, "activations");
+        replay(g, c, "activations");
         snprintf(mode, sizeof mode, "larger_than:%d", pg_int(&r, 0, 80));
         replay(g, c, mode);
         /* a random list of layers and blocks */
