@@ -12,30 +12,51 @@
 #define S CLREMAT_MAX_SLOTS
 
 
-int clremat_plan_for(const clremat_graph *g, int64_t batch, const clremat_policy *p, int opt_states,
-                     clremat_plan *out, clremat_layer_cost **costs_out)
+int clremat_plan_input_for(const clremat_graph *g, int64_t batch, int opt_states, const double *layer_cost,
+                           clremat_plan_input *in)
 {
     clremat_layer_cost *costs = calloc((size_t)g->n_layers, sizeof *costs);
-    clremat_plan_input in;
     int st = CLREMAT_OK;
-    memset(out, 0, sizeof *out);
-    memset(&in, 0, sizeof in); /* optional fields (layer_cost) default to NULL */
+    memset(in, 0, sizeof *in); /* optional fields (layer_cost) default to NULL */
     if (!costs)
         return clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
     for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++)
         st = clremat_layer_cost_of(g, l, batch, &costs[l]);
-    if (st == CLREMAT_OK) {
-        in.g = g;
-        in.batch = batch;
-        in.costs = costs;
-        in.opt_states = opt_states;
-        in.scratch_bytes = CLREMAT_SCRATCH_BYTES;
+    if (st != CLREMAT_OK) {
+        free(costs);
+        return st;
+    }
+    in->g = g;
+    in->batch = batch;
+    in->costs = costs;
+    in->opt_states = opt_states;
+    in->scratch_bytes = CLREMAT_SCRATCH_BYTES;
+    in->layer_cost = layer_cost;
+    return CLREMAT_OK;
+}
+
+int clremat_plan_for(const clremat_graph *g, int64_t batch, const clremat_policy *p, int opt_states,
+                     uint64_t limit, const double *layer_cost, clremat_plan *out, clremat_layer_cost **costs_out)
+{
+    clremat_plan_input in;
+    int st;
+    memset(out, 0, sizeof *out);
+    if ((st = clremat_plan_input_for(g, batch, opt_states, layer_cost, &in)))
+        return st;
+    if (p->kind == CLREMAT_POLICY_AUTO) {
+        if (limit == 0)
+            st = clremat_set_error(CLREMAT_ERR_PLAN, "--remat auto needs a memory limit (a device or --memory-limit)");
+        else
+            st = clremat_plan_auto(&in, limit, out);
+        if (st == CLREMAT_OK)
+            out->policy = *p;
+    } else {
         st = clremat_plan_build(&in, p, out);
     }
     if (st != CLREMAT_OK || !costs_out)
-        free(costs);
+        free((void *)in.costs);
     else
-        *costs_out = costs;
+        *costs_out = (clremat_layer_cost *)in.costs;
     return st;
 }
 
@@ -184,15 +205,17 @@ fail:
 /* Writes into buf the policies that would fit limit, cheapest recompute first. */
 static void suggest(const clremat_trainer *t, uint64_t limit, char *buf, size_t len)
 {
-    static const char *const modes[] = {"none", "activations", "larger_than", "full"};
+    static const char *const modes[] = {"none", "activations", "larger_than", "full", "auto"};
     struct { const char *m; double flops; uint64_t peak; } fit[8];
+    /* auto is the budget planner for this limit: the cheapest plan that fits */
     int nfit = 0;
     size_t off = 0;
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         clremat_policy p;
         clremat_plan pl;
         if (clremat_policy_parse(modes[i], &p) || clremat_plan_for(t->g, t->batch, &p,
-                                                                    clremat_opt_state_count(t->opt.kind), &pl, NULL))
+                                                                    clremat_opt_state_count(t->opt.kind), limit,
+                                                                    NULL, &pl, NULL))
             continue;
         if (pl.peak_bytes <= limit) {
             int j = nfit++;
@@ -237,7 +260,8 @@ int clremat_trainer_new(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const
                           (long long)batch);
         goto fail;
     }
-    st = clremat_plan_for(g, batch, p, clremat_opt_state_count(opt->kind), &t->plan, &t->costs);
+    st = clremat_plan_for(g, batch, p, clremat_opt_state_count(opt->kind), limit ? limit - live : 0, NULL,
+                          &t->plan, &t->costs);
     if (st != CLREMAT_OK) {
         clremat_fail(ctx, st, "%s", clremat_last_error());
         goto fail;

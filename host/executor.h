@@ -53,10 +53,18 @@ int clremat_trainer_new(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const
 /** Frees everything the trainer allocated; NULL is ignored. */
 void clremat_trainer_free(clremat_trainer *t);
 
+/** Fills a planner input for g at batch from the cost model; in->costs is
+ * malloc'ed (free it). */
+int clremat_plan_input_for(const clremat_graph *g, int64_t batch, int opt_states, const double *layer_cost,
+                           clremat_plan_input *in);
+
 /** Plans policy p for graph g at batch without a device; costs filled from
- * the cost model. Used by `clremat plan` and by the trainer. */
+ * the cost model (*costs_out, if not NULL, gets them; free() it). limit is
+ * the bytes available, used by `auto` (0: none known, auto fails). layer_cost,
+ * if not NULL, holds measured per-layer costs for the budget planner. Used by
+ * `clremat plan`, `compare` and the trainer. */
 int clremat_plan_for(const clremat_graph *g, int64_t batch, const clremat_policy *p, int opt_states,
-                     clremat_plan *out, clremat_layer_cost **costs_out);
+                     uint64_t limit, const double *layer_cost, clremat_plan *out, clremat_layer_cost **costs_out);
 
 /** One training step on batch x (batch * input elems floats) and labels y.
  * Returns the mean loss and the correct count of the batch. A non-finite

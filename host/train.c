@@ -251,8 +251,11 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         opt.lr = (float)cfg->lr;
     if ((st = load_data(cfg, g, &data)))
         goto fail;
-    if (cfg->memory_limit)
-        clremat_pool_set_limit(ctx->pool, cfg->memory_limit);
+    clremat_pool_set_limit(ctx->pool, cfg->memory_limit ? cfg->memory_limit : ctx->info.global_mem_bytes);
+    /* a budget is a promise about device memory: hold the pool to it too, so
+     * reserved bytes (cached buffers) stay within it as well as live bytes */
+    if (pol.kind == CLREMAT_POLICY_BUDGET && pol.budget < clremat_pool_get_stats(ctx->pool).limit)
+        clremat_pool_set_limit(ctx->pool, pol.budget);
     if ((st = clremat_trainer_new(ctx, g, batch, &pol, &opt, cfg->seed, &t))) {
         clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
         goto fail;

@@ -356,8 +356,28 @@ static int candidate(clremat_bsolver *b, int which)
             rc = clremat_plan_from_flags(b->in, wl, wb, NULL, &b->cand[which]);
         free(wl);
         free(wb);
-    } else {
+    } else if (which < 4) {
         if ((rc = clremat_policy_parse(cand_name[which], &p)) != CLREMAT_OK)
+            return rc;
+        rc = clremat_plan_build(b->in, &p, &b->cand[which]);
+    } else {
+        /* the other Keras-style modes: larger_than, then each top-level block
+         * (the stage costs of the table rerun whole stages; wrapping a block
+         * skips dead recomputation, which can be cheaper) */
+        const clremat_graph *g = b->in->g;
+        char text[256];
+        int k = which - 4, seen = 0;
+        if (k == 0)
+            snprintf(text, sizeof text, "larger_than");
+        else {
+            text[0] = 0;
+            for (int bl = 0; bl < g->n_blocks; bl++)
+                if (g->blocks[bl].parent < 0 && ++seen == k)
+                    snprintf(text, sizeof text, "list_of_layers:%s", g->blocks[bl].name);
+            if (!text[0])
+                return CLREMAT_ERR_INTERNAL;
+        }
+        if ((rc = clremat_policy_parse(text, &p)) != CLREMAT_OK)
             return rc;
         rc = clremat_plan_build(b->in, &p, &b->cand[which]);
     }
@@ -382,9 +402,12 @@ int clremat_bsolver_init(clremat_bsolver *b, const clremat_plan_input *in)
     b->unit = 1;
     if ((rc = min_peak_dp(b)) != CLREMAT_OK)
         goto fail;
-    b->n_cand = 4;
+    b->n_cand = 5;
+    for (int bl = 0; bl < in->g->n_blocks && b->n_cand < CLREMAT_BSOLVER_CANDS; bl++)
+        if (in->g->blocks[bl].parent < 0)
+            b->n_cand++;
     for (int c = 0; c < b->n_cand; c++) {
-        if ((c == CAND_FULL || c == CAND_ACT) && in->g->n_layers > CAND_MAX_LAYERS)
+        if ((c == CAND_FULL || c == CAND_ACT || c >= 4) && in->g->n_layers > CAND_MAX_LAYERS)
             continue;
         /* only none is required; a Keras mode schedule.c cannot plan is skipped */
         if ((rc = candidate(b, c)) != CLREMAT_OK && (c == CAND_NONE || rc != CLREMAT_ERR_INTERNAL))
@@ -396,7 +419,7 @@ int clremat_bsolver_init(clremat_bsolver *b, const clremat_plan_input *in)
     for (int c = 0; c < b->n_cand; c++)
         if (b->cand[c].actions && b->cand[c].peak_bytes < b->min_peak) {
             b->min_peak = b->cand[c].peak_bytes;
-            b->min_peak_by = cand_name[c];
+            b->min_peak_by = c < 4 ? cand_name[c] : "a Keras-style mode";
         }
     return CLREMAT_OK;
 fail:
@@ -412,7 +435,7 @@ void clremat_bsolver_free(clremat_bsolver *b)
     free(b->mw);
     free(b->C);
     free(b->W);
-    for (int c = 0; c < 4; c++)
+    for (int c = 0; c < CLREMAT_BSOLVER_CANDS; c++)
         clremat_plan_free(&b->cand[c]);
     memset(b, 0, sizeof *b);
 }

@@ -8,6 +8,8 @@
 
 /** The solver: stages, the exact minimum-peak program, the discretized
  * least-cost table, and the Keras-mode candidate plans it also considers. */
+#define CLREMAT_BSOLVER_CANDS 16
+
 typedef struct clremat_bsolver {
     const clremat_plan_input *in;
     clremat_stages st;
@@ -23,9 +25,10 @@ typedef struct clremat_bsolver {
     int exact;                  /**< unit divides every quantity: the table is exact */
     double *C;
     short *W;
-    /* candidates: none, full, activations, sqrt (n_cand of them; peak 0 = not built) */
-    clremat_plan cand[4];
-    double cand_cost[4];
+    /* candidates: none, full, activations, sqrt, then larger_than and
+     * list_of_layers per top-level block (n_cand of them; no actions = not built) */
+    clremat_plan cand[CLREMAT_BSOLVER_CANDS];
+    double cand_cost[CLREMAT_BSOLVER_CANDS];
     int n_cand;
     uint64_t min_peak;          /**< smallest peak of any plan the solver can make */
     const char *min_peak_by;    /**< which one ("rotor", "full", ...) */

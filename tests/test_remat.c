@@ -155,8 +155,8 @@ START_TEST(test_memory_limit)
     clremat_policy_parse("none", &none);
     clremat_policy_parse("full", &full);
     clremat_opt_defaults("adam", &opt);
-    ck_assert_int_eq(clremat_plan_for(g, BATCH, &none, 2, &pn, NULL), CLREMAT_OK);
-    ck_assert_int_eq(clremat_plan_for(g, BATCH, &full, 2, &pf, NULL), CLREMAT_OK);
+    ck_assert_int_eq(clremat_plan_for(g, BATCH, &none, 2, 0, NULL, &pn, NULL), CLREMAT_OK);
+    ck_assert_int_eq(clremat_plan_for(g, BATCH, &full, 2, 0, NULL, &pf, NULL), CLREMAT_OK);
     ck_assert_uint_lt(pf.peak_bytes, pn.peak_bytes);
     limit = (pf.peak_bytes + pn.peak_bytes) / 2;
     TEST_OPEN_CTX(ctx, limit);

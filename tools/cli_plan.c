@@ -36,14 +36,66 @@ static const char *internal_state(const clremat_plan *p, const clremat_layer_cos
     return !any ? "-" : all ? "kept" : "discarded";
 }
 
+/* --pareto: the front as a table or JSON, and optionally an SVG plot. */
+static int print_pareto(const clremat_graph *gr, long long batch, int opt_states, int json, const char *svg)
+{
+    clremat_plan_input in;
+    clremat_pareto_point *pts = NULL;
+    clremat_pareto_mark *marks = NULL;
+    int n = 0, nm = 0, st, rc = 0;
+    if ((st = clremat_plan_input_for(gr, batch, opt_states, NULL, &in)))
+        return cli_error("%s", clremat_last_error());
+    if ((st = clremat_plan_pareto(&in, 40, &pts, &n)) || (st = clremat_pareto_marks(&in, &marks, &nm))) {
+        rc = cli_error("%s", clremat_last_error());
+        goto done;
+    }
+    if (json) {
+        printf("{\"model\": ");
+        cli_json_string(stdout, gr->name);
+        printf(", \"batch\": %lld, \"front\": [", batch);
+        for (int i = 0; i < n; i++)
+            printf("%s\n  {\"budget_bytes\": %llu, \"peak_bytes\": %llu, \"recompute_flops\": %.6g}", i ? "," : "",
+                   (unsigned long long)pts[i].budget, (unsigned long long)pts[i].peak_bytes, pts[i].recompute_cost);
+        printf("\n ], \"modes\": [");
+        for (int i = 0; i < nm; i++) {
+            printf("%s\n  {\"remat\": ", i ? "," : "");
+            cli_json_string(stdout, marks[i].label);
+            printf(", \"peak_bytes\": %llu, \"recompute_flops\": %.6g}", (unsigned long long)marks[i].peak_bytes,
+                   marks[i].recompute_cost);
+        }
+        printf("\n ]}\n");
+    } else {
+        printf("Pareto front of %s at batch %lld: predicted peak against recompute FLOPs\n\n", gr->name, batch);
+        printf("%16s %16s %16s\n", "budget bytes", "peak bytes", "recompute FLOPs");
+        for (int i = 0; i < n; i++)
+            printf("%16llu %16llu %16.4g\n", (unsigned long long)pts[i].budget, (unsigned long long)pts[i].peak_bytes,
+                   pts[i].recompute_cost);
+        printf("\nKeras-style modes:\n");
+        for (int i = 0; i < nm; i++)
+            printf("%-40s %16llu %16.4g\n", marks[i].label, (unsigned long long)marks[i].peak_bytes,
+                   marks[i].recompute_cost);
+    }
+    if (svg && clremat_pareto_svg(svg, gr->name, "FLOP", pts, n, marks, nm) != CLREMAT_OK)
+        rc = cli_error("%s", clremat_last_error());
+done:
+    free(pts);
+    free(marks);
+    free((void *)in.costs);
+    return rc;
+}
+
 int cli_plan(const cli_global *g, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"remat", required_argument, NULL, 'r'}, {"batch", required_argument, NULL, 'b'},
         {"optimizer", required_argument, NULL, 'o'}, {"json", no_argument, NULL, 'j'},
         {"actions", no_argument, NULL, 'a'}, {"device", required_argument, NULL, 'd'},
+        {"memory-limit", required_argument, NULL, 'm'}, {"pareto", no_argument, NULL, 'p'},
+        {"svg", required_argument, NULL, 'v'}, {"points", required_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    const char *remat = "none", *optname = "adam";
+    const char *remat = "none", *optname = "adam", *device = g->device, *svg = NULL;
+    uint64_t limit = 0;
+    int pareto = 0, points = 40;
     long long batch = 32;
     int json = 0, actions = 0, c, st;
     clremat_graph *gr = NULL;
@@ -66,13 +118,28 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         case 'o': optname = optarg; break;
         case 'j': json = 1; break;
         case 'a': actions = 1; break;
-        case 'd': break; /* planning needs no device; accepted for symmetry */
+        case 'd': device = optarg; break; /* only its memory size is used (auto) */
+        case 'm':
+            if (clremat_parse_bytes(optarg, &limit) || !limit)
+                return cli_error("--memory-limit takes a byte count such as 512MiB, got '%s'", optarg), 2;
+            break;
+        case 'p': pareto = 1; break;
+        case 'v': svg = optarg; break;
+        case 'n':
+            points = (int)strtol(optarg, &end, 10);
+            if (end == optarg || *end || points < 2 || points > 10000)
+                return cli_error("--points takes an integer from 2 to 10000, got '%s'", optarg), 2;
+            break;
         case 'h':
             printf("usage: clremat plan MODEL [--remat MODE] [--batch N] [--optimizer NAME] [--json] [--actions]\n"
+                   "       [--memory-limit BYTES | --device SEL] [--pareto [--points N] [--svg FILE]]\n"
                    "Prints, per layer, output and saved bytes, whether tensors are kept or discarded after\n"
                    "the forward pass, recomputations and forward FLOPs; then the predicted peak of live\n"
                    "device bytes, activation bytes kept, and recompute FLOPs as a share of the step.\n"
-                   "--actions also lists the step's actions with predicted live bytes.\n");
+                   "--actions also lists the step's actions with predicted live bytes. --remat auto plans\n"
+                   "for --memory-limit, else for the memory of --device (or the default device).\n"
+                   "--pareto sweeps budgets from the smallest feasible peak to the none peak and lists\n"
+                   "peak against recompute cost; --svg FILE plots it with the Keras-style modes marked.\n");
             return 0;
         default: return 2;
         }
@@ -83,8 +150,18 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         return cli_error("unknown optimizer '%s'; valid: sgd, adam, adamw", optname);
     if ((st = clremat_graph_load(argv[optind], &gr)))
         return cli_error("%s", clremat_last_error());
-    if ((st = clremat_policy_parse(remat, &pol)) ||
-        (st = clremat_plan_for(gr, batch, &pol, clremat_opt_state_count(opt.kind), &plan, &costs))) {
+    if (pareto) {
+        st = print_pareto(gr, batch, clremat_opt_state_count(opt.kind), json, svg);
+        clremat_graph_free(gr);
+        return st;
+    }
+    if ((st = clremat_policy_parse(remat, &pol)) == CLREMAT_OK && pol.kind == CLREMAT_POLICY_AUTO && !limit) {
+        clremat_device_info dev;
+        if ((st = clremat_select_device(device, &dev)) == CLREMAT_OK)
+            limit = dev.global_mem_bytes;
+    }
+    if (st || (st = clremat_plan_for(gr, batch, &pol, clremat_opt_state_count(opt.kind), limit, NULL, &plan,
+                                     &costs))) {
         cli_error("%s", clremat_last_error());
         clremat_graph_free(gr);
         return 1;
