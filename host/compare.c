@@ -115,6 +115,7 @@ static void run_one(clremat_ctx *ctx, const clremat_compare_config *cfg, const c
     tc.remat = mode;
     tc.memory_limit = r->limit;
     tc.timeline = 1;
+    tc.costs_measured = cfg->costs_measured;
     st = clremat_train_run_ctx(ctx, &tc, &res);
     r->status = st;
     r->median_ms = res.median_ms;

@@ -18,6 +18,7 @@ typedef struct clremat_compare_config {
     double lr;
     uint64_t memory_limit;      /**< 0: each device's global memory */
     int progress;               /**< a line per run on stderr */
+    int costs_measured;         /**< budget/auto plan from measured per-layer times */
 } clremat_compare_config;
 
 /** Outcome of one (device, mode) run. */

@@ -243,6 +243,13 @@ static void suggest(const clremat_trainer *t, uint64_t limit, char *buf, size_t 
 int clremat_trainer_new(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_policy *p,
                         const clremat_opt_config *opt, uint64_t seed, clremat_trainer **out)
 {
+    return clremat_trainer_new_costs(ctx, g, batch, p, opt, seed, NULL, out);
+}
+
+int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_policy *p,
+                              const clremat_opt_config *opt, uint64_t seed, const double *layer_cost,
+                              clremat_trainer **out)
+{
     clremat_trainer *t = calloc(1, sizeof *t);
     uint64_t limit = clremat_pool_get_stats(ctx->pool).limit;
     uint64_t live = clremat_pool_get_stats(ctx->pool).live_bytes;
@@ -260,7 +267,7 @@ int clremat_trainer_new(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const
                           (long long)batch);
         goto fail;
     }
-    st = clremat_plan_for(g, batch, p, clremat_opt_state_count(opt->kind), limit ? limit - live : 0, NULL,
+    st = clremat_plan_for(g, batch, p, clremat_opt_state_count(opt->kind), limit ? limit - live : 0, layer_cost,
                           &t->plan, &t->costs);
     if (st != CLREMAT_OK) {
         clremat_fail(ctx, st, "%s", clremat_last_error());
@@ -557,3 +564,32 @@ int clremat_trainer_get_params(clremat_trainer *t, float *out) { return copy_par
 int clremat_trainer_set_params(clremat_trainer *t, const float *in) { return copy_params(t, (float *)in, 1); }
 
 void clremat_trainer_set_profiling(clremat_trainer *t, int on) { t->profiling = on; }
+
+int clremat_measure_layer_ms(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_opt_config *opt,
+                             uint64_t seed, const float *x, const float *y, double **out)
+{
+    clremat_policy p;
+    clremat_trainer *t = NULL;
+    double *ms = calloc((size_t)g->n_layers, sizeof *ms);
+    float loss, correct;
+    int st;
+    *out = NULL;
+    if (!ms)
+        return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+    clremat_policy_parse("auto", &p); /* whatever fits: the forward times do not depend on the plan */
+    st = clremat_trainer_new(ctx, g, batch, &p, opt, seed, &t);
+    for (int s = 0; s < 2 && st == CLREMAT_OK; s++) { /* a warm-up step, then a profiled one */
+        clremat_trainer_set_profiling(t, s == 1);
+        st = clremat_trainer_step(t, x, y, &loss, &correct);
+    }
+    if (st == CLREMAT_OK)
+        for (int l = 0; l < g->n_layers; l++) /* a floor keeps every layer's cost positive */
+            ms[l] = (t->profile[l].ns[CLREMAT_PHASE_FORWARD] > 0 ? t->profile[l].ns[CLREMAT_PHASE_FORWARD] : 1e3) / 1e6;
+    clremat_trainer_free(t);
+    if (st != CLREMAT_OK) {
+        free(ms);
+        return st;
+    }
+    *out = ms;
+    return CLREMAT_OK;
+}

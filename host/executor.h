@@ -50,6 +50,19 @@ typedef struct clremat_trainer {
 int clremat_trainer_new(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_policy *p,
                         const clremat_opt_config *opt, uint64_t seed, clremat_trainer **out);
 
+/** Same as clremat_trainer_new, with measured per-layer forward costs for
+ * the budget planner (NULL: FLOPs). */
+int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_policy *p,
+                              const clremat_opt_config *opt, uint64_t seed, const double *layer_cost,
+                              clremat_trainer **out);
+
+/** Measures each layer's forward device time (ms) with a profiled step on
+ * batch x, y after a warm-up step, under whatever plan fits (*out malloc'ed,
+ * n_layers values; free it). The steps train a throw-away copy of the
+ * parameters: the caller's trainer is not touched. */
+int clremat_measure_layer_ms(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_opt_config *opt,
+                             uint64_t seed, const float *x, const float *y, double **out);
+
 /** Frees everything the trainer allocated; NULL is ignored. */
 void clremat_trainer_free(clremat_trainer *t);
 

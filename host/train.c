@@ -226,6 +226,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     clremat_opt_config opt;
     clremat_trainer *t = NULL;
     float *x = NULL, *y = NULL;
+    double *layer_ms = NULL;
     int64_t steps = cfg->steps > 0 ? cfg->steps : 200, batch = cfg->batch > 0 ? cfg->batch : 32;
     uint64_t created_after_first = 0;
     double t0, last = 0;
@@ -256,7 +257,20 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
      * reserved bytes (cached buffers) stay within it as well as live bytes */
     if (pol.kind == CLREMAT_POLICY_BUDGET && pol.budget < clremat_pool_get_stats(ctx->pool).limit)
         clremat_pool_set_limit(ctx->pool, pol.budget);
-    if ((st = clremat_trainer_new(ctx, g, batch, &pol, &opt, cfg->seed, &t))) {
+    x = malloc(sizeof(float) * (size_t)(batch * data.train.x_elems));
+    y = malloc(sizeof(float) * (size_t)(batch * data.train.y_elems));
+    if (!x || !y) {
+        st = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
+        goto fail;
+    }
+    if (cfg->costs_measured) {
+        clremat_data_batch(&data.train, cfg->seed, 0, batch, x, y);
+        if ((st = clremat_measure_layer_ms(ctx, g, batch, &opt, cfg->seed, x, y, &layer_ms))) {
+            clremat_set_error(st, "measuring layer costs: %s", clremat_ctx_last_error(ctx));
+            goto fail;
+        }
+    }
+    if ((st = clremat_trainer_new_costs(ctx, g, batch, &pol, &opt, cfg->seed, layer_ms, &t))) {
         clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
         goto fail;
     }
@@ -271,9 +285,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     res->n_recompute_actions = t->plan.n_recompute_actions;
     res->losses = calloc((size_t)steps, sizeof(float));
     res->step_ms = calloc((size_t)steps, sizeof(double));
-    x = malloc(sizeof(float) * (size_t)(batch * data.train.x_elems));
-    y = malloc(sizeof(float) * (size_t)(batch * data.train.y_elems));
-    if (!res->losses || !res->step_ms || !x || !y) {
+    if (!res->losses || !res->step_ms) {
         st = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
         goto fail;
     }
@@ -334,6 +346,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         goto fail;
 fail:
     timing_stats(res, cfg->warmup >= 0 ? cfg->warmup : 5);
+    free(layer_ms);
     free(x);
     free(y);
     clremat_trainer_free(t);

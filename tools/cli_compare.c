@@ -150,7 +150,8 @@ int cli_compare(const cli_global *g, int argc, char **argv)
         {"optimizer", required_argument, NULL, 'o'}, {"lr", required_argument, NULL, 'l'},
         {"memory-limit", required_argument, NULL, 'm'}, {"json", no_argument, NULL, 'j'},
         {"csv", required_argument, NULL, 'c'}, {"svg", required_argument, NULL, 'v'},
-        {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"quiet", no_argument, NULL, 'q'}, {"costs", required_argument, NULL, 'C'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     clremat_compare_config cfg = {0};
     clremat_compare_run *runs = NULL;
     const char *csv = NULL, *svg = NULL;
@@ -196,10 +197,16 @@ int cli_compare(const cli_global *g, int argc, char **argv)
         case 'c': csv = optarg; break;
         case 'v': svg = optarg; break;
         case 'q': cfg.progress = 0; break;
+        case 'C':
+            if (strcmp(optarg, "flops") && strcmp(optarg, "measured"))
+                return cli_error("--costs takes flops or measured, got '%s'", optarg), 2;
+            cfg.costs_measured = !strcmp(optarg, "measured");
+            break;
         case 'h':
             printf("usage: clremat compare MODEL [--devices all|SEL,SEL...] [--remat MODE,MODE...]\n"
                    "       [--batch N] [--steps N] [--warmup N] [--seed N] [--data TASK|FILE] [--optimizer NAME]\n"
-                   "       [--lr X] [--memory-limit BYTES] [--json] [--csv FILE] [--svg FILE] [--quiet]\n"
+                   "       [--lr X] [--memory-limit BYTES] [--costs flops|measured] [--json] [--csv FILE]\n"
+                   "       [--svg FILE] [--quiet]\n"
                    "Runs the same model, data, batch and seed on each device and remat mode (default\n"
                    "none,full on all devices, 20 steps with 3 warm-up steps excluded from timing) and\n"
                    "reports peaks (predicted and measured), fit, step time, overhead against none,\n"

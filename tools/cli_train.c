@@ -135,7 +135,9 @@ static int usage(FILE *f)
         "  --load FILE          initial weights (safetensors)\n"
         "  --save FILE          final weights (safetensors, written atomically)\n"
         "  --remat MODE         none | full | activations | larger_than[:N] |\n"
-        "                       list_of_layers:NAME[,NAME...] (default none)\n"
+        "                       list_of_layers:NAME[,NAME...] | budget:BYTES | auto (default none)\n"
+        "  --costs flops|measured  what budget/auto minimize: FLOPs (default) or per-layer\n"
+        "                       device times measured in a profiled warm-up step\n"
         "  --memory-limit B     device memory limit, e.g. 64MiB (default: device memory)\n"
         "  --profile            per-layer device time of the last step\n"
         "  --json               machine-readable report on stdout (docs/json-output.md)\n"
@@ -166,7 +168,8 @@ int cli_train(const cli_global *g, int argc, char **argv)
         {"load", required_argument, NULL, 'L'}, {"save", required_argument, NULL, 'V'},
         {"remat", required_argument, NULL, 'r'}, {"memory-limit", required_argument, NULL, 'm'},
         {"profile", no_argument, NULL, 'p'}, {"json", no_argument, NULL, 'j'},
-        {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"quiet", no_argument, NULL, 'q'}, {"costs", required_argument, NULL, 'C'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     clremat_train_config cfg = {0};
     clremat_train_result res;
     int json = 0, c, st;
@@ -203,6 +206,11 @@ int cli_train(const cli_global *g, int argc, char **argv)
                 return cli_error("--memory-limit takes a byte count such as 512MiB, got '%s'", optarg), 2;
             break;
         case 'p': cfg.profile = 1; break;
+        case 'C':
+            if (strcmp(optarg, "flops") && strcmp(optarg, "measured"))
+                return cli_error("--costs takes flops or measured, got '%s'", optarg), 2;
+            cfg.costs_measured = !strcmp(optarg, "measured");
+            break;
         case 'j': json = 1; break;
         case 'q': cfg.progress = 0; break;
         case 'h': return usage(stdout);
