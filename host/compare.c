@@ -113,7 +113,8 @@ static void run_one(clremat_ctx *ctx, const clremat_compare_config *cfg, const c
     tc.optimizer = cfg->optimizer;
     tc.lr = cfg->lr;
     tc.remat = mode;
-    tc.memory_limit = r->limit;
+    tc.memory_limit = 0; /* runs use the device; fit is judged against r->limit */
+    tc.auto_budget = r->limit;
     tc.timeline = 1;
     tc.costs_measured = cfg->costs_measured;
     st = clremat_train_run_ctx(ctx, &tc, &res);
@@ -265,6 +266,8 @@ int clremat_compare(const clremat_compare_config *cfg, clremat_compare_run **out
             run_one(ctx, cfg, modes[m], r);
             if (r->status == CLREMAT_OK)
                 r->fits = r->measured_peak <= r->limit;
+            else if (r->status == CLREMAT_ERR_OUT_OF_MEMORY)
+                r->fits = 0; /* not even the device holds it */
         }
         clremat_ctx_destroy(ctx);
     }

@@ -16,7 +16,8 @@ typedef struct clremat_compare_config {
     uint64_t seed;
     const char *data, *optimizer;
     double lr;
-    uint64_t memory_limit;      /**< 0: each device's global memory */
+    uint64_t memory_limit;      /**< memory a run must fit to count as fitting, and auto's budget
+                                     (0: each device's global memory); runs themselves use the device */
     int progress;               /**< a line per run on stderr */
     int costs_measured;         /**< budget/auto plan from measured per-layer times */
 } clremat_compare_config;
@@ -24,9 +25,9 @@ typedef struct clremat_compare_config {
 /** Outcome of one (device, mode) run. */
 typedef struct clremat_compare_run {
     char device[128], device_id[32], platform[128], mode[256];
-    int status;                 /**< CLREMAT_OK, CLREMAT_ERR_OUT_OF_MEMORY (does not fit), or another error */
+    int status;                 /**< CLREMAT_OK, CLREMAT_ERR_OUT_OF_MEMORY (does not fit the device), or another error */
     char error[1024];
-    uint64_t limit;             /**< bytes the run was allowed */
+    uint64_t limit;             /**< bytes the run must fit (--memory-limit, else the device's memory) */
     uint64_t predicted_peak, measured_peak, fixed_bytes;
     int fits;                   /**< predicted_peak <= limit */
     double median_ms, p10_ms, p90_ms;

@@ -253,6 +253,10 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     if ((st = load_data(cfg, g, &data)))
         goto fail;
     clremat_pool_set_limit(ctx->pool, cfg->memory_limit ? cfg->memory_limit : ctx->info.global_mem_bytes);
+    if (pol.kind == CLREMAT_POLICY_AUTO && cfg->auto_budget) { /* reported as auto, planned as a budget */
+        pol.kind = CLREMAT_POLICY_BUDGET;
+        pol.budget = cfg->auto_budget;
+    }
     /* a budget is a promise about device memory: hold the pool to it too, so
      * reserved bytes (cached buffers) stay within it as well as live bytes */
     if (pol.kind == CLREMAT_POLICY_BUDGET && pol.budget < clremat_pool_get_stats(ctx->pool).limit)

@@ -20,6 +20,7 @@ typedef struct clremat_train_config {
     const char *load, *save;        /**< weights files */
     const char *remat;              /**< --remat MODE (default none) */
     uint64_t memory_limit;          /**< 0: the device's global memory */
+    uint64_t auto_budget;           /**< auto plans for this many bytes instead of the limit (0: the limit) */
     int64_t val_samples;            /**< synthetic validation size (default 512) */
     int64_t train_samples;          /**< synthetic training size (default 4096) */
     int progress;                   /**< progress lines on stderr */

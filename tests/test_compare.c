@@ -54,9 +54,9 @@ START_TEST(test_compare_outputs)
     snprintf(json_path, sizeof json_path, "%s/c.json", dir);
     snprintf(csv_path, sizeof csv_path, "%s/c.csv", dir);
     snprintf(svg_path, sizeof svg_path, "%s/c.svg", dir);
-    /* 4080000 bytes fit full and the list, not none, on mlp_deep at batch 32 */
+    /* 4080000 bytes fit full, the list and auto, not none, on mlp_deep at batch 32 */
     snprintf(cmd, sizeof cmd,
-             "%s compare %s/mlp_deep.json --devices %s --remat none,full,list_of_layers:dense_3,dense_4 --steps 4 "
+             "%s compare %s/mlp_deep.json --devices %s --remat none,full,list_of_layers:dense_3,dense_4,auto --steps 4 "
              "--warmup 1 --memory-limit 4080000 --quiet --json --csv %s --svg %s > %s",
              tool ? tool : "tools/clremat", models ? models : "models", dev && *dev ? dev : "0:0", csv_path,
              svg_path, json_path);
@@ -65,13 +65,15 @@ START_TEST(test_compare_outputs)
     root = json_load_file(json_path, 0, &err);
     ck_assert_msg(root != NULL, "JSON: %s at %d:%d", err.text, err.line, err.column);
     runs = json_object_get(root, "runs");
-    ck_assert_int_eq(json_array_size(runs), 3);
+    ck_assert_int_eq(json_array_size(runs), 4);
     {
         json_t *none = json_array_get(runs, 0), *full = json_array_get(runs, 1), *list = json_array_get(runs, 2);
+        json_t *autop = json_array_get(runs, 3);
         ck_assert_str_eq(json_string_value(json_object_get(none, "remat")), "none");
-        ck_assert_str_eq(json_string_value(json_object_get(none, "status")), "does_not_fit");
+        /* none runs on the device (overhead needs it) but does not fit the limit */
+        ck_assert_str_eq(json_string_value(json_object_get(none, "status")), "ok");
         ck_assert(json_is_false(json_object_get(none, "fits")));
-        ck_assert(json_integer_value(json_object_get(none, "predicted_peak_bytes")) > 4080000);
+        ck_assert(json_integer_value(json_object_get(none, "measured_peak_bytes")) > 4080000);
         ck_assert_str_eq(json_string_value(json_object_get(full, "status")), "ok");
         ck_assert(json_is_true(json_object_get(full, "fits")));
         ck_assert_int_eq(json_integer_value(json_object_get(full, "measured_peak_bytes")),
@@ -79,17 +81,21 @@ START_TEST(test_compare_outputs)
         ck_assert(json_integer_value(json_object_get(full, "measured_peak_bytes")) <= 4080000);
         ck_assert_int_eq(json_array_size(json_object_get(full, "losses")), 4);
         ck_assert(json_is_true(json_object_get(json_object_get(full, "numerics"), "finite")));
-        /* none did not run, so there is nothing to compare bitwise with */
-        ck_assert(json_is_null(json_object_get(json_object_get(full, "numerics"), "bitwise_equal_to_none")));
-        /* the two that ran are the same training, so identical losses */
-        ck_assert(json_equal(json_object_get(full, "losses"), json_object_get(list, "losses")));
+        ck_assert(json_is_true(json_object_get(json_object_get(full, "numerics"), "bitwise_equal_to_none")));
+        ck_assert(json_is_true(json_object_get(json_object_get(list, "numerics"), "bitwise_equal_to_none")));
+        ck_assert(json_real_value(json_object_get(full, "overhead_vs_none")) > 0);
+        ck_assert(json_equal(json_object_get(full, "losses"), json_object_get(none, "losses")));
+        /* auto plans for the limit */
+        ck_assert_str_eq(json_string_value(json_object_get(autop, "remat")), "auto");
+        ck_assert(json_is_true(json_object_get(autop, "fits")));
+        ck_assert(json_integer_value(json_object_get(autop, "measured_peak_bytes")) <= 4080000);
     }
     json_decref(root);
     csv = slurp(csv_path);
     for (char *p = csv; *p; p++)
         lines += *p == '\n';
-    ck_assert_int_eq(lines, 4);
-    ck_assert_ptr_nonnull(strstr(csv, "does_not_fit"));
+    ck_assert_int_eq(lines, 5);
+    ck_assert_ptr_nonnull(strstr(csv, "\"auto\",ok"));
     free(csv);
     svg = slurp(svg_path);
     ck_assert(strncmp(svg, "<svg", 4) == 0);

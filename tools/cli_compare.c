@@ -116,25 +116,29 @@ static void print_table(const clremat_compare_run *runs, int n)
            "numerics");
     for (int i = 0; i < n; i++) {
         const clremat_compare_run *r = &runs[i];
-        char step[64], num[96], meas[32];
+        char step[64], num[96], meas[32], over[16];
         if (i == 0 || strcmp(runs[i - 1].device_id, r->device_id))
             printf("-- %s: %s [%s]\n", r->device_id, r->device, r->platform);
         if (r->status != CLREMAT_OK) {
             printf("%-7s %-30s %11llu %11s %-4s %s\n", r->device_id, r->mode, (unsigned long long)r->predicted_peak,
                    "-", r->fits ? "yes" : "no",
-                   r->status == CLREMAT_ERR_OUT_OF_MEMORY ? "does not fit: not run" : r->error);
+                   r->status == CLREMAT_ERR_OUT_OF_MEMORY ? "does not fit the device: not run" : r->error);
             continue;
         }
         snprintf(step, sizeof step, "%.2f (%.2f-%.2f)", r->median_ms, r->p10_ms, r->p90_ms);
         snprintf(meas, sizeof meas, "%llu", (unsigned long long)r->measured_peak);
+        if (isfinite(r->overhead))
+            snprintf(over, sizeof over, "%.3fx", r->overhead);
+        else
+            snprintf(over, sizeof over, "-");
         snprintf(num, sizeof num, "%s%s", r->finite ? "finite" : "NON-FINITE",
                  r->bitwise_none < 0 ? "" : r->bitwise_none ? ", =none" : ", DIFFERS from none");
         if (isfinite(r->max_device_diff)) {
             size_t l = strlen(num);
             snprintf(num + l, sizeof num - l, ", xdev %.3g", r->max_device_diff);
         }
-        printf("%-7s %-30s %11llu %11s %-4s %-22s %7.3fx %6.1f%% %9.5f %9.5f %7.4f  %s\n", r->device_id, r->mode,
-               (unsigned long long)r->predicted_peak, meas, r->fits ? "yes" : "no", step, r->overhead,
+        printf("%-7s %-30s %11llu %11s %-4s %-22s %8s %6.1f%% %9.5f %9.5f %7.4f  %s\n", r->device_id, r->mode,
+               (unsigned long long)r->predicted_peak, meas, r->fits ? "yes" : "no", step, over,
                r->step_flops > 0 ? 100.0 * r->recompute_flops / r->step_flops : 0.0, (double)r->final_loss,
                (double)r->val_loss, (double)r->val_accuracy, num);
     }
