@@ -2,7 +2,6 @@
  * size, per layer and in total, as a table or JSON. Needs no device. */
 #include "cli.h"
 #include "executor.h"
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,50 +37,27 @@ static const char *internal_state(const clremat_plan *p, const clremat_layer_cos
 
 int cli_plan(const cli_global *g, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"remat", required_argument, NULL, 'r'}, {"batch", required_argument, NULL, 'b'},
-        {"optimizer", required_argument, NULL, 'o'}, {"json", no_argument, NULL, 'j'},
-        {"actions", no_argument, NULL, 'a'}, {"device", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    const char *remat = "none", *optname = "adam";
-    long long batch = 32;
-    int json = 0, actions = 0, c, st;
+    cli_plan_opts o;
+    const char *remat, *optname;
+    long long batch;
+    int json, actions, st = cli_plan_parse(argc, argv, &o);
     clremat_graph *gr = NULL;
     clremat_policy pol;
     clremat_plan plan;
     clremat_layer_cost *costs = NULL;
     clremat_opt_config opt;
-    char *end;
     (void)g;
 
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'r': remat = optarg; break;
-        case 'b':
-            batch = strtoll(optarg, &end, 10);
-            if (end == optarg || *end || batch < 1)
-                return cli_error("--batch takes a positive integer, got '%s'", optarg), 2;
-            break;
-        case 'o': optname = optarg; break;
-        case 'j': json = 1; break;
-        case 'a': actions = 1; break;
-        case 'd': break; /* planning needs no device; accepted for symmetry */
-        case 'h':
-            printf("usage: clremat plan MODEL [--remat MODE] [--batch N] [--optimizer NAME] [--json] [--actions]\n"
-                   "Prints, per layer, output and saved bytes, whether tensors are kept or discarded after\n"
-                   "the forward pass, recomputations and forward FLOPs; then the predicted peak of live\n"
-                   "device bytes, activation bytes kept, and recompute FLOPs as a share of the step.\n"
-                   "--actions also lists the step's actions with predicted live bytes.\n");
-            return 0;
-        default: return 2;
-        }
-    }
-    if (optind + 1 != argc)
-        return cli_error("plan: expected one MODEL argument"), 2;
+    if (st != CLI_CONTINUE)
+        return st;
+    remat = o.remat;
+    optname = o.optimizer;
+    batch = o.batch;
+    json = o.json;
+    actions = o.actions;
     if (clremat_opt_defaults(optname, &opt) != 0)
         return cli_error("unknown optimizer '%s'; valid: sgd, adam, adamw", optname);
-    if ((st = clremat_graph_load(argv[optind], &gr)))
+    if ((st = clremat_graph_load(o.model_path, &gr)))
         return cli_error("%s", clremat_last_error());
     if ((st = clremat_policy_parse(remat, &pol)) ||
         (st = clremat_plan_for(gr, batch, &pol, clremat_opt_state_count(opt.kind), &plan, &costs))) {
