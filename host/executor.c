@@ -464,6 +464,15 @@ static void collect_profile(clremat_trainer *t)
     ctx->n_prof = 0;
 }
 
+/* Releases the launch events of a step that failed: its profile is not
+ * collected, and the next profiled step must not count them. */
+static void drop_profile(clremat_ctx *ctx)
+{
+    for (size_t i = 0; i < ctx->n_prof; i++)
+        clReleaseEvent(ctx->prof[i].event);
+    ctx->n_prof = 0;
+}
+
 int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct)
 {
     int st = upload(t, x, y), nonfinite = 0;
@@ -509,6 +518,7 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
     }
     if (st != CLREMAT_OK) {
         release_step_tensors(t);
+        drop_profile(t->ctx);
         t->ctx->profiling = 0;
         return st;
     }

@@ -2,7 +2,6 @@
  * size, per layer and in total, as a table or JSON. Needs no device. */
 #include "cli.h"
 #include "executor.h"
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,7 +36,8 @@ static const char *internal_state(const clremat_plan *p, const clremat_layer_cos
 }
 
 /* --pareto: the front as a table or JSON, and optionally an SVG plot. */
-static int print_pareto(const clremat_graph *gr, long long batch, int opt_states, int json, const char *svg)
+static int print_pareto(const clremat_graph *gr, long long batch, int opt_states, int json, int points,
+                        const char *svg)
 {
     clremat_plan_input in;
     clremat_pareto_point *pts = NULL;
@@ -45,7 +45,7 @@ static int print_pareto(const clremat_graph *gr, long long batch, int opt_states
     int n = 0, nm = 0, st, rc = 0;
     if ((st = clremat_plan_input_for(gr, batch, opt_states, NULL, &in)))
         return cli_error("%s", clremat_last_error());
-    if ((st = clremat_plan_pareto(&in, 40, &pts, &n)) || (st = clremat_pareto_marks(&in, &marks, &nm))) {
+    if ((st = clremat_plan_pareto(&in, points, &pts, &n)) || (st = clremat_pareto_marks(&in, &marks, &nm))) {
         rc = cli_error("%s", clremat_last_error());
         goto done;
     }
@@ -86,78 +86,37 @@ done:
 
 int cli_plan(const cli_global *g, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"remat", required_argument, NULL, 'r'}, {"batch", required_argument, NULL, 'b'},
-        {"optimizer", required_argument, NULL, 'o'}, {"json", no_argument, NULL, 'j'},
-        {"actions", no_argument, NULL, 'a'}, {"device", required_argument, NULL, 'd'},
-        {"memory-limit", required_argument, NULL, 'm'}, {"pareto", no_argument, NULL, 'p'},
-        {"svg", required_argument, NULL, 'v'}, {"points", required_argument, NULL, 'n'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    const char *remat = "none", *optname = "adam", *device = g->device, *svg = NULL;
-    uint64_t limit = 0;
-    int pareto = 0, points = 40;
-    long long batch = 32;
-    int json = 0, actions = 0, c, st;
+    cli_plan_opts o;
+    const char *remat, *optname;
+    long long batch;
+    int json, actions, st = cli_plan_parse(argc, argv, &o);
     clremat_graph *gr = NULL;
     clremat_policy pol;
     clremat_plan plan;
     clremat_layer_cost *costs = NULL;
     clremat_opt_config opt;
-    char *end;
-    (void)g;
+    uint64_t limit;
 
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'r': remat = optarg; break;
-        case 'b':
-            batch = strtoll(optarg, &end, 10);
-            if (end == optarg || *end || batch < 1)
-                return cli_error("--batch takes a positive integer, got '%s'", optarg), 2;
-            break;
-        case 'o': optname = optarg; break;
-        case 'j': json = 1; break;
-        case 'a': actions = 1; break;
-        case 'd': device = optarg; break; /* only its memory size is used (auto) */
-        case 'm':
-            if (clremat_parse_bytes(optarg, &limit) || !limit)
-                return cli_error("--memory-limit takes a byte count such as 512MiB, got '%s'", optarg), 2;
-            break;
-        case 'p': pareto = 1; break;
-        case 'v': svg = optarg; break;
-        case 'n':
-            points = (int)strtol(optarg, &end, 10);
-            if (end == optarg || *end || points < 2 || points > 10000)
-                return cli_error("--points takes an integer from 2 to 10000, got '%s'", optarg), 2;
-            break;
-        case 'h':
-            printf("usage: clremat plan MODEL [--remat MODE] [--batch N] [--optimizer NAME] [--json] [--actions]\n"
-                   "       [--memory-limit BYTES | --device SEL] [--pareto [--points N] [--svg FILE]]\n"
-                   "Prints, per layer, output and saved bytes, whether tensors are kept or discarded after\n"
-                   "the forward pass, recomputations and forward FLOPs; then the predicted peak of live\n"
-                   "device bytes, activation bytes kept, and recompute FLOPs as a share of the step.\n"
-                   "--actions also lists the step's actions with predicted live bytes. --remat auto plans\n"
-                   "for --memory-limit, else for the memory of --device (or the default device).\n"
-                   "--pareto sweeps budgets from the smallest feasible peak to the none peak and lists\n"
-                   "peak against recompute cost; --svg FILE plots it with the Keras-style modes marked.\n");
-            return 0;
-        default: return 2;
-        }
-    }
-    if (optind + 1 != argc)
-        return cli_error("plan: expected one MODEL argument"), 2;
+    if (st != CLI_CONTINUE)
+        return st;
+    remat = o.remat;
+    optname = o.optimizer;
+    batch = o.batch;
+    json = o.json;
+    actions = o.actions;
     if (clremat_opt_defaults(optname, &opt) != 0)
         return cli_error("unknown optimizer '%s'; valid: sgd, adam, adamw", optname);
-    if ((st = clremat_graph_load(argv[optind], &gr)))
+    if ((st = clremat_graph_load(o.model_path, &gr)))
         return cli_error("%s", clremat_last_error());
-    if (pareto) {
-        st = print_pareto(gr, batch, clremat_opt_state_count(opt.kind), json, svg);
+    if (o.pareto) {
+        st = print_pareto(gr, batch, clremat_opt_state_count(opt.kind), json, o.points, o.svg);
         clremat_graph_free(gr);
         return st;
     }
+    limit = o.memory_limit;
     if ((st = clremat_policy_parse(remat, &pol)) == CLREMAT_OK && pol.kind == CLREMAT_POLICY_AUTO && !limit) {
-        clremat_device_info dev;
-        if ((st = clremat_select_device(device, &dev)) == CLREMAT_OK)
+        clremat_device_info dev; /* auto plans for the device's memory */
+        if ((st = clremat_select_device(o.device ? o.device : g->device, &dev)) == CLREMAT_OK)
             limit = dev.global_mem_bytes;
     }
     if (st || (st = clremat_plan_for(gr, batch, &pol, clremat_opt_state_count(opt.kind), limit, NULL, &plan,
