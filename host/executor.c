@@ -128,6 +128,12 @@ void clremat_trainer_free(clremat_trainer *t)
     free(t->costs);
     free(t->eval_costs);
     free(t->profile);
+    if (t->marker)
+        clReleaseEvent(t->marker);
+    if (t->side_queue) {
+        clFinish(t->side_queue);
+        clReleaseCommandQueue(t->side_queue);
+    }
     clremat_plan_free(&t->plan);
     if (t->eval_g) {
         free(t->eval_g->layers);
@@ -243,12 +249,12 @@ static void suggest(const clremat_trainer *t, uint64_t limit, char *buf, size_t 
 int clremat_trainer_new(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_policy *p,
                         const clremat_opt_config *opt, uint64_t seed, clremat_trainer **out)
 {
-    return clremat_trainer_new_costs(ctx, g, batch, p, opt, seed, NULL, out);
+    return clremat_trainer_new_costs(ctx, g, batch, p, opt, seed, NULL, 0, out);
 }
 
 int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_policy *p,
                               const clremat_opt_config *opt, uint64_t seed, const double *layer_cost,
-                              clremat_trainer **out)
+                              int overlap, clremat_trainer **out)
 {
     clremat_trainer *t = calloc(1, sizeof *t);
     uint64_t limit = clremat_pool_get_stats(ctx->pool).limit;
@@ -272,6 +278,19 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
     if (st != CLREMAT_OK) {
         clremat_fail(ctx, st, "%s", clremat_last_error());
         goto fail;
+    }
+    if (overlap) {
+        clremat_plan_input in;
+        int fell = 0;
+        if ((st = clremat_plan_input_for(g, batch, clremat_opt_state_count(opt->kind), layer_cost, &in)) ||
+            (st = clremat_plan_overlap(&in, &t->plan))) {
+            free((void *)in.costs);
+            clremat_fail(ctx, st, "%s", clremat_last_error());
+            goto fail;
+        }
+        free((void *)in.costs);
+        if ((st = clremat_ctx_open_queue(ctx, CL_QUEUE_PROFILING_ENABLE, &t->side_queue, &fell)))
+            goto fail;
     }
     if (limit && live + t->plan.peak_bytes > limit) {
         char hint[1024];
@@ -473,6 +492,42 @@ static void drop_profile(clremat_ctx *ctx)
     ctx->n_prof = 0;
 }
 
+/* Overlapped plans: a marker on the compute queue opens a window in which
+ * released buffers are quarantined (kernels on the other queue may still use
+ * them); recompute actions go to the side queue, which first waits for the
+ * marker; a join makes the compute queue wait for the side queue and closes
+ * the window. */
+static int switch_queues(clremat_trainer *t, const clremat_action *a)
+{
+    clremat_ctx *ctx = t->ctx;
+    cl_int err = CL_SUCCESS;
+    if (a->join) {
+        cl_event e = NULL;
+        err = clEnqueueMarkerWithWaitList(t->side_queue, 0, NULL, &e);
+        if (err == CL_SUCCESS)
+            err = clEnqueueBarrierWithWaitList(ctx->queue, 1, &e, NULL);
+        if (e)
+            clReleaseEvent(e);
+        clremat_pool_quarantine(ctx->pool, 0);
+    }
+    if (err == CL_SUCCESS && a->marker) {
+        if (t->marker)
+            clReleaseEvent(t->marker);
+        t->marker = NULL;
+        err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &t->marker);
+        clremat_pool_quarantine(ctx->pool, 1);
+    }
+    if (err == CL_SUCCESS && a->queue == 1 && ctx->active_queue != t->side_queue) {
+        err = clEnqueueBarrierWithWaitList(t->side_queue, t->marker ? 1 : 0, t->marker ? &t->marker : NULL, NULL);
+        ctx->active_queue = t->side_queue;
+    } else if (a->queue == 0) {
+        ctx->active_queue = ctx->queue;
+    }
+    if (err != CL_SUCCESS)
+        return clremat_fail(ctx, err, "synchronizing the recompute queue failed: %s", clremat_status_str(err));
+    return CLREMAT_OK;
+}
+
 int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct)
 {
     int st = upload(t, x, y), nonfinite = 0;
@@ -482,6 +537,8 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
     t->ctx->profiling = t->profiling;
     for (int i = 0; i < t->plan.n_actions && st == CLREMAT_OK; i++) {
         const clremat_action *a = &t->plan.actions[i];
+        if (t->side_queue && (st = switch_queues(t, a)) != CLREMAT_OK)
+            break;
         switch (a->kind) {
         case CLREMAT_ACT_FORWARD:
         case CLREMAT_ACT_RECOMPUTE:
@@ -515,6 +572,11 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
                 st = run_update(t);
             break;
         }
+    }
+    if (t->side_queue) { /* back to one queue, whatever happened */
+        clFinish(t->side_queue);
+        t->ctx->active_queue = t->ctx->queue;
+        clremat_pool_quarantine(t->ctx->pool, 0);
     }
     if (st != CLREMAT_OK) {
         release_step_tensors(t);

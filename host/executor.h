@@ -40,6 +40,8 @@ typedef struct clremat_trainer {
     clremat_buf *temp;              /**< workspace of the running action */
     clremat_layer_profile *profile; /**< per layer, filled when profiling */
     int profiling;
+    cl_command_queue side_queue;    /**< recompute queue of an overlapped plan (else NULL) */
+    cl_event marker;                /**< compute-queue marker the next recompute run waits for */
 } clremat_trainer;
 
 /** Plans (policy p at batch), allocates the fixed memory (parameters,
@@ -51,10 +53,12 @@ int clremat_trainer_new(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const
                         const clremat_opt_config *opt, uint64_t seed, clremat_trainer **out);
 
 /** Same as clremat_trainer_new, with measured per-layer forward costs for
- * the budget planner (NULL: FLOPs). */
+ * the budget planner (NULL: FLOPs), and overlap != 0 to run recomputation
+ * on a second queue overlapping the previous segment's backward
+ * (clremat_plan_overlap; the prediction includes its memory). */
 int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_policy *p,
                               const clremat_opt_config *opt, uint64_t seed, const double *layer_cost,
-                              clremat_trainer **out);
+                              int overlap, clremat_trainer **out);
 
 /** Measures each layer's forward device time (ms) with a profiled step on
  * batch x, y after a warm-up step, under whatever plan fits (*out malloc'ed,

@@ -274,7 +274,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
             goto fail;
         }
     }
-    if ((st = clremat_trainer_new_costs(ctx, g, batch, &pol, &opt, cfg->seed, layer_ms, &t))) {
+    if ((st = clremat_trainer_new_costs(ctx, g, batch, &pol, &opt, cfg->seed, layer_ms, cfg->overlap, &t))) {
         clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
         goto fail;
     }

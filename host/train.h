@@ -26,6 +26,7 @@ typedef struct clremat_train_config {
     int progress;                   /**< progress lines on stderr */
     int profile;                    /**< collect a per-layer profile of the last step */
     int timeline;                   /**< record live bytes over the last step */
+    int overlap;                    /**< recompute on a second queue, overlapping backward */
     int costs_measured;             /**< budget/auto: plan from measured per-layer times (a profiled warm-up) */
 } clremat_train_config;
 

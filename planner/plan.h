@@ -58,6 +58,10 @@ typedef struct clremat_action {
     unsigned alloc_din;             /**< BACKWARD: of those, gradients created now (the rest accumulate) */
     uint64_t peak_during;           /**< live bytes at the action's high point */
     uint64_t live_after;            /**< live bytes after it */
+    /* overlap (clremat_plan_overlap): which queue runs it and how queues sync */
+    unsigned char queue;            /**< 0: compute queue; 1: recompute queue */
+    unsigned char marker;           /**< the recompute queue's next run waits for work before this action */
+    unsigned char join;             /**< the compute queue waits for the recompute queue before this action */
 } clremat_action;
 
 /** What the planner needs besides the graph. */
@@ -91,6 +95,8 @@ typedef struct clremat_plan {
     double step_flops;              /**< forward + backward (+ recompute) FLOPs */
     double recompute_flops;
     int n_recompute_actions;
+    int overlap;                    /**< recomputation overlaps backward on a second queue */
+    int n_overlapped;               /**< recompute runs moved to the second queue */
 } clremat_plan;
 
 /** Builds the plan of policy p (not budget/auto: see clremat_plan_budget).
@@ -106,6 +112,15 @@ void clremat_plan_free(clremat_plan *plan);
 int clremat_plan_from_flags(const clremat_plan_input *in, const unsigned char *wrap_layer,
                             const unsigned char *wrap_block, const unsigned char *act_discard,
                             clremat_plan *out);
+
+/** Overlap (planner/overlap.c): lets each recomputation run on a second
+ * queue while the previous segment's backward runs. The backward segment's
+ * frees move after the recomputation (the buffers are still in use by the
+ * running backward, so they cannot be handed to the recomputation), which
+ * costs memory: the plan is re-simulated, so its peak includes it. Segments
+ * where that would change what the recomputation allocates stay sequential.
+ * Replaces *plan on success. */
+int clremat_plan_overlap(const clremat_plan_input *in, clremat_plan *plan);
 
 /** Human name of an action kind. */
 const char *clremat_action_name(clremat_action_kind k);

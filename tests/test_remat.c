@@ -53,10 +53,15 @@ static void run_mode(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *
     clremat_trainer *t;
     float *x = malloc(sizeof(float) * (size_t)(BATCH * d->train.x_elems));
     float *y = malloc(sizeof(float) * (size_t)(BATCH * d->train.y_elems));
-    ck_assert_int_eq(clremat_policy_parse(mode, &pol), CLREMAT_OK);
+    char base_mode[256];
+    const char *plus = strstr(mode, "+overlap"); /* "MODE+overlap": recompute on a second queue */
+    snprintf(base_mode, sizeof base_mode, "%.*s", plus ? (int)(plus - mode) : (int)strlen(mode), mode);
+    ck_assert_int_eq(clremat_policy_parse(base_mode, &pol), CLREMAT_OK);
     ck_assert_int_eq(clremat_opt_defaults("adam", &opt), 0);
-    ck_assert_msg(clremat_trainer_new(ctx, g, BATCH, &pol, &opt, 7, &t) == CLREMAT_OK, "%s: %s", mode,
-                  clremat_ctx_last_error(ctx));
+    ck_assert_msg(clremat_trainer_new_costs(ctx, g, BATCH, &pol, &opt, 7, NULL, plus != NULL, &t) == CLREMAT_OK,
+                  "%s: %s", mode, clremat_ctx_last_error(ctx));
+    if (plus)
+        ck_assert(t->plan.overlap && t->side_queue != NULL);
     clremat_pool_reset_peaks(ctx->pool);
     for (int s = 0; s < STEPS; s++) {
         float correct;
@@ -88,7 +93,7 @@ static void check_model(const model_case *m)
     clremat_ctx *ctx;
     clremat_graph *g = load_model(m->file);
     clremat_dataset d;
-    char modes[6][128];
+    char modes[8][128];
     int n_modes = 0;
     run_out base, r;
     size_t pbytes = (size_t)clremat_graph_param_elems(g) * sizeof(float);
@@ -101,6 +106,9 @@ static void check_model(const model_case *m)
     if (m->block)
         snprintf(modes[n_modes++], 128, "list_of_layers:%s", m->block);
     snprintf(modes[n_modes++], 128, "list_of_layers:%s", m->layer);
+    snprintf(modes[n_modes++], 128, "full+overlap");
+    if (m->block)
+        snprintf(modes[n_modes++], 128, "list_of_layers:%s+overlap", m->block);
 
     run_mode(ctx, g, &d, "none", &base);
     ck_assert_msg(base.measured == base.predicted, "%s none: measured peak %llu, predicted %llu", m->file,

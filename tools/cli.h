@@ -26,6 +26,7 @@ typedef struct cli_plan_opts {
     const char *device;         /**< --device: its memory is auto's limit */
     uint64_t memory_limit;      /**< --memory-limit (0: none given) */
     int pareto, points;         /**< --pareto, --points (default 40) */
+    int overlap;                /**< --overlap */
     const char *svg;            /**< --svg FILE with --pareto */
 } cli_plan_opts;
 

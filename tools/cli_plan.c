@@ -35,6 +35,17 @@ static const char *internal_state(const clremat_plan *p, const clremat_layer_cos
     return !any ? "-" : all ? "kept" : "discarded";
 }
 
+/* --overlap: the plan with recomputation on a second queue. */
+static int overlap_plan(const clremat_graph *gr, long long batch, int opt_states, clremat_plan *plan)
+{
+    clremat_plan_input in;
+    int st = clremat_plan_input_for(gr, batch, opt_states, NULL, &in);
+    if (st == CLREMAT_OK)
+        st = clremat_plan_overlap(&in, plan);
+    free((void *)in.costs);
+    return st;
+}
+
 /* --pareto: the front as a table or JSON, and optionally an SVG plot. */
 static int print_pareto(const clremat_graph *gr, long long batch, int opt_states, int json, int points,
                         const char *svg)
@@ -120,7 +131,8 @@ int cli_plan(const cli_global *g, int argc, char **argv)
             limit = dev.global_mem_bytes;
     }
     if (st || (st = clremat_plan_for(gr, batch, &pol, clremat_opt_state_count(opt.kind), limit, NULL, &plan,
-                                     &costs))) {
+                                     &costs)) ||
+        (o.overlap && (st = overlap_plan(gr, batch, clremat_opt_state_count(opt.kind), &plan)))) {
         cli_error("%s", clremat_last_error());
         clremat_graph_free(gr);
         return 1;
@@ -184,6 +196,9 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         printf("fixed                 %llu bytes (parameters %llu, with gradients, optimizer state, batch)\n",
                (unsigned long long)plan.fixed_bytes, (unsigned long long)plan.param_bytes);
         printf("activations kept      %llu bytes after the forward pass\n", (unsigned long long)plan.kept_act_bytes);
+        if (plan.overlap)
+            printf("overlap               %d recompute runs on a second queue, overlapping backward\n",
+                   plan.n_overlapped);
         printf("recompute             %.4g FLOPs = %.1f%% of the step's %.4g FLOPs (%d recompute actions)\n",
                plan.recompute_flops, plan.step_flops > 0 ? 100.0 * plan.recompute_flops / plan.step_flops : 0.0,
                plan.step_flops, plan.n_recompute_actions);
