@@ -127,6 +127,8 @@ int clremat_launch(clremat_ctx *ctx, cl_kernel k, const char *kname, cl_uint dim
     size_t g[3];
     cl_event ev = NULL;
     cl_int err;
+    if (ctx->dry_run)
+        return CLREMAT_OK;
     for (cl_uint i = 0; i < dims; i++) {
         g[i] = global[i] ? global[i] : 1;
         if (local && local[i])
@@ -136,6 +138,15 @@ int clremat_launch(clremat_ctx *ctx, cl_kernel k, const char *kname, cl_uint dim
                                  ctx->profiling ? &ev : NULL);
     if (err != CL_SUCCESS)
         return clremat_fail(ctx, err, "launching kernel %s failed: %s", kname, clremat_status_str(err));
+    return clremat_profile_event(ctx, ev);
+}
+
+int clremat_profile_event(clremat_ctx *ctx, cl_event ev)
+{
+    if (ev && !ctx->profiling) {
+        clReleaseEvent(ev);
+        return CLREMAT_OK;
+    }
     if (ev) {
         if (ctx->n_prof == ctx->cap_prof) {
             size_t cap = ctx->cap_prof ? 2 * ctx->cap_prof : 256;
