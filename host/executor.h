@@ -40,6 +40,10 @@ typedef struct clremat_trainer {
     clremat_buf *temp;              /**< workspace of the running action */
     clremat_layer_profile *profile; /**< per layer, filled when profiling */
     int profiling;
+    /* h6-perf: GEMM workspace per layer (included in costs[l].fwd/bwd_temp_bytes) */
+    size_t *gemm_ws_fwd, *gemm_ws_bwd;  /**< training graph, per layer */
+    size_t *eval_gemm_ws;               /**< eval graph forward, per layer */
+    clremat_buf *gemm_ws;               /**< GEMM workspace of the running action */
 } clremat_trainer;
 
 /** Plans (policy p at batch), allocates the fixed memory (parameters,
@@ -57,6 +61,14 @@ void clremat_trainer_free(clremat_trainer *t);
  * the cost model. Used by `clremat plan` and by the trainer. */
 int clremat_plan_for(const clremat_graph *g, int64_t batch, const clremat_policy *p, int opt_states,
                      clremat_plan *out, clremat_layer_cost **costs_out);
+
+/** clremat_plan_for on a context: the cost of every layer also includes the
+ * GEMM workspace the context's GEMM path needs (added to fwd_temp_bytes and
+ * bwd_temp_bytes; per layer in *ws_fwd_out / *ws_bwd_out when not NULL,
+ * malloc'd), so the plan's peak stays exact on every path. */
+int clremat_plan_for_ctx(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, const clremat_policy *p,
+                         int opt_states, clremat_plan *out, clremat_layer_cost **costs_out, size_t **ws_fwd_out,
+                         size_t **ws_bwd_out);
 
 /** One training step on batch x (batch * input elems floats) and labels y.
  * Returns the mean loss and the correct count of the batch. A non-finite

@@ -24,6 +24,7 @@ typedef struct clremat_train_config {
     int64_t train_samples;          /**< synthetic training size (default 4096) */
     int progress;                   /**< progress lines on stderr */
     int profile;                    /**< collect a per-layer profile of the last step */
+    const char *gemm;               /**< GEMM path: "native", "clblast", "auto" or NULL (auto) */
 } clremat_train_config;
 
 typedef struct clremat_train_result {
@@ -45,6 +46,7 @@ typedef struct clremat_train_result {
     clremat_layer_profile *profile; /**< per layer (n_layers + 1: non-layer) when profiled */
     clremat_graph *g;               /**< the model (owned) */
     float *final_params;            /**< parameters after the run (param_bytes) */
+    char gemm[16];                  /**< GEMM path the run used ("native" or "clblast") */
 } clremat_train_result;
 
 /** Runs a whole training job. On failure returns a status with the message in

@@ -42,8 +42,9 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         {"remat", required_argument, NULL, 'r'}, {"batch", required_argument, NULL, 'b'},
         {"optimizer", required_argument, NULL, 'o'}, {"json", no_argument, NULL, 'j'},
         {"actions", no_argument, NULL, 'a'}, {"device", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    const char *remat = "none", *optname = "adam";
+        {"help", no_argument, NULL, 'h'}, {"gemm", required_argument, NULL, 'G'}, {NULL, 0, NULL, 0}};
+    const char *remat = "none", *optname = "adam", *device = NULL, *gemm = NULL;
+    clremat_ctx *ctx = NULL;
     long long batch = 32;
     int json = 0, actions = 0, c, st;
     clremat_graph *gr = NULL;
@@ -66,9 +67,13 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         case 'o': optname = optarg; break;
         case 'j': json = 1; break;
         case 'a': actions = 1; break;
-        case 'd': break; /* planning needs no device; accepted for symmetry */
+        case 'd': device = optarg; break; /* used with --gemm */
+        case 'G': gemm = optarg; break;
         case 'h':
             printf("usage: clremat plan MODEL [--remat MODE] [--batch N] [--optimizer NAME] [--json] [--actions]\n"
+                   "                          [--gemm native|clblast|auto [--device SEL]]\n"
+                   "Without --gemm no device is opened and the plan is the native GEMM path's (no GEMM\n"
+                   "workspace); with --gemm the device is opened and the path's workspace is included.\n"
                    "Prints, per layer, output and saved bytes, whether tensors are kept or discarded after\n"
                    "the forward pass, recomputations and forward FLOPs; then the predicted peak of live\n"
                    "device bytes, activation bytes kept, and recompute FLOPs as a share of the step.\n"
@@ -83,9 +88,21 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         return cli_error("unknown optimizer '%s'; valid: sgd, adam, adamw", optname);
     if ((st = clremat_graph_load(argv[optind], &gr)))
         return cli_error("%s", clremat_last_error());
+    if (gemm) { /* h6: plan for a device's GEMM path (its workspace included) */
+        clremat_gemm_path gp;
+        if ((st = clremat_gemm_path_parse(gemm, &gp)) || (st = clremat_ctx_create(device, 0, &ctx))) {
+            cli_error("%s", clremat_last_error());
+            clremat_graph_free(gr);
+            return 1;
+        }
+        clremat_ctx_set_gemm(ctx, gp);
+    }
     if ((st = clremat_policy_parse(remat, &pol)) ||
-        (st = clremat_plan_for(gr, batch, &pol, clremat_opt_state_count(opt.kind), &plan, &costs))) {
-        cli_error("%s", clremat_last_error());
+        (st = ctx ? clremat_plan_for_ctx(ctx, gr, batch, &pol, clremat_opt_state_count(opt.kind), &plan, &costs,
+                                         NULL, NULL)
+                  : clremat_plan_for(gr, batch, &pol, clremat_opt_state_count(opt.kind), &plan, &costs))) {
+        cli_error("%s", ctx ? clremat_ctx_last_error(ctx) : clremat_last_error());
+        clremat_ctx_destroy(ctx);
         clremat_graph_free(gr);
         return 1;
     }
@@ -94,7 +111,12 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         cli_json_string(stdout, gr->name);
         printf(", \"remat\": ");
         cli_json_string(stdout, pol.text);
-        printf(", \"batch\": %lld, \"layers\": [", batch);
+        printf(", \"batch\": %lld, \"gemm\": ", batch);
+        if (ctx)
+            cli_json_string(stdout, clremat_gemm_path_name(clremat_ctx_gemm(ctx)));
+        else
+            printf("null");
+        printf(", \"layers\": [");
         for (int l = 0; l < gr->n_layers; l++) {
             const clremat_layer *L = &gr->layers[l];
             printf("%s\n  {\"name\": ", l ? "," : "");
@@ -133,7 +155,10 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         }
         printf("}\n");
     } else {
-        printf("model %s, remat %s, batch %lld\n\n", gr->name, pol.text, batch);
+        printf("model %s, remat %s, batch %lld", gr->name, pol.text, batch);
+        if (ctx)
+            printf(", gemm %s on %s", clremat_gemm_path_name(clremat_ctx_gemm(ctx)), clremat_ctx_device(ctx)->name);
+        printf("\n\n");
         printf("%-28s %-18s %12s %12s %-9s %-9s %4s %12s\n", "layer", "block", "out bytes", "saved bytes", "output",
                "internal", "rec", "fwd FLOPs");
         for (int l = 0; l < gr->n_layers; l++) {
@@ -164,5 +189,6 @@ int cli_plan(const cli_global *g, int argc, char **argv)
     clremat_plan_free(&plan);
     free(costs);
     clremat_graph_free(gr);
+    clremat_ctx_destroy(ctx);
     return 0;
 }

@@ -27,6 +27,8 @@ static void print_json(const clremat_train_config *cfg, const clremat_train_resu
     cli_json_string(stdout, r->platform);
     printf(", \"remat\": ");
     cli_json_string(stdout, r->remat);
+    printf(", \"gemm\": ");
+    cli_json_string(stdout, r->gemm);
     printf(", \"batch\": %lld, \"steps\": %lld, \"warmup\": %lld, \"seed\": %llu, \"optimizer\": ",
            (long long)cfg->batch, (long long)r->steps_run, (long long)cfg->warmup, (unsigned long long)cfg->seed);
     cli_json_string(stdout, cfg->optimizer ? cfg->optimizer : "adam");
@@ -75,6 +77,7 @@ static void print_summary(const clremat_train_config *cfg, const clremat_train_r
     printf("model        %s (%s)\n", r->g ? r->g->name : "?", cfg->model_path);
     printf("device       %s [%s]\n", r->device, r->platform);
     printf("remat        %s\n", r->remat);
+    printf("gemm         %s\n", r->gemm);
     printf("steps        %lld at batch %lld (%lld warm-up steps excluded from timing)\n", (long long)r->steps_run,
            (long long)cfg->batch, (long long)cfg->warmup);
     printf("train loss   %.6f (first step %.6f)\n", (double)r->final_loss,
@@ -137,6 +140,8 @@ static int usage(FILE *f)
         "  --remat MODE         none | full | activations | larger_than[:N] |\n"
         "                       list_of_layers:NAME[,NAME...] (default none)\n"
         "  --memory-limit B     device memory limit, e.g. 64MiB (default: device memory)\n"
+        "  --gemm PATH          native | clblast | auto: GEMM kernels (default auto: cached\n"
+        "                       per-device calibration; also $CLREMAT_GEMM)\n"
         "  --profile            per-layer device time of the last step\n"
         "  --json               machine-readable report on stdout (docs/json-output.md)\n"
         "  --quiet              no progress on stderr\n");
@@ -166,7 +171,8 @@ int cli_train(const cli_global *g, int argc, char **argv)
         {"load", required_argument, NULL, 'L'}, {"save", required_argument, NULL, 'V'},
         {"remat", required_argument, NULL, 'r'}, {"memory-limit", required_argument, NULL, 'm'},
         {"profile", no_argument, NULL, 'p'}, {"json", no_argument, NULL, 'j'},
-        {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'},
+        {"gemm", required_argument, NULL, 'G'}, {NULL, 0, NULL, 0}};
     clremat_train_config cfg = {0};
     clremat_train_result res;
     int json = 0, c, st;
@@ -203,6 +209,13 @@ int cli_train(const cli_global *g, int argc, char **argv)
                 return cli_error("--memory-limit takes a byte count such as 512MiB, got '%s'", optarg), 2;
             break;
         case 'p': cfg.profile = 1; break;
+        case 'G': {
+            clremat_gemm_path gp;
+            if (clremat_gemm_path_parse(optarg, &gp) != CLREMAT_OK)
+                return cli_error("--gemm: %s", clremat_last_error()), 2;
+            cfg.gemm = optarg;
+            break;
+        }
         case 'j': json = 1; break;
         case 'q': cfg.progress = 0; break;
         case 'h': return usage(stdout);
