@@ -702,13 +702,15 @@ __kernel void seq_loss_finish(const int n, const int has_correct, const float di
  * pre = v + bias[n]; out = act(pre) computed on that same float, so a
  * recomputation act(pre) reproduces out bit for bit.
  * ====================================================================== */
+#ifndef GC_MR
 #define GC_MR 6
+#endif
 #define GC_NR 16
 #ifndef GC_MC
-#define GC_MC 72
+#define GC_MC 144
 #endif
 #ifndef GC_NC
-#define GC_NC 128
+#define GC_NC 256
 #endif
 #ifndef GC_KC
 #define GC_KC 256
@@ -743,8 +745,9 @@ void gc_pack_a(__local float *Ap, __global const float *A, const int tA, const l
             if (h == GC_MR) {
                 for (int k = 0; k < kc; k++) {
                     __global const float *s = src + (long)k * lda;
-                    dst[k * GC_MR + 0] = s[0]; dst[k * GC_MR + 1] = s[1]; dst[k * GC_MR + 2] = s[2];
-                    dst[k * GC_MR + 3] = s[3]; dst[k * GC_MR + 4] = s[4]; dst[k * GC_MR + 5] = s[5];
+#pragma unroll
+                    for (int r = 0; r < GC_MR; r++)
+                        dst[k * GC_MR + r] = s[r];
                 }
             } else {
                 for (int k = 0; k < kc; k++)
@@ -846,31 +849,57 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
             __local const float *ap = Ap + pi * GC_KC * GC_MR;
             for (int pj = 0; pj * GC_NR < nc; pj++) {
                 __local const float *bp = Bp + pj * GC_KC * GC_NR;
-                float8 c00 = 0.0f, c01 = 0.0f, c10 = 0.0f, c11 = 0.0f, c20 = 0.0f, c21 = 0.0f;
-                float8 c30 = 0.0f, c31 = 0.0f, c40 = 0.0f, c41 = 0.0f, c50 = 0.0f, c51 = 0.0f;
+                float8 c0[GC_MR], c1[GC_MR];
                 float acc[GC_MR][GC_NR];
+#pragma unroll
+                for (int r = 0; r < GC_MR; r++)
+                    c0[r] = c1[r] = 0.0f;
                 for (int k = 0; k < kc; k++) {
                     const float8 b0 = vload8(0, bp + k * GC_NR), b1 = vload8(1, bp + k * GC_NR);
                     __local const float *a = ap + k * GC_MR;
-                    float av = a[0];
-                    c00 += av * b0; c01 += av * b1;
-                    av = a[1];
-                    c10 += av * b0; c11 += av * b1;
-                    av = a[2];
-                    c20 += av * b0; c21 += av * b1;
-                    av = a[3];
-                    c30 += av * b0; c31 += av * b1;
-                    av = a[4];
-                    c40 += av * b0; c41 += av * b1;
-                    av = a[5];
-                    c50 += av * b0; c51 += av * b1;
+#pragma unroll
+                    for (int r = 0; r < GC_MR; r++) {
+                        const float av = a[r];
+                        c0[r] += av * b0;
+                        c1[r] += av * b1;
+                    }
                 }
-                vstore8(c00, 0, acc[0]); vstore8(c01, 1, acc[0]);
-                vstore8(c10, 0, acc[1]); vstore8(c11, 1, acc[1]);
-                vstore8(c20, 0, acc[2]); vstore8(c21, 1, acc[2]);
-                vstore8(c30, 0, acc[3]); vstore8(c31, 1, acc[3]);
-                vstore8(c40, 0, acc[4]); vstore8(c41, 1, acc[4]);
-                vstore8(c50, 0, acc[5]); vstore8(c51, 1, acc[5]);
+                const int mrow = m0 + pi * GC_MR, ncol = n0 + pj * GC_NR;
+                if (mrow + GC_MR <= M && ncol + GC_NR <= N && pj * GC_NR + GC_NR <= nc) {
+                    /* whole tile inside C: vector write-back, same arithmetic as below */
+#pragma unroll
+                    for (int r = 0; r < GC_MR; r++) {
+                        __global float *cr = C + (long)(mrow + r) * ldc + ncol;
+                        float8 v0 = alpha * c0[r], v1 = alpha * c1[r];
+                        if (kb > 0) {
+                            v0 = vload8(0, cr) + v0;
+                            v1 = vload8(1, cr) + v1;
+                        } else if (beta != 0.0f) {
+                            v0 = v0 + beta * vload8(0, cr);
+                            v1 = v1 + beta * vload8(1, cr);
+                        }
+                        if (last && epi && use_bias) {
+                            v0 = v0 + vload8(0, bias + ncol);
+                            v1 = v1 + vload8(1, bias + ncol);
+                        }
+                        vstore8(v0, 0, cr);
+                        vstore8(v1, 1, cr);
+                        if (last && epi && act != CLREMAT_ACT_NONE) {
+                            __global float *o = out + (long)(mrow + r) * ldc + ncol;
+                            float t[GC_NR];
+                            vstore8(v0, 0, t);
+                            vstore8(v1, 1, t);
+                            for (int j = 0; j < GC_NR; j++)
+                                o[j] = clremat_act_apply(act, t[j]);
+                        }
+                    }
+                    continue;
+                }
+#pragma unroll
+                for (int r = 0; r < GC_MR; r++) {
+                    vstore8(c0[r], 0, acc[r]);
+                    vstore8(c1[r], 1, acc[r]);
+                }
                 for (int r = 0; r < GC_MR; r++) {
                     const int m = m0 + pi * GC_MR + r;
                     if (m >= M)

@@ -13,12 +13,11 @@
 #include "gemm.h"
 #include "kernel_run.h"
 #include <clblast_c.h>
-#include <stdlib.h>
 
 #define GEMM_TILE 32    /* C tile of one work-group (kernels.cl GEMM_TM/GEMM_TN) */
 #define GEMM_LOCAL 8    /* work-group is GEMM_LOCAL x GEMM_LOCAL items */
-#define GC_MC 72        /* C block of one clremat_gemm_cpu work-group (kernels.cl) */
-#define GC_NC 128
+#define GC_MC 144       /* C block of one clremat_gemm_cpu work-group (kernels.cl) */
+#define GC_NC 256
 
 /* Checks one operand stored rows x cols with leading dim ld, batch stride s,
  * starting at off: inside buf for every matrix of the batch. */
@@ -73,9 +72,8 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     cl_mem mA = clremat_mem(A), mB = clremat_mem(B), mC = clremat_mem(C);
     cl_mem mbias = bias ? clremat_mem(bias) : mC, mout = out ? clremat_mem(out) : mC;
     size_t global[3], local[3] = {1, 1, 1};
-    int gmc = getenv("GC_MC_T") ? atoi(getenv("GC_MC_T")) : GC_MC, gnc = getenv("GC_NC_T") ? atoi(getenv("GC_NC_T")) : GC_NC;
-    global[0] = (size_t)((N + gnc - 1) / gnc);
-    global[1] = (size_t)((M + gmc - 1) / gmc);
+    global[0] = (size_t)((N + GC_NC - 1) / GC_NC);
+    global[1] = (size_t)((M + GC_MC - 1) / GC_MC);
     global[2] = (size_t)batch;
     return clremat_run(ctx, "clremat_gemm_cpu", 3, global, local, sizeof itA, &itA, sizeof itB, &itB, sizeof iM,
                        &iM, sizeof iN, &iN, sizeof iK, &iK, sizeof alpha, &alpha, sizeof mA, &mA, sizeof loA, &loA,
