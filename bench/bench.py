@@ -126,9 +126,18 @@ def clremat_step(model, args, steps, warmup):
 
 
 def torch_step(model, ckpt, steps, warmup):
+    """PyTorch's step time with 2 intra-op threads; Debian's torch calls the
+    system BLAS (OpenBLAS), whose own threads compete with torch's OpenMP
+    threads, so both OPENBLAS_NUM_THREADS=1 and =2 are run and the faster is
+    taken (the peer gets its best configuration)."""
     cmd = [PY, os.path.join(ROOT, "bench", "torch_models.py"), model, "--steps", str(steps), "--warmup",
            str(warmup), "--threads", "2"] + (["--checkpoint"] if ckpt else [])
-    return json.loads(run(cmd).strip().splitlines()[-1])["step_ms_median"]
+    best = None
+    for blas_threads in ("1", "2"):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=blas_threads, OMP_NUM_THREADS="2")
+        t = json.loads(run(cmd, env=env).strip().splitlines()[-1])["step_ms_median"]
+        best = t if best is None else min(best, t)
+    return best
 
 
 def model_section(name, model, clargs, remat_args, torch_name, rounds, steps, warmup):
