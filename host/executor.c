@@ -4,6 +4,7 @@
  * measured high-water equals the predicted peak to the byte. */
 #include "executor.h"
 #include "init.h"
+#include "gemm.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,36 +13,77 @@
 #define S CLREMAT_MAX_SLOTS
 
 
-int clremat_plan_input_for(const clremat_graph *g, int64_t batch, int opt_states, const double *layer_cost,
-                           clremat_plan_input *in)
+static int costs_with_gemm(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, clremat_layer_cost *costs,
+                           size_t *ws_fwd, size_t *ws_bwd)
 {
-    clremat_layer_cost *costs = calloc((size_t)g->n_layers, sizeof *costs);
+    int st = CLREMAT_OK;
+    for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++)
+        if ((st = clremat_layer_cost_of(g, l, batch, &costs[l])) != CLREMAT_OK)
+            return clremat_fail(ctx, st, "%s", clremat_last_error());
+    for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++) {
+        size_t f = 0, b = 0;
+        st = clremat_layer_gemm_workspace(ctx, g, l, batch, costs, &f, &b);
+        if (ws_fwd)
+            ws_fwd[l] = f;
+        if (ws_bwd)
+            ws_bwd[l] = b;
+    }
+    for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++) {
+        costs[l].fwd_temp_bytes += ws_fwd ? ws_fwd[l] : 0;
+        costs[l].bwd_temp_bytes += ws_bwd ? ws_bwd[l] : 0;
+    }
+    return st;
+}
+
+int clremat_plan_input_for(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, int opt_states,
+                           const double *layer_cost, clremat_plan_input *in, size_t **ws_fwd_out, size_t **ws_bwd_out)
+{
+    clremat_layer_cost *costs = calloc((size_t)g->n_layers + 1, sizeof *costs);
+    size_t *wf = calloc((size_t)g->n_layers + 1, sizeof *wf), *wb = calloc((size_t)g->n_layers + 1, sizeof *wb);
     int st = CLREMAT_OK;
     memset(in, 0, sizeof *in); /* optional fields (layer_cost) default to NULL */
-    if (!costs)
-        return clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
-    for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++)
-        st = clremat_layer_cost_of(g, l, batch, &costs[l]);
-    if (st != CLREMAT_OK) {
-        free(costs);
-        return st;
+    if (!costs || !wf || !wb) {
+        st = clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+        goto done;
     }
+    if (ctx) {
+        st = costs_with_gemm(ctx, g, batch, costs, wf, wb);
+    } else { /* no device: the native GEMM path, which needs no workspace */
+        for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++)
+            st = clremat_layer_cost_of(g, l, batch, &costs[l]);
+    }
+    if (st != CLREMAT_OK)
+        goto done;
     in->g = g;
     in->batch = batch;
     in->costs = costs;
     in->opt_states = opt_states;
     in->scratch_bytes = CLREMAT_SCRATCH_BYTES;
     in->layer_cost = layer_cost;
-    return CLREMAT_OK;
+    costs = NULL;
+    if (ws_fwd_out) {
+        *ws_fwd_out = wf;
+        wf = NULL;
+    }
+    if (ws_bwd_out) {
+        *ws_bwd_out = wb;
+        wb = NULL;
+    }
+done:
+    free(costs);
+    free(wf);
+    free(wb);
+    return st;
 }
 
-int clremat_plan_for(const clremat_graph *g, int64_t batch, const clremat_policy *p, int opt_states,
-                     uint64_t limit, const double *layer_cost, clremat_plan *out, clremat_layer_cost **costs_out)
+int clremat_plan_for_ctx(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, const clremat_policy *p,
+                         int opt_states, uint64_t limit, const double *layer_cost, int overlap, clremat_plan *out,
+                         clremat_layer_cost **costs_out, size_t **ws_fwd_out, size_t **ws_bwd_out)
 {
     clremat_plan_input in;
     int st;
     memset(out, 0, sizeof *out);
-    if ((st = clremat_plan_input_for(g, batch, opt_states, layer_cost, &in)))
+    if ((st = clremat_plan_input_for(ctx, g, batch, opt_states, layer_cost, &in, ws_fwd_out, ws_bwd_out)))
         return st;
     if (p->kind == CLREMAT_POLICY_AUTO) {
         if (limit == 0)
@@ -53,11 +95,32 @@ int clremat_plan_for(const clremat_graph *g, int64_t batch, const clremat_policy
     } else {
         st = clremat_plan_build(&in, p, out);
     }
+    if (st == CLREMAT_OK && overlap)
+        st = clremat_plan_overlap(&in, out);
+    if (st != CLREMAT_OK) {
+        clremat_plan_free(out);
+        if (ctx)
+            clremat_fail(ctx, st, "%s", clremat_last_error());
+        if (ws_fwd_out) {
+            free(*ws_fwd_out);
+            *ws_fwd_out = NULL;
+        }
+        if (ws_bwd_out) {
+            free(*ws_bwd_out);
+            *ws_bwd_out = NULL;
+        }
+    }
     if (st != CLREMAT_OK || !costs_out)
         free((void *)in.costs);
     else
         *costs_out = (clremat_layer_cost *)in.costs;
     return st;
+}
+
+int clremat_plan_for(const clremat_graph *g, int64_t batch, const clremat_policy *p, int opt_states,
+                     uint64_t limit, const double *layer_cost, clremat_plan *out, clremat_layer_cost **costs_out)
+{
+    return clremat_plan_for_ctx(NULL, g, batch, p, opt_states, limit, layer_cost, 0, out, costs_out, NULL, NULL);
 }
 
 /* A copy of g for evaluation: dropout rates set to zero. */
@@ -98,6 +161,8 @@ static void release_step_tensors(clremat_trainer *t)
     for (int l = 0; l < t->g->n_layers; l++)
         release(t, &t->dgrad[l]);
     release(t, &t->temp);
+    release(t, &t->gemm_ws);
+    t->ctx->gemm_ws = NULL;
 }
 
 void clremat_trainer_free(clremat_trainer *t)
@@ -127,6 +192,9 @@ void clremat_trainer_free(clremat_trainer *t)
     free(t->dgrad);
     free(t->costs);
     free(t->eval_costs);
+    free(t->gemm_ws_fwd);
+    free(t->gemm_ws_bwd);
+    free(t->eval_gemm_ws);
     free(t->profile);
     if (t->marker)
         clReleaseEvent(t->marker);
@@ -219,9 +287,9 @@ static void suggest(const clremat_trainer *t, uint64_t limit, char *buf, size_t 
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         clremat_policy p;
         clremat_plan pl;
-        if (clremat_policy_parse(modes[i], &p) || clremat_plan_for(t->g, t->batch, &p,
-                                                                    clremat_opt_state_count(t->opt.kind), limit,
-                                                                    NULL, &pl, NULL))
+        if (clremat_policy_parse(modes[i], &p) ||
+            clremat_plan_for_ctx(t->ctx, t->g, t->batch, &p, clremat_opt_state_count(t->opt.kind), limit, NULL, 0,
+                                 &pl, NULL, NULL, NULL))
             continue;
         if (pl.peak_bytes <= limit) {
             int j = nfit++;
@@ -273,22 +341,12 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
                           (long long)batch);
         goto fail;
     }
-    st = clremat_plan_for(g, batch, p, clremat_opt_state_count(opt->kind), limit ? limit - live : 0, layer_cost,
-                          &t->plan, &t->costs);
-    if (st != CLREMAT_OK) {
-        clremat_fail(ctx, st, "%s", clremat_last_error());
+    st = clremat_plan_for_ctx(ctx, g, batch, p, clremat_opt_state_count(opt->kind), limit ? limit - live : 0,
+                              layer_cost, overlap, &t->plan, &t->costs, &t->gemm_ws_fwd, &t->gemm_ws_bwd);
+    if (st != CLREMAT_OK)
         goto fail;
-    }
     if (overlap) {
-        clremat_plan_input in;
         int fell = 0;
-        if ((st = clremat_plan_input_for(g, batch, clremat_opt_state_count(opt->kind), layer_cost, &in)) ||
-            (st = clremat_plan_overlap(&in, &t->plan))) {
-            free((void *)in.costs);
-            clremat_fail(ctx, st, "%s", clremat_last_error());
-            goto fail;
-        }
-        free((void *)in.costs);
         if ((st = clremat_ctx_open_queue(ctx, CL_QUEUE_PROFILING_ENABLE, &t->side_queue, &fell)))
             goto fail;
     }
@@ -304,15 +362,13 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
     }
     t->eval_g = eval_copy(g);
     t->eval_costs = calloc((size_t)g->n_layers, sizeof *t->eval_costs);
-    if (!t->eval_g || !t->eval_costs) {
+    t->eval_gemm_ws = calloc((size_t)g->n_layers, sizeof *t->eval_gemm_ws);
+    if (!t->eval_g || !t->eval_costs || !t->eval_gemm_ws) {
         st = clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
         goto fail;
     }
-    for (int l = 0; l < g->n_layers; l++)
-        if ((st = clremat_layer_cost_of(t->eval_g, l, batch, &t->eval_costs[l]))) {
-            clremat_fail(ctx, st, "%s", clremat_last_error());
-            goto fail;
-        }
+    if ((st = costs_with_gemm(ctx, t->eval_g, batch, t->eval_costs, t->eval_gemm_ws, NULL)) != CLREMAT_OK)
+        goto fail;
     st = alloc_fixed(t);
     if (st != CLREMAT_OK)
         goto fail;
@@ -354,8 +410,29 @@ static int alloc_tensor(clremat_trainer *t, size_t bytes, const char *tag, clrem
     return CLREMAT_OK;
 }
 
-static int run_forward(clremat_trainer *t, const clremat_graph *g, const clremat_layer_cost *costs, int l,
-                       unsigned alloc_slots, int phase)
+/* Allocates an action's workspace: temp_bytes in all, of which gemm_bytes
+ * are the GEMM workspace (a buffer of its own, handed to clremat_gemm
+ * through the context) and the rest the layer's own workspace. */
+static int alloc_workspace(clremat_trainer *t, size_t temp_bytes, size_t gemm_bytes)
+{
+    int st = CLREMAT_OK;
+    if (temp_bytes > gemm_bytes && (st = alloc_tensor(t, temp_bytes - gemm_bytes, "workspace", &t->temp)))
+        return st;
+    if (gemm_bytes && (st = alloc_tensor(t, gemm_bytes, "gemm workspace", &t->gemm_ws)))
+        return st;
+    t->ctx->gemm_ws = t->gemm_ws;
+    return CLREMAT_OK;
+}
+
+static void release_workspace(clremat_trainer *t)
+{
+    release(t, &t->temp);
+    release(t, &t->gemm_ws);
+    t->ctx->gemm_ws = NULL;
+}
+
+static int run_forward(clremat_trainer *t, const clremat_graph *g, const clremat_layer_cost *costs,
+                       const size_t *gemm_ws, int l, unsigned alloc_slots, int phase)
 {
     clremat_layer_call c;
     int st = CLREMAT_OK;
@@ -364,12 +441,12 @@ static int run_forward(clremat_trainer *t, const clremat_graph *g, const clremat
             (st = alloc_tensor(t, costs[l].slot_bytes[s], costs[l].slot_name[s] ? costs[l].slot_name[s] : "activation",
                                &t->act[l * S + s])))
             return st;
-    if (costs[l].fwd_temp_bytes && (st = alloc_tensor(t, costs[l].fwd_temp_bytes, "workspace", &t->temp)))
+    if ((st = alloc_workspace(t, costs[l].fwd_temp_bytes, gemm_ws[l])) != CLREMAT_OK)
         return st;
     clremat_ctx_set_label(t->ctx, l, phase);
     make_call(t, g, l, &c);
     st = clremat_layer_forward(&c);
-    release(t, &t->temp);
+    release_workspace(t);
     return st;
 }
 
@@ -383,7 +460,7 @@ static int run_backward(clremat_trainer *t, const clremat_action *a)
         if ((a->alloc_din >> i & 1u) &&
             (st = alloc_tensor(t, t->costs[L->inputs[i]].slot_bytes[0], "gradient", &t->dgrad[L->inputs[i]])))
             return st;
-    if (cost->bwd_temp_bytes && (st = alloc_tensor(t, cost->bwd_temp_bytes, "workspace", &t->temp)))
+    if ((st = alloc_workspace(t, cost->bwd_temp_bytes, t->gemm_ws_bwd[a->layer])) != CLREMAT_OK)
         return st;
     clremat_ctx_set_label(t->ctx, a->layer, CLREMAT_PHASE_BACKWARD);
     make_call(t, t->g, a->layer, &c);
@@ -394,7 +471,7 @@ static int run_backward(clremat_trainer *t, const clremat_action *a)
             c.din_accumulate[i] = !(a->alloc_din >> i & 1u);
         }
     st = clremat_layer_backward(&c);
-    release(t, &t->temp);
+    release_workspace(t);
     return st;
 }
 
@@ -418,7 +495,7 @@ static int run_update(clremat_trainer *t)
  * consumer. With check, stops at the first layer whose output has a
  * non-finite value and stores it in *bad (-1 if none). */
 static int forward_only(clremat_trainer *t, const clremat_graph *g, const clremat_layer_cost *costs,
-                        float result[2], int check, int *bad)
+                        const size_t *gemm_ws, float result[2], int check, int *bad)
 {
     int n = g->n_layers, st = CLREMAT_OK;
     int *last_use = malloc(sizeof(int) * (size_t)n);
@@ -433,7 +510,7 @@ static int forward_only(clremat_trainer *t, const clremat_graph *g, const clrema
             if (g->layers[l].inputs[i] >= 0)
                 last_use[g->layers[l].inputs[i]] = l;
     for (int l = 0; l < n && st == CLREMAT_OK; l++) {
-        st = run_forward(t, g, costs, l, (1u << costs[l].n_slots) - 1, CLREMAT_PHASE_OTHER);
+        st = run_forward(t, g, costs, gemm_ws, l, (1u << costs[l].n_slots) - 1, CLREMAT_PHASE_OTHER);
         if (st == CLREMAT_OK && check) {
             int64_t cnt = 0;
             st = clremat_op_count_nonfinite(t->ctx, t->act[l * S], (int64_t)(costs[l].slot_bytes[0] / sizeof(float)),
@@ -542,7 +619,7 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
         switch (a->kind) {
         case CLREMAT_ACT_FORWARD:
         case CLREMAT_ACT_RECOMPUTE:
-            st = run_forward(t, g, t->costs, a->layer, a->alloc_slots,
+            st = run_forward(t, g, t->costs, t->gemm_ws_fwd, a->layer, a->alloc_slots,
                              a->kind == CLREMAT_ACT_FORWARD ? CLREMAT_PHASE_FORWARD : CLREMAT_PHASE_RECOMPUTE);
             break;
         case CLREMAT_ACT_RECOMPUTE_ACT: {
@@ -592,7 +669,7 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
     if (nonfinite) {
         int bad = -1;
         float r[2];
-        st = forward_only(t, g, t->costs, r, 1, &bad);
+        st = forward_only(t, g, t->costs, t->gemm_ws_fwd, r, 1, &bad);
         if (st != CLREMAT_OK)
             return st;
         return clremat_fail(t->ctx, CLREMAT_ERR_NONFINITE,
@@ -608,7 +685,7 @@ int clremat_trainer_eval(clremat_trainer *t, const float *x, const float *y, flo
     float r[2];
     int st = upload(t, x, y);
     if (st == CLREMAT_OK)
-        st = forward_only(t, t->eval_g, t->eval_costs, r, 0, NULL);
+        st = forward_only(t, t->eval_g, t->eval_costs, t->eval_gemm_ws, r, 0, NULL);
     if (st == CLREMAT_OK) {
         *loss = r[0];
         *correct = r[1];

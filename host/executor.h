@@ -42,6 +42,10 @@ typedef struct clremat_trainer {
     int profiling;
     cl_command_queue side_queue;    /**< recompute queue of an overlapped plan (else NULL) */
     cl_event marker;                /**< compute-queue marker the next recompute run waits for */
+    /* h6-perf: GEMM workspace per layer (included in costs[l].fwd/bwd_temp_bytes) */
+    size_t *gemm_ws_fwd, *gemm_ws_bwd;  /**< training graph, per layer */
+    size_t *eval_gemm_ws;               /**< eval graph forward, per layer */
+    clremat_buf *gemm_ws;               /**< GEMM workspace of the running action */
 } clremat_trainer;
 
 /** Plans (policy p at batch), allocates the fixed memory (parameters,
@@ -71,9 +75,11 @@ int clremat_measure_layer_ms(clremat_ctx *ctx, clremat_graph *g, int64_t batch, 
 void clremat_trainer_free(clremat_trainer *t);
 
 /** Fills a planner input for g at batch from the cost model; in->costs is
- * malloc'ed (free it). */
-int clremat_plan_input_for(const clremat_graph *g, int64_t batch, int opt_states, const double *layer_cost,
-                           clremat_plan_input *in);
+ * malloc'ed (free it). With a context the costs include the GEMM workspace
+ * its GEMM path needs (per layer in *ws_fwd_out / *ws_bwd_out when not NULL,
+ * malloc'd); without one, the native path's (none). */
+int clremat_plan_input_for(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, int opt_states,
+                           const double *layer_cost, clremat_plan_input *in, size_t **ws_fwd_out, size_t **ws_bwd_out);
 
 /** Plans policy p for graph g at batch without a device; costs filled from
  * the cost model (*costs_out, if not NULL, gets them; free() it). limit is
@@ -82,6 +88,14 @@ int clremat_plan_input_for(const clremat_graph *g, int64_t batch, int opt_states
  * `clremat plan`, `compare` and the trainer. */
 int clremat_plan_for(const clremat_graph *g, int64_t batch, const clremat_policy *p, int opt_states,
                      uint64_t limit, const double *layer_cost, clremat_plan *out, clremat_layer_cost **costs_out);
+
+/** clremat_plan_for on a context (NULL: no device): the cost of every
+ * layer also includes the GEMM workspace the context's GEMM path needs, so
+ * the plan's peak stays exact on every path; overlap != 0 moves
+ * recomputation to a second queue (clremat_plan_overlap). */
+int clremat_plan_for_ctx(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, const clremat_policy *p,
+                         int opt_states, uint64_t limit, const double *layer_cost, int overlap, clremat_plan *out,
+                         clremat_layer_cost **costs_out, size_t **ws_fwd_out, size_t **ws_bwd_out);
 
 /** One training step on batch x (batch * input elems floats) and labels y.
  * Returns the mean loss and the correct count of the batch. A non-finite

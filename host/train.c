@@ -280,6 +280,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     }
     if (cfg->load && (st = clremat_weights_load(t, cfg->load)))
         goto fail;
+    snprintf(res->gemm, sizeof res->gemm, "%s", clremat_gemm_path_name(clremat_ctx_gemm(ctx)));
     res->predicted_peak = t->plan.peak_bytes;
     res->fixed_bytes = t->plan.fixed_bytes;
     res->param_bytes = t->plan.param_bytes;
@@ -361,7 +362,12 @@ fail:
 int clremat_train_run(const clremat_train_config *cfg, clremat_train_result *res)
 {
     clremat_ctx *ctx = NULL;
-    int st = clremat_ctx_create(cfg->device, cfg->memory_limit, &ctx);
+    clremat_gemm_path path = CLREMAT_GEMM_AUTO;
+    int st = cfg->gemm ? clremat_gemm_path_parse(cfg->gemm, &path) : CLREMAT_OK;
+    if (st == CLREMAT_OK)
+        st = clremat_ctx_create(cfg->device, cfg->memory_limit, &ctx);
+    if (st == CLREMAT_OK)
+        clremat_ctx_set_gemm(ctx, path);
     if (st != CLREMAT_OK) {
         memset(res, 0, sizeof *res);
         return st;

@@ -28,6 +28,7 @@ typedef struct clremat_train_config {
     int timeline;                   /**< record live bytes over the last step */
     int overlap;                    /**< recompute on a second queue, overlapping backward */
     int costs_measured;             /**< budget/auto: plan from measured per-layer times (a profiled warm-up) */
+    const char *gemm;               /**< GEMM path: "native", "clblast", "auto" or NULL (auto) */
 } clremat_train_config;
 
 typedef struct clremat_train_result {
@@ -51,6 +52,7 @@ typedef struct clremat_train_result {
     size_t n_timeline;
     clremat_graph *g;               /**< the model (owned) */
     float *final_params;            /**< parameters after the run (param_bytes) */
+    char gemm[16];                  /**< GEMM path the run used ("native" or "clblast") */
 } clremat_train_result;
 
 /** Runs a whole training job. On failure returns a status with the message in

@@ -163,11 +163,13 @@ START_TEST(test_memory_limit)
     clremat_policy_parse("none", &none);
     clremat_policy_parse("full", &full);
     clremat_opt_defaults("adam", &opt);
-    ck_assert_int_eq(clremat_plan_for(g, BATCH, &none, 2, 0, NULL, &pn, NULL), CLREMAT_OK);
-    ck_assert_int_eq(clremat_plan_for(g, BATCH, &full, 2, 0, NULL, &pf, NULL), CLREMAT_OK);
+    /* plans on the context: they include the GEMM path's workspace */
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &none, 2, 0, NULL, 0, &pn, NULL, NULL, NULL), CLREMAT_OK);
+    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &full, 2, 0, NULL, 0, &pf, NULL, NULL, NULL), CLREMAT_OK);
     ck_assert_uint_lt(pf.peak_bytes, pn.peak_bytes);
     limit = (pf.peak_bytes + pn.peak_bytes) / 2;
-    TEST_OPEN_CTX(ctx, limit);
+    clremat_pool_set_limit(ctx->pool, limit);
     ck_assert_int_eq(clremat_trainer_new(ctx, g, BATCH, &none, &opt, 1, &t), CLREMAT_ERR_OUT_OF_MEMORY);
     ck_assert_ptr_null(t);
     {

@@ -27,6 +27,7 @@ typedef struct cli_plan_opts {
     uint64_t memory_limit;      /**< --memory-limit (0: none given) */
     int pareto, points;         /**< --pareto, --points (default 40) */
     int overlap;                /**< --overlap */
+    const char *gemm;           /**< --gemm: plan on the device for that GEMM path */
     const char *svg;            /**< --svg FILE with --pareto */
 } cli_plan_opts;
 

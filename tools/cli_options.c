@@ -97,6 +97,8 @@ static int train_usage(FILE *f)
         "  --costs flops|measured  what budget/auto minimize: FLOPs (default) or per-layer\n"
         "                       device times measured in a profiled warm-up step\n"
         "  --memory-limit B     device memory limit, e.g. 64MiB (default: device memory)\n"
+        "  --gemm PATH          native | clblast | auto: GEMM kernels (default auto: cached\n"
+        "                       per-device calibration; also $CLREMAT_GEMM)\n"
         "  --overlap            recompute on a second queue, overlapping the previous segment's\n"
         "                       backward (its extra memory is in the prediction)\n"
         "  --profile            per-layer device time of the last step\n"
@@ -131,7 +133,8 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         {"remat", required_argument, NULL, 'r'}, {"memory-limit", required_argument, NULL, 'm'},
         {"profile", no_argument, NULL, 'p'}, {"json", no_argument, NULL, 'j'},
         {"quiet", no_argument, NULL, 'q'}, {"costs", required_argument, NULL, 'C'},
-        {"overlap", no_argument, NULL, 'O'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"overlap", no_argument, NULL, 'O'}, {"gemm", required_argument, NULL, 'G'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int c;
     int64_t v;
     char *end;
@@ -174,6 +177,11 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
             cfg->costs_measured = !strcmp(optarg, "measured");
             break;
         case 'O': cfg->overlap = 1; break;
+        case 'G':
+            if (strcmp(optarg, "native") && strcmp(optarg, "clblast") && strcmp(optarg, "auto"))
+                return cli_error("--gemm takes native, clblast or auto, got '%s'", optarg), 2;
+            cfg->gemm = optarg;
+            break;
         case 'j': *json = 1; break;
         case 'q': cfg->progress = 0; break;
         case 'h': return train_usage(stdout);
@@ -199,7 +207,7 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         {"actions", no_argument, NULL, 'a'}, {"device", required_argument, NULL, 'd'},
         {"memory-limit", required_argument, NULL, 'm'}, {"pareto", no_argument, NULL, 'p'},
         {"svg", required_argument, NULL, 'v'}, {"points", required_argument, NULL, 'n'},
-        {"overlap", no_argument, NULL, 'O'},
+        {"overlap", no_argument, NULL, 'O'}, {"gemm", required_argument, NULL, 'G'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int c;
     int64_t v;
@@ -227,6 +235,11 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
             break;
         case 'p': o->pareto = 1; break;
         case 'O': o->overlap = 1; break;
+        case 'G':
+            if (strcmp(optarg, "native") && strcmp(optarg, "clblast") && strcmp(optarg, "auto"))
+                return cli_error("--gemm takes native, clblast or auto, got '%s'", optarg), 2;
+            o->gemm = optarg;
+            break;
         case 'v': o->svg = optarg; break;
         case 'n':
             if (parse_i64("--points", optarg, 2, &v) || v > 10000)
@@ -235,12 +248,15 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
             break;
         case 'h':
             printf("usage: clremat plan MODEL [--remat MODE] [--batch N] [--optimizer NAME] [--json] [--actions]\n"
-                   "       [--memory-limit BYTES | --device SEL] [--overlap] [--pareto [--points N] [--svg FILE]]\n"
+                   "       [--memory-limit BYTES | --device SEL] [--overlap] [--gemm PATH]\n"
+                   "       [--pareto [--points N] [--svg FILE]]\n"
                    "Prints, per layer, output and saved bytes, whether tensors are kept or discarded after\n"
                    "the forward pass, recomputations and forward FLOPs; then the predicted peak of live\n"
                    "device bytes, activation bytes kept, and recompute FLOPs as a share of the step.\n"
                    "--actions also lists the step's actions with predicted live bytes. --remat auto plans\n"
                    "for --memory-limit, else for the memory of --device (or the default device).\n"
+                   "--gemm plans for that GEMM path on the device (its workspace is in the peak);\n"
+                   "without it no device is opened and the native path (no workspace) is assumed.\n"
                    "--pareto sweeps budgets from the smallest feasible peak to the none peak and lists\n"
                    "peak against recompute cost; --svg FILE plots it with the Keras-style modes marked.\n");
             return 0;

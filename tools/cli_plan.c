@@ -35,17 +35,6 @@ static const char *internal_state(const clremat_plan *p, const clremat_layer_cos
     return !any ? "-" : all ? "kept" : "discarded";
 }
 
-/* --overlap: the plan with recomputation on a second queue. */
-static int overlap_plan(const clremat_graph *gr, long long batch, int opt_states, clremat_plan *plan)
-{
-    clremat_plan_input in;
-    int st = clremat_plan_input_for(gr, batch, opt_states, NULL, &in);
-    if (st == CLREMAT_OK)
-        st = clremat_plan_overlap(&in, plan);
-    free((void *)in.costs);
-    return st;
-}
-
 /* --pareto: the front as a table or JSON, and optionally an SVG plot. */
 static int print_pareto(const clremat_graph *gr, long long batch, int opt_states, int json, int points,
                         const char *svg)
@@ -54,7 +43,7 @@ static int print_pareto(const clremat_graph *gr, long long batch, int opt_states
     clremat_pareto_point *pts = NULL;
     clremat_pareto_mark *marks = NULL;
     int n = 0, nm = 0, st, rc = 0;
-    if ((st = clremat_plan_input_for(gr, batch, opt_states, NULL, &in)))
+    if ((st = clremat_plan_input_for(NULL, gr, batch, opt_states, NULL, &in, NULL, NULL)))
         return cli_error("%s", clremat_last_error());
     if ((st = clremat_plan_pareto(&in, points, &pts, &n)) || (st = clremat_pareto_marks(&in, &marks, &nm))) {
         rc = cli_error("%s", clremat_last_error());
@@ -106,6 +95,7 @@ int cli_plan(const cli_global *g, int argc, char **argv)
     clremat_plan plan;
     clremat_layer_cost *costs = NULL;
     clremat_opt_config opt;
+    clremat_ctx *ctx = NULL;
     uint64_t limit;
 
     if (st != CLI_CONTINUE)
@@ -130,10 +120,16 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         if ((st = clremat_select_device(o.device ? o.device : g->device, &dev)) == CLREMAT_OK)
             limit = dev.global_mem_bytes;
     }
-    if (st || (st = clremat_plan_for(gr, batch, &pol, clremat_opt_state_count(opt.kind), limit, NULL, &plan,
-                                     &costs)) ||
-        (o.overlap && (st = overlap_plan(gr, batch, clremat_opt_state_count(opt.kind), &plan)))) {
+    if (st == CLREMAT_OK && o.gemm) { /* plan for a device's GEMM path (its workspace included) */
+        clremat_gemm_path gp;
+        if ((st = clremat_gemm_path_parse(o.gemm, &gp)) == CLREMAT_OK &&
+            (st = clremat_ctx_create(o.device ? o.device : g->device, 0, &ctx)) == CLREMAT_OK)
+            clremat_ctx_set_gemm(ctx, gp);
+    }
+    if (st || (st = clremat_plan_for_ctx(ctx, gr, batch, &pol, clremat_opt_state_count(opt.kind), limit, NULL,
+                                         o.overlap, &plan, &costs, NULL, NULL))) {
         cli_error("%s", clremat_last_error());
+        clremat_ctx_destroy(ctx);
         clremat_graph_free(gr);
         return 1;
     }
@@ -142,7 +138,12 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         cli_json_string(stdout, gr->name);
         printf(", \"remat\": ");
         cli_json_string(stdout, pol.text);
-        printf(", \"batch\": %lld, \"layers\": [", batch);
+        printf(", \"batch\": %lld, \"gemm\": ", batch);
+        if (ctx)
+            cli_json_string(stdout, clremat_gemm_path_name(clremat_ctx_gemm(ctx)));
+        else
+            printf("null");
+        printf(", \"overlap\": %s, \"layers\": [", plan.overlap ? "true" : "false");
         for (int l = 0; l < gr->n_layers; l++) {
             const clremat_layer *L = &gr->layers[l];
             printf("%s\n  {\"name\": ", l ? "," : "");
@@ -214,6 +215,7 @@ int cli_plan(const cli_global *g, int argc, char **argv)
     }
     clremat_plan_free(&plan);
     free(costs);
+    clremat_ctx_destroy(ctx);
     clremat_graph_free(gr);
     return 0;
 }

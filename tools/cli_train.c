@@ -26,6 +26,8 @@ static void print_json(const clremat_train_config *cfg, const clremat_train_resu
     cli_json_string(stdout, r->platform);
     printf(", \"remat\": ");
     cli_json_string(stdout, r->remat);
+    printf(", \"gemm\": ");
+    cli_json_string(stdout, r->gemm);
     printf(", \"batch\": %lld, \"steps\": %lld, \"warmup\": %lld, \"seed\": %llu, \"optimizer\": ",
            (long long)cfg->batch, (long long)r->steps_run, (long long)cfg->warmup, (unsigned long long)cfg->seed);
     cli_json_string(stdout, cfg->optimizer ? cfg->optimizer : "adam");
@@ -74,6 +76,7 @@ static void print_summary(const clremat_train_config *cfg, const clremat_train_r
     printf("model        %s (%s)\n", r->g ? r->g->name : "?", cfg->model_path);
     printf("device       %s [%s]\n", r->device, r->platform);
     printf("remat        %s\n", r->remat);
+    printf("gemm         %s\n", r->gemm);
     printf("steps        %lld at batch %lld (%lld warm-up steps excluded from timing)\n", (long long)r->steps_run,
            (long long)cfg->batch, (long long)cfg->warmup);
     printf("train loss   %.6f (first step %.6f)\n", (double)r->final_loss,
