@@ -151,7 +151,7 @@ static int run_clblast(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, i
     if (cs != CLBlastSuccess)
         return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "CLBlastSgemm %lldx%lldx%lld (tA=%d tB=%d) failed: status %d",
                             (long long)M, (long long)N, (long long)K, tA, tB, (int)cs);
-    return clremat_profile_event(ctx, ev);
+    return clremat_profile_event(ctx, ev, "CLBlastSgemm");
 }
 
 int clremat_gemm(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
@@ -193,6 +193,6 @@ int clremat_gemm_dense(clremat_ctx *ctx, int64_t rows, int64_t in, int64_t units
                             (long long)(rows * units));
     n = (cl_int)(rows * units), iu = (cl_int)units, ub = bias ? 1 : 0;
     mb = clremat_mem(bias ? bias : pre), mp = clremat_mem(pre), mo = clremat_mem(act ? out : pre);
-    return clremat_run1d(ctx, "clremat_bias_act", rows * units, sizeof n, &n, sizeof iu, &iu, sizeof ub, &ub,
+    return clremat_run1d(ctx, "clremat_bias_act8", (rows * units + 7) / 8, sizeof n, &n, sizeof iu, &iu, sizeof ub, &ub,
                          sizeof iact, &iact, sizeof mb, &mb, sizeof mp, &mp, sizeof mo, &mo, (size_t)0);
 }
