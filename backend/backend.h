@@ -81,6 +81,17 @@ int clremat_set_args(clremat_ctx *ctx, cl_kernel k, const char *kname, ...);
 int clremat_launch(clremat_ctx *ctx, cl_kernel k, const char *kname, cl_uint dims,
                    const size_t *global, const size_t *local);
 
+/** Fault injection for tests: on this thread, the k-th clremat_launch on ctx
+ * from now (1-based) fails with status (an OpenCL code such as
+ * CL_OUT_OF_RESOURCES or CL_INVALID_COMMAND_QUEUE, as a lost device or queue
+ * reports it) without enqueuing anything; k 0 turns it off. Also starts the
+ * launch count of clremat_ctx_launch_count. */
+void clremat_ctx_fail_launch_at(clremat_ctx *ctx, uint64_t k, int status);
+
+/** Launches on ctx since clremat_ctx_fail_launch_at was last called for it
+ * on this thread (failed injected launches included); 0 for other contexts. */
+uint64_t clremat_ctx_launch_count(const clremat_ctx *ctx);
+
 /** Opens another queue on the context's device with the properties wanted;
  * where unsupported, drops them (out-of-order first, then profiling) and sets
  * *fell_back. */

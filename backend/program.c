@@ -219,6 +219,27 @@ int clremat_set_args(clremat_ctx *ctx, cl_kernel k, const char *kname, ...)
     return st;
 }
 
+/* Launch fault injection (tests): per thread, for one context. */
+static __thread struct {
+    const clremat_ctx *ctx;
+    uint64_t countdown;     /* 0: off */
+    int status;
+    uint64_t launches;      /* launches of ctx since the fault was set */
+} launch_fault;
+
+void clremat_ctx_fail_launch_at(clremat_ctx *ctx, uint64_t k, int status)
+{
+    launch_fault.ctx = ctx;
+    launch_fault.countdown = k;
+    launch_fault.status = status;
+    launch_fault.launches = 0;
+}
+
+uint64_t clremat_ctx_launch_count(const clremat_ctx *ctx)
+{
+    return launch_fault.ctx == ctx ? launch_fault.launches : 0;
+}
+
 int clremat_launch(clremat_ctx *ctx, cl_kernel k, const char *kname, cl_uint dims,
                    const size_t *global, const size_t *local)
 {
@@ -227,6 +248,12 @@ int clremat_launch(clremat_ctx *ctx, cl_kernel k, const char *kname, cl_uint dim
     cl_int err;
     if (ctx->dry_run)
         return CLREMAT_OK;
+    if (launch_fault.ctx == ctx) {
+        launch_fault.launches++;
+        if (launch_fault.countdown && --launch_fault.countdown == 0)
+            return clremat_fail(ctx, launch_fault.status, "launching kernel %s failed: %s (fault injected for testing)",
+                                kname, clremat_status_str(launch_fault.status));
+    }
     for (cl_uint i = 0; i < dims; i++) {
         g[i] = global[i] ? global[i] : 1;
         if (local && local[i])

@@ -13,34 +13,6 @@
 #define S CLREMAT_MAX_SLOTS
 
 
-int clremat_plan_for(const clremat_graph *g, int64_t batch, const clremat_policy *p, int opt_states,
-                     clremat_plan *out, clremat_layer_cost **costs_out)
-{
-    clremat_layer_cost *costs = calloc((size_t)g->n_layers, sizeof *costs);
-    clremat_plan_input in;
-    int st = CLREMAT_OK;
-    memset(out, 0, sizeof *out);
-    if (!costs)
-        return clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
-    for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++)
-        st = clremat_layer_cost_of(g, l, batch, &costs[l]);
-    if (st == CLREMAT_OK) {
-        in.g = g;
-        in.batch = batch;
-        in.costs = costs;
-        in.opt_states = opt_states;
-        in.scratch_bytes = CLREMAT_SCRATCH_BYTES;
-        st = clremat_plan_build(&in, p, out);
-    }
-    if (st != CLREMAT_OK || !costs_out)
-        free(costs);
-    else
-        *costs_out = costs;
-    return st;
-}
-
-/* Costs of every layer of g at batch with the context's GEMM workspace added;
- * the workspace per layer goes to ws_fwd / ws_bwd (either may be NULL). */
 static int costs_with_gemm(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, clremat_layer_cost *costs,
                            size_t *ws_fwd, size_t *ws_bwd)
 {
@@ -63,47 +35,92 @@ static int costs_with_gemm(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
     return st;
 }
 
-int clremat_plan_for_ctx(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, const clremat_policy *p,
-                         int opt_states, clremat_plan *out, clremat_layer_cost **costs_out, size_t **ws_fwd_out,
-                         size_t **ws_bwd_out)
+int clremat_plan_input_for(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, int opt_states,
+                           const double *layer_cost, clremat_plan_input *in, size_t **ws_fwd_out, size_t **ws_bwd_out)
 {
-    clremat_layer_cost *costs = calloc((size_t)g->n_layers, sizeof *costs);
-    size_t *wf = calloc((size_t)g->n_layers, sizeof *wf), *wb = calloc((size_t)g->n_layers, sizeof *wb);
-    clremat_plan_input in;
-    int st;
-    memset(out, 0, sizeof *out);
+    clremat_layer_cost *costs = calloc((size_t)g->n_layers + 1, sizeof *costs);
+    size_t *wf = calloc((size_t)g->n_layers + 1, sizeof *wf), *wb = calloc((size_t)g->n_layers + 1, sizeof *wb);
+    int st = CLREMAT_OK;
+    memset(in, 0, sizeof *in); /* optional fields (layer_cost) default to NULL */
     if (!costs || !wf || !wb) {
         st = clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
         goto done;
     }
-    st = costs_with_gemm(ctx, g, batch, costs, wf, wb);
-    if (st == CLREMAT_OK) {
-        in.g = g;
-        in.batch = batch;
-        in.costs = costs;
-        in.opt_states = opt_states;
-        in.scratch_bytes = CLREMAT_SCRATCH_BYTES;
-        st = clremat_plan_build(&in, p, out);
-        if (st != CLREMAT_OK)
-            clremat_fail(ctx, st, "%s", clremat_last_error());
+    if (ctx) {
+        st = costs_with_gemm(ctx, g, batch, costs, wf, wb);
+    } else { /* no device: the native GEMM path, which needs no workspace */
+        for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++)
+            st = clremat_layer_cost_of(g, l, batch, &costs[l]);
     }
-done:
-    if (st == CLREMAT_OK && costs_out) {
-        *costs_out = costs;
-        costs = NULL;
-    }
-    if (st == CLREMAT_OK && ws_fwd_out) {
+    if (st != CLREMAT_OK)
+        goto done;
+    in->g = g;
+    in->batch = batch;
+    in->costs = costs;
+    in->opt_states = opt_states;
+    in->scratch_bytes = CLREMAT_SCRATCH_BYTES;
+    in->layer_cost = layer_cost;
+    costs = NULL;
+    if (ws_fwd_out) {
         *ws_fwd_out = wf;
         wf = NULL;
     }
-    if (st == CLREMAT_OK && ws_bwd_out) {
+    if (ws_bwd_out) {
         *ws_bwd_out = wb;
         wb = NULL;
     }
+done:
     free(costs);
     free(wf);
     free(wb);
     return st;
+}
+
+int clremat_plan_for_ctx(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, const clremat_policy *p,
+                         int opt_states, uint64_t limit, const double *layer_cost, int overlap, clremat_plan *out,
+                         clremat_layer_cost **costs_out, size_t **ws_fwd_out, size_t **ws_bwd_out)
+{
+    clremat_plan_input in;
+    int st;
+    memset(out, 0, sizeof *out);
+    if ((st = clremat_plan_input_for(ctx, g, batch, opt_states, layer_cost, &in, ws_fwd_out, ws_bwd_out)))
+        return st;
+    if (p->kind == CLREMAT_POLICY_AUTO) {
+        if (limit == 0)
+            st = clremat_set_error(CLREMAT_ERR_PLAN, "--remat auto needs a memory limit (a device or --memory-limit)");
+        else
+            st = clremat_plan_auto(&in, limit, out);
+        if (st == CLREMAT_OK)
+            out->policy = *p;
+    } else {
+        st = clremat_plan_build(&in, p, out);
+    }
+    if (st == CLREMAT_OK && overlap)
+        st = clremat_plan_overlap(&in, out);
+    if (st != CLREMAT_OK) {
+        clremat_plan_free(out);
+        if (ctx)
+            clremat_fail(ctx, st, "%s", clremat_last_error());
+        if (ws_fwd_out) {
+            free(*ws_fwd_out);
+            *ws_fwd_out = NULL;
+        }
+        if (ws_bwd_out) {
+            free(*ws_bwd_out);
+            *ws_bwd_out = NULL;
+        }
+    }
+    if (st != CLREMAT_OK || !costs_out)
+        free((void *)in.costs);
+    else
+        *costs_out = (clremat_layer_cost *)in.costs;
+    return st;
+}
+
+int clremat_plan_for(const clremat_graph *g, int64_t batch, const clremat_policy *p, int opt_states,
+                     uint64_t limit, const double *layer_cost, clremat_plan *out, clremat_layer_cost **costs_out)
+{
+    return clremat_plan_for_ctx(NULL, g, batch, p, opt_states, limit, layer_cost, 0, out, costs_out, NULL, NULL);
 }
 
 /* A copy of g for evaluation: dropout rates set to zero. */
@@ -180,6 +197,12 @@ void clremat_trainer_free(clremat_trainer *t)
     free(t->eval_gemm_ws);
     free(t->kprof);
     free(t->profile);
+    if (t->marker)
+        clReleaseEvent(t->marker);
+    if (t->side_queue) {
+        clFinish(t->side_queue);
+        clReleaseCommandQueue(t->side_queue);
+    }
     clremat_plan_free(&t->plan);
     if (t->eval_g) {
         free(t->eval_g->layers);
@@ -257,16 +280,17 @@ fail:
 /* Writes into buf the policies that would fit limit, cheapest recompute first. */
 static void suggest(const clremat_trainer *t, uint64_t limit, char *buf, size_t len)
 {
-    static const char *const modes[] = {"none", "activations", "larger_than", "full"};
+    static const char *const modes[] = {"none", "activations", "larger_than", "full", "auto"};
     struct { const char *m; double flops; uint64_t peak; } fit[8];
+    /* auto is the budget planner for this limit: the cheapest plan that fits */
     int nfit = 0;
     size_t off = 0;
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         clremat_policy p;
         clremat_plan pl;
         if (clremat_policy_parse(modes[i], &p) ||
-            clremat_plan_for_ctx(t->ctx, t->g, t->batch, &p, clremat_opt_state_count(t->opt.kind), &pl, NULL, NULL,
-                                 NULL))
+            clremat_plan_for_ctx(t->ctx, t->g, t->batch, &p, clremat_opt_state_count(t->opt.kind), limit, NULL, 0,
+                                 &pl, NULL, NULL, NULL))
             continue;
         if (pl.peak_bytes <= limit) {
             int j = nfit++;
@@ -294,6 +318,13 @@ static void suggest(const clremat_trainer *t, uint64_t limit, char *buf, size_t 
 int clremat_trainer_new(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_policy *p,
                         const clremat_opt_config *opt, uint64_t seed, clremat_trainer **out)
 {
+    return clremat_trainer_new_costs(ctx, g, batch, p, opt, seed, NULL, 0, out);
+}
+
+int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_policy *p,
+                              const clremat_opt_config *opt, uint64_t seed, const double *layer_cost,
+                              int overlap, clremat_trainer **out)
+{
     clremat_trainer *t = calloc(1, sizeof *t);
     uint64_t limit = clremat_pool_get_stats(ctx->pool).limit;
     uint64_t live = clremat_pool_get_stats(ctx->pool).live_bytes;
@@ -311,10 +342,15 @@ int clremat_trainer_new(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const
                           (long long)batch);
         goto fail;
     }
-    st = clremat_plan_for_ctx(ctx, g, batch, p, clremat_opt_state_count(opt->kind), &t->plan, &t->costs,
-                              &t->gemm_ws_fwd, &t->gemm_ws_bwd);
+    st = clremat_plan_for_ctx(ctx, g, batch, p, clremat_opt_state_count(opt->kind), limit ? limit - live : 0,
+                              layer_cost, overlap, &t->plan, &t->costs, &t->gemm_ws_fwd, &t->gemm_ws_bwd);
     if (st != CLREMAT_OK)
         goto fail;
+    if (overlap) {
+        int fell = 0;
+        if ((st = clremat_ctx_open_queue(ctx, CL_QUEUE_PROFILING_ENABLE, &t->side_queue, &fell)))
+            goto fail;
+    }
     if (limit && live + t->plan.peak_bytes > limit) {
         char hint[1024];
         suggest(t, limit - live, hint, sizeof hint);
@@ -556,6 +592,51 @@ static void collect_profile(clremat_trainer *t)
         qsort(t->kprof, (size_t)t->n_kprof, sizeof *t->kprof, kprof_cmp);
 }
 
+/* Releases the launch events of a step that failed: its profile is not
+ * collected, and the next profiled step must not count them. */
+static void drop_profile(clremat_ctx *ctx)
+{
+    for (size_t i = 0; i < ctx->n_prof; i++)
+        clReleaseEvent(ctx->prof[i].event);
+    ctx->n_prof = 0;
+}
+
+/* Overlapped plans: a marker on the compute queue opens a window in which
+ * released buffers are quarantined (kernels on the other queue may still use
+ * them); recompute actions go to the side queue, which first waits for the
+ * marker; a join makes the compute queue wait for the side queue and closes
+ * the window. */
+static int switch_queues(clremat_trainer *t, const clremat_action *a)
+{
+    clremat_ctx *ctx = t->ctx;
+    cl_int err = CL_SUCCESS;
+    if (a->join) {
+        cl_event e = NULL;
+        err = clEnqueueMarkerWithWaitList(t->side_queue, 0, NULL, &e);
+        if (err == CL_SUCCESS)
+            err = clEnqueueBarrierWithWaitList(ctx->queue, 1, &e, NULL);
+        if (e)
+            clReleaseEvent(e);
+        clremat_pool_quarantine(ctx->pool, 0);
+    }
+    if (err == CL_SUCCESS && a->marker) {
+        if (t->marker)
+            clReleaseEvent(t->marker);
+        t->marker = NULL;
+        err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &t->marker);
+        clremat_pool_quarantine(ctx->pool, 1);
+    }
+    if (err == CL_SUCCESS && a->queue == 1 && ctx->active_queue != t->side_queue) {
+        err = clEnqueueBarrierWithWaitList(t->side_queue, t->marker ? 1 : 0, t->marker ? &t->marker : NULL, NULL);
+        ctx->active_queue = t->side_queue;
+    } else if (a->queue == 0) {
+        ctx->active_queue = ctx->queue;
+    }
+    if (err != CL_SUCCESS)
+        return clremat_fail(ctx, err, "synchronizing the recompute queue failed: %s", clremat_status_str(err));
+    return CLREMAT_OK;
+}
+
 int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct)
 {
     int st = upload(t, x, y), nonfinite = 0;
@@ -565,6 +646,8 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
     t->ctx->profiling = t->profiling;
     for (int i = 0; i < t->plan.n_actions && st == CLREMAT_OK; i++) {
         const clremat_action *a = &t->plan.actions[i];
+        if (t->side_queue && (st = switch_queues(t, a)) != CLREMAT_OK)
+            break;
         switch (a->kind) {
         case CLREMAT_ACT_FORWARD:
         case CLREMAT_ACT_RECOMPUTE:
@@ -599,8 +682,14 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
             break;
         }
     }
+    if (t->side_queue) { /* back to one queue, whatever happened */
+        clFinish(t->side_queue);
+        t->ctx->active_queue = t->ctx->queue;
+        clremat_pool_quarantine(t->ctx->pool, 0);
+    }
     if (st != CLREMAT_OK) {
         release_step_tensors(t);
+        drop_profile(t->ctx);
         t->ctx->profiling = 0;
         return st;
     }
@@ -656,3 +745,32 @@ int clremat_trainer_get_params(clremat_trainer *t, float *out) { return copy_par
 int clremat_trainer_set_params(clremat_trainer *t, const float *in) { return copy_params(t, (float *)in, 1); }
 
 void clremat_trainer_set_profiling(clremat_trainer *t, int on) { t->profiling = on; }
+
+int clremat_measure_layer_ms(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_opt_config *opt,
+                             uint64_t seed, const float *x, const float *y, double **out)
+{
+    clremat_policy p;
+    clremat_trainer *t = NULL;
+    double *ms = calloc((size_t)g->n_layers, sizeof *ms);
+    float loss, correct;
+    int st;
+    *out = NULL;
+    if (!ms)
+        return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+    clremat_policy_parse("auto", &p); /* whatever fits: the forward times do not depend on the plan */
+    st = clremat_trainer_new(ctx, g, batch, &p, opt, seed, &t);
+    for (int s = 0; s < 2 && st == CLREMAT_OK; s++) { /* a warm-up step, then a profiled one */
+        clremat_trainer_set_profiling(t, s == 1);
+        st = clremat_trainer_step(t, x, y, &loss, &correct);
+    }
+    if (st == CLREMAT_OK)
+        for (int l = 0; l < g->n_layers; l++) /* a floor keeps every layer's cost positive */
+            ms[l] = (t->profile[l].ns[CLREMAT_PHASE_FORWARD] > 0 ? t->profile[l].ns[CLREMAT_PHASE_FORWARD] : 1e3) / 1e6;
+    clremat_trainer_free(t);
+    if (st != CLREMAT_OK) {
+        free(ms);
+        return st;
+    }
+    *out = ms;
+    return CLREMAT_OK;
+}

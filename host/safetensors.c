@@ -176,10 +176,11 @@ static int parse_entry(const char *path, const char *name, json_t *v, const unsi
     return CLREMAT_OK;
 }
 
-int clremat_st_read(const char *path, clremat_st_file *out)
+/* Validates blob (len bytes, malloc'd; owned from here on: kept in out on
+ * success, freed on failure); path names it in errors. */
+static int parse_blob(const char *path, unsigned char *blob, size_t len, clremat_st_file *out)
 {
-    unsigned char *blob = NULL;
-    size_t len = 0, n = 0;
+    size_t n = 0;
     uint64_t hlen, data_len;
     json_t *root = NULL, *v;
     json_error_t jerr;
@@ -187,11 +188,6 @@ int clremat_st_read(const char *path, clremat_st_file *out)
     clremat_st_tensor *ts = NULL;
     span *spans = NULL;
     int st;
-    if (!path || !out)
-        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "clremat_st_read: NULL argument");
-    memset(out, 0, sizeof *out);
-    if ((st = slurp(path, &blob, &len)) != CLREMAT_OK)
-        return st;
     if (len < 8) {
         st = clremat_set_error(CLREMAT_ERR_PARSE,
                                "%s: file is %zu bytes, too short for the 8-byte header length (truncated?)", path, len);
@@ -270,6 +266,35 @@ fail:
     free(ts);
     free(blob);
     return st;
+}
+
+int clremat_st_read(const char *path, clremat_st_file *out)
+{
+    unsigned char *blob = NULL;
+    size_t len = 0;
+    int st;
+    if (!path || !out)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "clremat_st_read: NULL argument");
+    memset(out, 0, sizeof *out);
+    if ((st = slurp(path, &blob, &len)) != CLREMAT_OK)
+        return st;
+    return parse_blob(path, blob, len, out);
+}
+
+int clremat_st_read_mem(const void *data, size_t len, const char *origin, clremat_st_file *out)
+{
+    unsigned char *blob;
+    if ((!data && len) || !out)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "clremat_st_read_mem: NULL argument");
+    memset(out, 0, sizeof *out);
+    if (!origin)
+        origin = "(memory)";
+    blob = malloc(len ? len : 1);
+    if (!blob)
+        return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory copying %zu bytes", origin, len);
+    if (len)
+        memcpy(blob, data, len);
+    return parse_blob(origin, blob, len, out);
 }
 
 const clremat_st_tensor *clremat_st_find(const clremat_st_file *f, const char *name)

@@ -34,6 +34,10 @@ typedef struct clremat_st_file {
  * and what is wrong (CLREMAT_ERR_IO, CLREMAT_ERR_PARSE) in clremat_last_error(). */
 int clremat_st_read(const char *path, clremat_st_file *out);
 
+/** Same as clremat_st_read on len bytes in memory (copied: data may be
+ * freed afterwards); origin names them in errors (NULL: "(memory)"). */
+int clremat_st_read_mem(const void *data, size_t len, const char *origin, clremat_st_file *out);
+
 /** The tensor called name, or NULL. */
 const clremat_st_tensor *clremat_st_find(const clremat_st_file *f, const char *name);
 

@@ -152,6 +152,12 @@ int clremat_pool_alloc(clremat_pool *pool, size_t bytes, const char *tag, clrema
 /** Returns a buffer to the pool's free cache; NULL is ignored. */
 void clremat_pool_release(clremat_pool *pool, clremat_buf *buf);
 
+/** Quarantine on: buffers released from now on stop counting as live at
+ * once but are not handed out again until quarantine is turned off (they
+ * may still be in use by commands running on another queue). Off: they
+ * become reusable. */
+void clremat_pool_quarantine(clremat_pool *pool, int on);
+
 /** Gives cached free buffers back to the allocator (reserved drops to live). */
 void clremat_pool_trim(clremat_pool *pool);
 

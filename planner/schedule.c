@@ -279,9 +279,15 @@ static void recompute_act(gen *G, int P)
 {
     const clremat_layer_cost *c = &G->c[P];
     clremat_action *a;
-    if (c->act_from_input)
-        need_live(G, G->g->layers[P].inputs[c->act_source], 0, P, "activation recompute");
-    else
+    if (c->act_from_input) {
+        int in = G->g->layers[P].inputs[c->act_source];
+        if (in >= 0) { /* the model input (-1) is fixed memory, always live */
+            /* an activation of an activation: recompute the source first */
+            if (!G->live[in * S] && G->act_discard && G->act_discard[in])
+                recompute_act(G, in);
+            need_live(G, in, 0, P, "activation recompute");
+        }
+    } else
         need_live(G, P, c->act_source, P, "activation recompute");
     a = push(G, CLREMAT_ACT_RECOMPUTE_ACT, P);
     if (!a)

@@ -37,6 +37,15 @@ static inline int test_run_suite(Suite *s)
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
+/* 1 when $CLREMAT_TEST_REDUCED is set and not "0": device tests then use
+ * small shapes and few steps (slow implementations such as rusticl on
+ * llvmpipe, and oclgrind; see docs/testing.md). */
+static inline int test_reduced(void)
+{
+    const char *v = getenv("CLREMAT_TEST_REDUCED");
+    return v && *v && !(v[0] == '0' && v[1] == 0);
+}
+
 /* Exit status telling automake the test was skipped. */
 #define TEST_SKIP 77
 

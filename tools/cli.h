@@ -3,12 +3,57 @@
 #ifndef CLREMAT_CLI_H
 #define CLREMAT_CLI_H
 
+#include <stdint.h>
 #include <stdio.h>
+#include "train.h"
 
 /** Options given before the subcommand ("clremat --device X devices"). */
 typedef struct cli_global {
     const char *device;     /**< --device, else NULL ($CLREMAT_DEVICE applies) */
 } cli_global;
+
+/** Returned by the parse-only entries when the command should go on and run;
+ * anything else is the exit status to end with (0 after --help). */
+#define CLI_CONTINUE (-1)
+
+/** Options of `clremat plan`. */
+typedef struct cli_plan_opts {
+    const char *model_path;     /**< the MODEL argument */
+    const char *remat;          /**< --remat (default "none") */
+    const char *optimizer;      /**< --optimizer (default "adam") */
+    int64_t batch;              /**< --batch (default 32) */
+    int json, actions;          /**< --json, --actions */
+    const char *device;         /**< --device: its memory is auto's limit */
+    uint64_t memory_limit;      /**< --memory-limit (0: none given) */
+    int pareto, points;         /**< --pareto, --points (default 40) */
+    int overlap;                /**< --overlap */
+    const char *gemm;           /**< --gemm: plan on the device for that GEMM path */
+    const char *svg;            /**< --svg FILE with --pareto */
+} cli_plan_opts;
+
+/** Options of `clremat devices`. */
+typedef struct cli_devices_opts {
+    const char *device;         /**< --device, else the global one (may be NULL) */
+    int json;                   /**< --json */
+} cli_devices_opts;
+
+/** Prints the command's usage to f. */
+void cli_usage(FILE *f);
+
+/** Parses the options before the subcommand (argv[0] is the program). Returns
+ * CLI_CONTINUE with *next the subcommand's index, or an exit status. */
+int cli_parse_global(int argc, char **argv, cli_global *g, int *next);
+
+/** Parses `train` options (argv[0] is "train") into cfg and *json; nothing is
+ * run or opened. Returns CLI_CONTINUE or an exit status. Strings in cfg point
+ * into argv. */
+int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_config *cfg, int *json);
+
+/** Parses `plan` options (argv[0] is "plan"). Returns CLI_CONTINUE or an exit status. */
+int cli_plan_parse(int argc, char **argv, cli_plan_opts *o);
+
+/** Parses `devices` options (argv[0] is "devices"). Returns CLI_CONTINUE or an exit status. */
+int cli_devices_parse(const cli_global *g, int argc, char **argv, cli_devices_opts *o);
 
 /** `clremat devices [--json]`: lists every OpenCL device. */
 int cli_devices(const cli_global *g, int argc, char **argv);
@@ -18,6 +63,9 @@ int cli_train(const cli_global *g, int argc, char **argv);
 
 /** `clremat plan MODEL [options]`: prints the remat plan. */
 int cli_plan(const cli_global *g, int argc, char **argv);
+
+/** `clremat compare MODEL [options]`: the acceptance protocol across devices and modes. */
+int cli_compare(const cli_global *g, int argc, char **argv);
 
 /** Prints a JSON string literal (quoted and escaped) to f. */
 void cli_json_string(FILE *f, const char *s);

@@ -2,21 +2,8 @@
  * the output helpers shared by the subcommands. */
 #include "cli.h"
 #include "clremat.h"
-#include <getopt.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-int cli_error(const char *fmt, ...)
-{
-    va_list ap;
-    fputs("clremat: error: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return 1;
-}
 
 void cli_json_string(FILE *f, const char *s)
 {
@@ -85,30 +72,16 @@ static void print_table(const clremat_device_info *d, size_t n)
 
 int cli_devices(const cli_global *g, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'}, {"device", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    int json = 0, c;
-    const char *device = g->device;
+    cli_devices_opts o;
+    const char *device;
     clremat_device_info *devs = NULL;
     size_t n = 0;
-    int st;
+    int json, st = cli_devices_parse(g, argc, argv, &o);
 
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'j': json = 1; break;
-        case 'd': device = optarg; break;
-        case 'h':
-            printf("usage: clremat devices [--json] [--device SEL]\n"
-                   "Lists every OpenCL device; with --device (or CLREMAT_DEVICE), checks that the\n"
-                   "selection resolves and lists only that device.\n");
-            return 0;
-        default: return 2;
-        }
-    }
-    if (optind < argc)
-        return cli_error("devices: unexpected argument '%s'", argv[optind]);
+    if (st != CLI_CONTINUE)
+        return st;
+    device = o.device;
+    json = o.json;
     if (!device || !*device)
         device = getenv("CLREMAT_DEVICE");
     if (device && *device) {

@@ -2,7 +2,6 @@
  * size, per layer and in total, as a table or JSON. Needs no device. */
 #include "cli.h"
 #include "executor.h"
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,72 +35,100 @@ static const char *internal_state(const clremat_plan *p, const clremat_layer_cos
     return !any ? "-" : all ? "kept" : "discarded";
 }
 
+/* --pareto: the front as a table or JSON, and optionally an SVG plot. */
+static int print_pareto(const clremat_graph *gr, long long batch, int opt_states, int json, int points,
+                        const char *svg)
+{
+    clremat_plan_input in;
+    clremat_pareto_point *pts = NULL;
+    clremat_pareto_mark *marks = NULL;
+    int n = 0, nm = 0, st, rc = 0;
+    if ((st = clremat_plan_input_for(NULL, gr, batch, opt_states, NULL, &in, NULL, NULL)))
+        return cli_error("%s", clremat_last_error());
+    if ((st = clremat_plan_pareto(&in, points, &pts, &n)) || (st = clremat_pareto_marks(&in, &marks, &nm))) {
+        rc = cli_error("%s", clremat_last_error());
+        goto done;
+    }
+    if (json) {
+        printf("{\"model\": ");
+        cli_json_string(stdout, gr->name);
+        printf(", \"batch\": %lld, \"front\": [", batch);
+        for (int i = 0; i < n; i++)
+            printf("%s\n  {\"budget_bytes\": %llu, \"peak_bytes\": %llu, \"recompute_flops\": %.6g}", i ? "," : "",
+                   (unsigned long long)pts[i].budget, (unsigned long long)pts[i].peak_bytes, pts[i].recompute_cost);
+        printf("\n ], \"modes\": [");
+        for (int i = 0; i < nm; i++) {
+            printf("%s\n  {\"remat\": ", i ? "," : "");
+            cli_json_string(stdout, marks[i].label);
+            printf(", \"peak_bytes\": %llu, \"recompute_flops\": %.6g}", (unsigned long long)marks[i].peak_bytes,
+                   marks[i].recompute_cost);
+        }
+        printf("\n ]}\n");
+    } else {
+        printf("Pareto front of %s at batch %lld: predicted peak against recompute FLOPs\n\n", gr->name, batch);
+        printf("%16s %16s %16s\n", "budget bytes", "peak bytes", "recompute FLOPs");
+        for (int i = 0; i < n; i++)
+            printf("%16llu %16llu %16.4g\n", (unsigned long long)pts[i].budget, (unsigned long long)pts[i].peak_bytes,
+                   pts[i].recompute_cost);
+        printf("\nKeras-style modes:\n");
+        for (int i = 0; i < nm; i++)
+            printf("%-40s %16llu %16.4g\n", marks[i].label, (unsigned long long)marks[i].peak_bytes,
+                   marks[i].recompute_cost);
+    }
+    if (svg && clremat_pareto_svg(svg, gr->name, "FLOP", pts, n, marks, nm) != CLREMAT_OK)
+        rc = cli_error("%s", clremat_last_error());
+done:
+    free(pts);
+    free(marks);
+    free((void *)in.costs);
+    return rc;
+}
+
 int cli_plan(const cli_global *g, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"remat", required_argument, NULL, 'r'}, {"batch", required_argument, NULL, 'b'},
-        {"optimizer", required_argument, NULL, 'o'}, {"json", no_argument, NULL, 'j'},
-        {"actions", no_argument, NULL, 'a'}, {"device", required_argument, NULL, 'd'},
-        {"help", no_argument, NULL, 'h'}, {"gemm", required_argument, NULL, 'G'}, {NULL, 0, NULL, 0}};
-    const char *remat = "none", *optname = "adam", *device = NULL, *gemm = NULL;
-    clremat_ctx *ctx = NULL;
-    long long batch = 32;
-    int json = 0, actions = 0, c, st;
+    cli_plan_opts o;
+    const char *remat, *optname;
+    long long batch;
+    int json, actions, st = cli_plan_parse(argc, argv, &o);
     clremat_graph *gr = NULL;
     clremat_policy pol;
     clremat_plan plan;
     clremat_layer_cost *costs = NULL;
     clremat_opt_config opt;
-    char *end;
-    (void)g;
+    clremat_ctx *ctx = NULL;
+    uint64_t limit;
 
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'r': remat = optarg; break;
-        case 'b':
-            batch = strtoll(optarg, &end, 10);
-            if (end == optarg || *end || batch < 1)
-                return cli_error("--batch takes a positive integer, got '%s'", optarg), 2;
-            break;
-        case 'o': optname = optarg; break;
-        case 'j': json = 1; break;
-        case 'a': actions = 1; break;
-        case 'd': device = optarg; break; /* used with --gemm */
-        case 'G': gemm = optarg; break;
-        case 'h':
-            printf("usage: clremat plan MODEL [--remat MODE] [--batch N] [--optimizer NAME] [--json] [--actions]\n"
-                   "                          [--gemm native|clblast|auto [--device SEL]]\n"
-                   "Without --gemm no device is opened and the plan is the native GEMM path's (no GEMM\n"
-                   "workspace); with --gemm the device is opened and the path's workspace is included.\n"
-                   "Prints, per layer, output and saved bytes, whether tensors are kept or discarded after\n"
-                   "the forward pass, recomputations and forward FLOPs; then the predicted peak of live\n"
-                   "device bytes, activation bytes kept, and recompute FLOPs as a share of the step.\n"
-                   "--actions also lists the step's actions with predicted live bytes.\n");
-            return 0;
-        default: return 2;
-        }
-    }
-    if (optind + 1 != argc)
-        return cli_error("plan: expected one MODEL argument"), 2;
+    if (st != CLI_CONTINUE)
+        return st;
+    remat = o.remat;
+    optname = o.optimizer;
+    batch = o.batch;
+    json = o.json;
+    actions = o.actions;
     if (clremat_opt_defaults(optname, &opt) != 0)
         return cli_error("unknown optimizer '%s'; valid: sgd, adam, adamw", optname);
-    if ((st = clremat_graph_load(argv[optind], &gr)))
+    if ((st = clremat_graph_load(o.model_path, &gr)))
         return cli_error("%s", clremat_last_error());
-    if (gemm) { /* h6: plan for a device's GEMM path (its workspace included) */
-        clremat_gemm_path gp;
-        if ((st = clremat_gemm_path_parse(gemm, &gp)) || (st = clremat_ctx_create(device, 0, &ctx))) {
-            cli_error("%s", clremat_last_error());
-            clremat_graph_free(gr);
-            return 1;
-        }
-        clremat_ctx_set_gemm(ctx, gp);
+    if (o.pareto) {
+        st = print_pareto(gr, batch, clremat_opt_state_count(opt.kind), json, o.points, o.svg);
+        clremat_graph_free(gr);
+        return st;
     }
-    if ((st = clremat_policy_parse(remat, &pol)) ||
-        (st = ctx ? clremat_plan_for_ctx(ctx, gr, batch, &pol, clremat_opt_state_count(opt.kind), &plan, &costs,
-                                         NULL, NULL)
-                  : clremat_plan_for(gr, batch, &pol, clremat_opt_state_count(opt.kind), &plan, &costs))) {
-        cli_error("%s", ctx ? clremat_ctx_last_error(ctx) : clremat_last_error());
+    limit = o.memory_limit;
+    if ((st = clremat_policy_parse(remat, &pol)) == CLREMAT_OK && pol.kind == CLREMAT_POLICY_AUTO && !limit) {
+        clremat_device_info dev; /* auto plans for the device's memory */
+        if ((st = clremat_select_device(o.device ? o.device : g->device, &dev)) == CLREMAT_OK)
+            limit = dev.global_mem_bytes;
+    }
+    if (st == CLREMAT_OK && o.gemm) { /* plan for a device's GEMM path (its workspace included) */
+        clremat_gemm_path gp;
+        if ((st = clremat_gemm_path_parse(o.gemm, &gp)) == CLREMAT_OK &&
+            (st = clremat_ctx_create(o.device ? o.device : g->device, 0, &ctx)) == CLREMAT_OK)
+            clremat_ctx_set_gemm(ctx, gp);
+    }
+    if (st || (st = clremat_plan_for_ctx(ctx, gr, batch, &pol, clremat_opt_state_count(opt.kind), limit, NULL,
+                                         o.overlap, &plan, &costs, NULL, NULL))) {
+        cli_error("%s", clremat_last_error());
         clremat_ctx_destroy(ctx);
         clremat_graph_free(gr);
         return 1;
@@ -116,7 +143,7 @@ int cli_plan(const cli_global *g, int argc, char **argv)
             cli_json_string(stdout, clremat_gemm_path_name(clremat_ctx_gemm(ctx)));
         else
             printf("null");
-        printf(", \"layers\": [");
+        printf(", \"overlap\": %s, \"layers\": [", plan.overlap ? "true" : "false");
         for (int l = 0; l < gr->n_layers; l++) {
             const clremat_layer *L = &gr->layers[l];
             printf("%s\n  {\"name\": ", l ? "," : "");
@@ -155,10 +182,7 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         }
         printf("}\n");
     } else {
-        printf("model %s, remat %s, batch %lld", gr->name, pol.text, batch);
-        if (ctx)
-            printf(", gemm %s on %s", clremat_gemm_path_name(clremat_ctx_gemm(ctx)), clremat_ctx_device(ctx)->name);
-        printf("\n\n");
+        printf("model %s, remat %s, batch %lld\n\n", gr->name, pol.text, batch);
         printf("%-28s %-18s %12s %12s %-9s %-9s %4s %12s\n", "layer", "block", "out bytes", "saved bytes", "output",
                "internal", "rec", "fwd FLOPs");
         for (int l = 0; l < gr->n_layers; l++) {
@@ -173,6 +197,9 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         printf("fixed                 %llu bytes (parameters %llu, with gradients, optimizer state, batch)\n",
                (unsigned long long)plan.fixed_bytes, (unsigned long long)plan.param_bytes);
         printf("activations kept      %llu bytes after the forward pass\n", (unsigned long long)plan.kept_act_bytes);
+        if (plan.overlap)
+            printf("overlap               %d recompute runs on a second queue, overlapping backward\n",
+                   plan.n_overlapped);
         printf("recompute             %.4g FLOPs = %.1f%% of the step's %.4g FLOPs (%d recompute actions)\n",
                plan.recompute_flops, plan.step_flops > 0 ? 100.0 * plan.recompute_flops / plan.step_flops : 0.0,
                plan.step_flops, plan.n_recompute_actions);
@@ -188,7 +215,7 @@ int cli_plan(const cli_global *g, int argc, char **argv)
     }
     clremat_plan_free(&plan);
     free(costs);
-    clremat_graph_free(gr);
     clremat_ctx_destroy(ctx);
+    clremat_graph_free(gr);
     return 0;
 }

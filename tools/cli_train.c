@@ -2,7 +2,6 @@
  * the --json report (docs/json-output.md documents every field). */
 #include "cli.h"
 #include "train.h"
-#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,112 +128,14 @@ static void print_profile(const clremat_train_result *r)
     }
 }
 
-static int usage(FILE *f)
-{
-    fprintf(f,
-        "usage: clremat train MODEL [options]\n"
-        "  --device SEL         OpenCL device (P:D, cpu, gpu, or a name substring)\n"
-        "  --batch N            batch size (32)\n"
-        "  --steps N            training steps (200)\n"
-        "  --warmup N           steps excluded from step-time statistics (5)\n"
-        "  --lr X               learning rate (optimizer default)\n"
-        "  --optimizer NAME     sgd | adam | adamw (adam)\n"
-        "  --seed N             seed of data, initialization and dropout (1)\n"
-        "  --data TASK|FILE     synthetic task (clusters, sequence, copy, sort, regression) or a\n"
-        "                       safetensors file with train_x, train_y, val_x, val_y\n"
-        "  --load FILE          initial weights (safetensors)\n"
-        "  --save FILE          final weights (safetensors, written atomically)\n"
-        "  --remat MODE         none | full | activations | larger_than[:N] |\n"
-        "                       list_of_layers:NAME[,NAME...] (default none)\n"
-        "  --memory-limit B     device memory limit, e.g. 64MiB (default: device memory)\n"
-        "  --gemm PATH          native | clblast | auto: GEMM kernels (default auto: cached\n"
-        "                       per-device calibration; also $CLREMAT_GEMM)\n"
-        "  --profile            per-layer device time of the last step\n"
-        "  --json               machine-readable report on stdout (docs/json-output.md)\n"
-        "  --quiet              no progress on stderr\n");
-    return f == stdout ? 0 : 2;
-}
-
-/* Parses an integer option value; returns 0 or prints an error. */
-static int parse_i64(const char *opt, const char *v, int64_t min, int64_t *out)
-{
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    if (end == v || *end || x < min) {
-        cli_error("%s takes an integer >= %lld, got '%s'", opt, (long long)min, v);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
-
 int cli_train(const cli_global *g, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"device", required_argument, NULL, 'd'}, {"batch", required_argument, NULL, 'b'},
-        {"steps", required_argument, NULL, 's'}, {"warmup", required_argument, NULL, 'w'},
-        {"lr", required_argument, NULL, 'l'}, {"optimizer", required_argument, NULL, 'o'},
-        {"seed", required_argument, NULL, 'S'}, {"data", required_argument, NULL, 'D'},
-        {"load", required_argument, NULL, 'L'}, {"save", required_argument, NULL, 'V'},
-        {"remat", required_argument, NULL, 'r'}, {"memory-limit", required_argument, NULL, 'm'},
-        {"profile", no_argument, NULL, 'p'}, {"json", no_argument, NULL, 'j'},
-        {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'},
-        {"gemm", required_argument, NULL, 'G'}, {NULL, 0, NULL, 0}};
-    clremat_train_config cfg = {0};
+    clremat_train_config cfg;
     clremat_train_result res;
-    int json = 0, c, st;
-    int64_t v;
-    char *end;
+    int json = 0, st = cli_train_parse(g, argc, argv, &cfg, &json);
 
-    cfg.device = g->device;
-    cfg.batch = 32;
-    cfg.steps = 200;
-    cfg.warmup = 5;
-    cfg.seed = 1;
-    cfg.optimizer = "adam";
-    cfg.progress = 1;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'd': cfg.device = optarg; break;
-        case 'b': if (parse_i64("--batch", optarg, 1, &cfg.batch)) return 2; break;
-        case 's': if (parse_i64("--steps", optarg, 1, &cfg.steps)) return 2; break;
-        case 'w': if (parse_i64("--warmup", optarg, 0, &cfg.warmup)) return 2; break;
-        case 'S': if (parse_i64("--seed", optarg, 0, &v)) return 2; cfg.seed = (uint64_t)v; break;
-        case 'l':
-            cfg.lr = strtod(optarg, &end);
-            if (end == optarg || *end || !(cfg.lr > 0) || !isfinite(cfg.lr))
-                return cli_error("--lr takes a positive number, got '%s'", optarg), 2;
-            break;
-        case 'o': cfg.optimizer = optarg; break;
-        case 'D': cfg.data = optarg; break;
-        case 'L': cfg.load = optarg; break;
-        case 'V': cfg.save = optarg; break;
-        case 'r': cfg.remat = optarg; break;
-        case 'm':
-            if (clremat_parse_bytes(optarg, &cfg.memory_limit) || cfg.memory_limit == 0)
-                return cli_error("--memory-limit takes a byte count such as 512MiB, got '%s'", optarg), 2;
-            break;
-        case 'p': cfg.profile = 1; break;
-        case 'G': {
-            clremat_gemm_path gp;
-            if (clremat_gemm_path_parse(optarg, &gp) != CLREMAT_OK)
-                return cli_error("--gemm: %s", clremat_last_error()), 2;
-            cfg.gemm = optarg;
-            break;
-        }
-        case 'j': json = 1; break;
-        case 'q': cfg.progress = 0; break;
-        case 'h': return usage(stdout);
-        default: return usage(stderr);
-        }
-    }
-    if (optind + 1 != argc) {
-        usage(stderr);
-        return cli_error(optind >= argc ? "train: missing MODEL" : "train: unexpected argument '%s'",
-                         argv[argc - 1]), 2;
-    }
-    cfg.model_path = argv[optind];
+    if (st != CLI_CONTINUE)
+        return st;
     st = clremat_train_run(&cfg, &res);
     if (st != CLREMAT_OK) {
         cli_error("%s", clremat_last_error());

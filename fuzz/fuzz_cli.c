@@ -1,0 +1,68 @@
+/* fuzz_cli.c: fuzz target for the clremat command line. The input is a
+ * command line with one argument per line ("clremat" is put in front); it
+ * goes through the same parse-only entries the command uses
+ * (tools/cli_options.c) and, where the command would go on, through the
+ * validation the run starts with (remat mode, optimizer). Nothing is run. */
+#include "fuzz.h"
+#include "cli.h"
+#include "optim.h"
+#include "plan.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ARGS 64
+
+/* The validation a run does first on what the parser accepted. */
+static void check_run_options(const char *remat, const char *optimizer)
+{
+    clremat_policy pol;
+    clremat_opt_config opt;
+    (void)clremat_policy_parse(remat, &pol);
+    (void)clremat_opt_defaults(optimizer ? optimizer : "adam", &opt);
+}
+
+int fuzz_cli(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size + 1), *argv[MAX_ARGS + 2];
+    int argc = 0, next = 0, st;
+    cli_global g;
+    if (!text)
+        return 0;
+    memcpy(text, data, size);
+    text[size] = 0;
+    argv[argc++] = "clremat";
+    for (char *p = text; argc < MAX_ARGS;) {
+        char *nl = strchr(p, '\n');
+        argv[argc++] = p;
+        if (!nl)
+            break;
+        *nl = 0;
+        p = nl + 1;
+    }
+    argv[argc] = NULL;
+    st = cli_parse_global(argc, argv, &g, &next);
+    if (st == CLI_CONTINUE) {
+        char **sub = argv + next;
+        int n = argc - next;
+        if (!strcmp(sub[0], "train")) {
+            clremat_train_config cfg;
+            int json;
+            if (cli_train_parse(&g, n, sub, &cfg, &json) == CLI_CONTINUE)
+                check_run_options(cfg.remat, cfg.optimizer);
+        } else if (!strcmp(sub[0], "plan")) {
+            cli_plan_opts o;
+            if (cli_plan_parse(n, sub, &o) == CLI_CONTINUE)
+                check_run_options(o.remat, o.optimizer);
+        } else if (!strcmp(sub[0], "devices")) {
+            cli_devices_opts o;
+            (void)cli_devices_parse(&g, n, sub, &o);
+        }
+    }
+    free(text);
+    return 0;
+}
+
+#ifdef CLREMAT_LIBFUZZER
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return fuzz_cli(data, size); }
+#endif

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""make-seeds.py: writes the seed corpora of the fuzz targets into
+fuzz/corpus/{model,safetensors,cli}/seed-*: the bundled models and the model
+examples of docs/model-format.md, the layer types one by one, small valid and
+malformed safetensors files (after tests/test_safetensors.c), and the command
+lines of the README and tests. Run from the source tree root; idempotent."""
+import json, os, re, struct
+
+out = "fuzz/corpus"
+def put(target, name, data):
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(out, target, "seed-" + name), "wb") as f:
+        f.write(data)
+
+# ---- model files
+for fn in sorted(os.listdir("models")):
+    put("model", fn, open(os.path.join("models", fn)).read())
+doc = open("docs/model-format.md").read()
+for i, m in enumerate(re.findall(r"```json\n(.*?)```", doc, re.S)):
+    put("model", "doc%d.json" % i, m)
+HEAD = '{"input": {"shape": [8]}, "layers": [\n'
+SEQ = '{"input": {"shape": [6], "dtype": "int32"}, "layers": [\n'
+TAIL = "\n]}"
+layers = {
+    "dense": '{"type": "dense", "units": 4, "activation": "gelu"}',
+    "act": '{"type": "activation", "activation": "relu"}',
+    "drop": '{"type": "dropout", "rate": 0.5}',
+    "reshape": '{"type": "reshape", "shape": [2, 4]}',
+    "ln": '{"type": "layernorm"}',
+    "add": '{"name": "a", "type": "dense", "units": 8}, {"type": "add", "inputs": ["a", "@input"]}',
+}
+for k, v in layers.items():
+    put("model", "layer-%s.json" % k, HEAD + v + ',\n{"name": "loss", "type": "mse"}' + TAIL)
+put("model", "seq.json", SEQ + '{"type": "embedding", "vocab": 16, "dim": 8},'
+    '{"type": "attention", "heads": 2},'
+    '{"type": "dense", "units": 16}, {"name": "loss", "type": "softmax_cross_entropy"}' + TAIL)
+put("model", "block.json", HEAD + '{"block": "b", "repeat": 2, "remat": true, "layers": ['
+    '{"name": "d", "type": "dense", "units": 8}, {"type": "add", "inputs": ["d", "@block_input"]}]},'
+    '{"name": "loss", "type": "mse"}' + TAIL)
+put("model", "bad-units.json", HEAD + '{"type": "dense", "units": "abc"}' + TAIL)
+put("model", "bad-syntax.json", HEAD + '{"type": "dense", "units": 4,,}' + TAIL)
+
+# ---- safetensors files
+def st(header, data=b"", hlen=None):
+    h = header if isinstance(header, bytes) else json.dumps(header).encode()
+    return struct.pack("<Q", len(h) if hlen is None else hlen) + h + data
+f32 = struct.pack("<4f", 1, 2, 3, 4)
+put("safetensors", "f32", st({"w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}}, f32))
+put("safetensors", "mixed", st({"__metadata__": {"format": "pt"},
+    "a": {"dtype": "I32", "shape": [2], "data_offsets": [0, 8]},
+    "b": {"dtype": "I64", "shape": [1], "data_offsets": [8, 16]},
+    "c": {"dtype": "F64", "shape": [1], "data_offsets": [16, 24]},
+    "e": {"dtype": "F32", "shape": [0, 3], "data_offsets": [24, 24]}}, bytes(range(24))))
+put("safetensors", "data", st({"train_x": {"dtype": "F32", "shape": [2, 1], "data_offsets": [0, 8]},
+    "train_y": {"dtype": "I64", "shape": [2], "data_offsets": [8, 24]}}, bytes(24)))
+put("safetensors", "empty", st({}))
+put("safetensors", "short", b"\x10\0\0")
+put("safetensors", "truncated", st({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, f32[:9]))
+put("safetensors", "badjson", st(b'{"a": {"dtype": "F32",'))
+put("safetensors", "array", st(b"[1, 2]"))
+put("safetensors", "overlap", st({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+    "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}}, bytes(12)))
+put("safetensors", "back", st({"a": {"dtype": "F32", "shape": [1], "data_offsets": [8, 4]}}, bytes(8)))
+put("safetensors", "f16", st({"h": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]}}, bytes(4)))
+put("safetensors", "hugelen", st(b"{}", hlen=1 << 62))
+put("safetensors", "dup", st(b'{"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, '
+                             b'"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}', bytes(4)))
+
+# ---- command lines (one argument per line)
+cmds = [
+    "devices", "devices\n--json", "--device\n0:0\ndevices", "--device=cpu\ndevices\n--json", "--version", "--help",
+    "train\n--help", "plan\n--help", "bogus",
+    "train\nmodels/transformer.json\n--steps\n150",
+    "train\nm.json\n--remat\nlist_of_layers:encoder_block\n--batch\n8\n--json\n--quiet",
+    "train\nm.json\n--memory-limit\n1.5GiB\n--lr\n0.001\n--optimizer\nadamw\n--seed\n7\n--warmup\n0",
+    "train\nm.json\n--data\nsequence\n--load\nw.st\n--save\nw2.st\n--profile",
+    "train\nm.json\n--remat=larger_than:100\n--memory-limit=64MB",
+    "train\nm.json\n--batch\nzero", "train\nm.json\n--lr\n-1", "train\nm.json\n--memory-limit\n1KiB",
+    "plan\nm.json\n--remat\nfull\n--batch\n32\n--json\n--actions",
+    "plan\nm.json\n--remat\nbudget:3MiB\n--optimizer\nsgd", "plan\nm.json\n--remat\nauto",
+    "plan\nm.json\n--remat\nlist_of_layers:a,b,c/d", "plan",
+]
+for i, c in enumerate(cmds):
+    put("cli", "%02d" % i, c)
