@@ -841,7 +841,8 @@ __kernel void clremat_bias_act8(const int n, const int units, const int use_bias
 
 /* ======================================================================
  * H6 perf: GEMM for CPU-class devices (the "native" GEMM path).
- * One work-item per work-group computes a GC_MC x GC_NC block of C. K is
+ * One work-item per work-group computes a block of C of at most GC_MC x
+ * GC_NC (the host picks it, see clremat_gemm_cpu). K is
  * walked in blocks of GC_KC: the A block (GC_MC x GC_KC) and the B block
  * (GC_KC x GC_NC) are packed into local memory (which is cache on a CPU
  * device) as micro-panels -- A as GC_MR rows interleaved per k, B as GC_NR
@@ -859,7 +860,7 @@ __kernel void clremat_bias_act8(const int n, const int units, const int use_bias
 #endif
 #define GC_NR 16
 #ifndef GC_MC
-#define GC_MC 144
+#define GC_MC 288
 #endif
 #ifndef GC_NC
 #define GC_NC 256
@@ -916,11 +917,35 @@ void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const l
                const int n0, const int nc, const int k0, const int kc)
 {
     const int np = (nc + GC_NR - 1) / GC_NR;
+    if (!tB) {
+        /* k outer: each k reads one contiguous row segment of B (streams) */
+        int nfull = 0;
+        while (nfull < np && n0 + (nfull + 1) * GC_NR <= N && (nfull + 1) * GC_NR <= nc)
+            nfull++;
+        for (int k = 0; k < kc; k++) {
+            __global const float *src = B + (long)(k0 + k) * ldb + n0;
+            for (int p = 0; p < nfull; p++) {
+                __local float *dst = Bp + (p * GC_KC + k) * GC_NR;
+                vstore8(vload8(0, src + p * GC_NR), 0, dst);
+                vstore8(vload8(0, src + p * GC_NR + 8), 0, dst + 8);
+            }
+        }
+        for (int p = nfull; p < np; p++) {
+            __local float *dst = Bp + p * GC_KC * GC_NR;
+            const int nb = n0 + p * GC_NR;
+            const int w = min(GC_NR, min(N - nb, nc - p * GC_NR));
+            __global const float *src = B + (long)k0 * ldb + nb;
+            for (int k = 0; k < kc; k++)
+                for (int j = 0; j < GC_NR; j++)
+                    dst[k * GC_NR + j] = j < w ? src[(long)k * ldb + j] : 0.0f;
+        }
+        return;
+    }
     for (int p = 0; p < np; p++) {
         __local float *dst = Bp + p * GC_KC * GC_NR;
         const int nb = n0 + p * GC_NR;
         const int w = min(GC_NR, min(N - nb, nc - p * GC_NR));
-        if (tB && w == GC_NR) {
+        if (w == GC_NR) {
             /* 8 x 8 blocks: eight rows of B^T loaded as float8, stored transposed */
             int k = 0;
             for (; k + 8 <= kc; k += 8)
@@ -943,7 +968,7 @@ void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const l
             for (; k < kc; k++)
                 for (int j = 0; j < GC_NR; j++)
                     dst[k * GC_NR + j] = B[(long)(nb + j) * ldb + k0 + k];
-        } else if (tB) {
+        } else {
             for (int j = 0; j < GC_NR; j++) {
                 if (j < w) {
                     __global const float *src = B + (long)(nb + j) * ldb + k0;
@@ -954,17 +979,6 @@ void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const l
                         dst[k * GC_NR + j] = 0.0f;
                 }
             }
-        } else if (w == GC_NR) {
-            __global const float *src = B + (long)k0 * ldb + nb;
-            for (int k = 0; k < kc; k++) {
-                vstore8(vload8(0, src + (long)k * ldb), 0, dst + k * GC_NR);
-                vstore8(vload8(1, src + (long)k * ldb), 0, dst + k * GC_NR + 8);
-            }
-        } else {
-            __global const float *src = B + (long)k0 * ldb + nb;
-            for (int k = 0; k < kc; k++)
-                for (int j = 0; j < GC_NR; j++)
-                    dst[k * GC_NR + j] = j < w ? src[(long)k * ldb + j] : 0.0f;
         }
     }
 }
@@ -977,13 +991,17 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                       __global const float *B, const long offB, const long ldb, const long sb,
                       const float beta, __global float *C, const long offC, const long ldc, const long sc,
                       const int epi, const int use_bias, const int act, __global const float *bias,
-                      __global float *out)
+                      __global float *out, const int bm, const int bn)
 {
     __local float Ap[GC_MC * GC_KC];
     __local float Bp[GC_KC * GC_NC];
-    const int n0 = get_group_id(0) * GC_NC, m0 = get_group_id(1) * GC_MC;
+    /* bm x bn (at most GC_MC x GC_NC) is this launch's block: smaller for
+     * small problems so that every compute unit gets work-groups. The
+     * result does not depend on it: every C element sums the same k-blocks
+     * in the same order. */
+    const int n0 = get_group_id(0) * bn, m0 = get_group_id(1) * bm;
     const long bz = get_group_id(2);
-    const int mc = min(GC_MC, M - m0), nc = min(GC_NC, N - n0);
+    const int mc = min(bm, M - m0), nc = min(bn, N - n0);
     const int nkb = K > 0 ? (K + GC_KC - 1) / GC_KC : 1;
     A += offA + bz * sa;
     B += offB + bz * sb;
