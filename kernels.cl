@@ -284,12 +284,15 @@ float clremat_act_deriv(const int act, const float x)
     }
 }
 
-/* y[i] = act(x[i]): activation forward and its recomputation. */
+/* Declared here, defined with the eight-wide activations (H6 section). */
+float clremat_act1(const int act, const float x);
+
+/* y[i] = act(x[i]) (superseded by clremat_act_fwd8; same bits). */
 __kernel void clremat_act_fwd(const int n, const int act, __global const float *x, __global float *y)
 {
     int i = get_global_id(0);
     if (i < n)
-        y[i] = clremat_act_apply(act, x[i]);
+        y[i] = clremat_act1(act, x[i]); /* same bits as the eight-wide kernels */
 }
 
 /* dx[i] = dy[i] * act'(x[i]) (acc: +=). dx may be dy itself (in place). */
@@ -316,7 +319,7 @@ __kernel void clremat_bias_act(const int n, const int units, const int use_bias,
             pre[i] = v;
         }
         if (act != CLREMAT_ACT_NONE)
-            out[i] = clremat_act_apply(act, v);
+            out[i] = clremat_act1(act, v);
     }
 }
 
@@ -688,8 +691,158 @@ __kernel void seq_loss_finish(const int n, const int has_correct, const float di
 }
 
 /* ======================================================================
+ * H6 perf: activations eight elements at a time. Every kernel that
+ * produces an activation output (clremat_act_fwd8, clremat_bias_act8, the
+ * GEMM epilogue, and the scalar clremat_act_fwd / clremat_bias_act kept for
+ * compatibility) computes it with clremat_act8, so forward, fused forward
+ * and recomputation give the same bits. The switch is outside the vector
+ * arithmetic, so the math builtins run on float8.
+ * ====================================================================== */
+float8 clremat_act8(const int act, const float8 x)
+{
+    switch (act) {
+    case CLREMAT_ACT_RELU:
+        return select((float8)0.0f, x, x > 0.0f);
+    case CLREMAT_ACT_GELU_TANH:
+        return 0.5f * x * (1.0f + tanh(CLREMAT_SQRT_2_OVER_PI * (x + CLREMAT_GELU_C * x * x * x)));
+    case CLREMAT_ACT_GELU_EXACT:
+        return 0.5f * x * (1.0f + erf(x * CLREMAT_INV_SQRT2));
+    case CLREMAT_ACT_TANH:
+        return tanh(x);
+    case CLREMAT_ACT_SIGMOID:
+        return 1.0f / (1.0f + exp(-x));
+    case CLREMAT_ACT_SILU:
+        return x / (1.0f + exp(-x));
+    default:
+        return x;
+    }
+}
+
+/* act'(x) on eight elements (the backward; no bit-identity constraint). */
+float8 clremat_dact8(const int act, const float8 x)
+{
+    switch (act) {
+    case CLREMAT_ACT_RELU:
+        return select((float8)0.0f, (float8)1.0f, x > 0.0f);
+    case CLREMAT_ACT_GELU_TANH: {
+        const float8 u = CLREMAT_SQRT_2_OVER_PI * (x + CLREMAT_GELU_C * x * x * x);
+        const float8 t = tanh(u);
+        return 0.5f * (1.0f + t) +
+               0.5f * x * (1.0f - t * t) * CLREMAT_SQRT_2_OVER_PI * (1.0f + 3.0f * CLREMAT_GELU_C * x * x);
+    }
+    case CLREMAT_ACT_GELU_EXACT:
+        return 0.5f * (1.0f + erf(x * CLREMAT_INV_SQRT2)) + x * CLREMAT_INV_SQRT_2PI * exp(-0.5f * x * x);
+    case CLREMAT_ACT_TANH: {
+        const float8 t = tanh(x);
+        return 1.0f - t * t;
+    }
+    case CLREMAT_ACT_SIGMOID: {
+        const float8 e = 1.0f / (1.0f + exp(-x));
+        return e * (1.0f - e);
+    }
+    case CLREMAT_ACT_SILU: {
+        const float8 e = 1.0f / (1.0f + exp(-x));
+        return e * (1.0f + x * (1.0f - e));
+    }
+    default:
+        return (float8)1.0f;
+    }
+}
+
+/* act of one float, computed by clremat_act8 (lane 0), so it matches the
+ * eight-wide kernels bit for bit. */
+float clremat_act1(const int act, const float x) { return clremat_act8(act, (float8)(x)).s0; }
+
+/* Loads elements [i0, i0+8) of p (zeros past n). */
+float8 clremat_load8(__global const float *p, const int i0, const int n)
+{
+    float t[8];
+    if (i0 + 8 <= n)
+        return vload8(0, p + i0);
+    for (int j = 0; j < 8; j++)
+        t[j] = i0 + j < n ? p[i0 + j] : 0.0f;
+    return vload8(0, t);
+}
+
+/* Stores elements [i0, i0+8) of v into p (none past n). */
+void clremat_store8(__global float *p, const int i0, const int n, const float8 v)
+{
+    float t[8];
+    if (i0 + 8 <= n) {
+        vstore8(v, 0, p + i0);
+        return;
+    }
+    vstore8(v, 0, t);
+    for (int j = 0; j < 8 && i0 + j < n; j++)
+        p[i0 + j] = t[j];
+}
+
+/* y = act(x), eight elements per work-item: launch ceil(n / 8) items. */
+__kernel void clremat_act_fwd8(const int n, const int act, __global const float *x, __global float *y)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n)
+        clremat_store8(y, i0, n, clremat_act8(act, clremat_load8(x, i0, n)));
+}
+
+/* dx = dy * act'(x) (acc: +=), eight per item; dx may be dy (in place). */
+__kernel void clremat_act_bwd8(const int n, const int act, const int acc, __global const float *x,
+                               __global const float *dy, __global float *dx)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n) {
+        float8 g = clremat_load8(dy, i0, n) * clremat_dact8(act, clremat_load8(x, i0, n));
+        if (acc)
+            g = clremat_load8(dx, i0, n) + g;
+        clremat_store8(dx, i0, n, g);
+    }
+}
+
+/* y[c] = sum over r of x[r * cols + c], r in order, for eight columns per
+ * work-item (launch ceil(cols / 8)): the same sums, bit for bit, as
+ * clremat_colsum, with contiguous vector loads. */
+__kernel void clremat_colsum8(const int rows, const int cols, __global const float *x, __global float *y)
+{
+    const int c0 = get_global_id(0) * 8;
+    if (c0 + 8 <= cols) {
+        float8 s = 0.0f;
+        for (int r = 0; r < rows; r++)
+            s += vload8(0, x + (long)r * cols + c0);
+        vstore8(s, 0, y + c0);
+    } else {
+        for (int c = c0; c < cols; c++) {
+            float s = 0.0f;
+            for (int r = 0; r < rows; r++)
+                s += x[(long)r * cols + c];
+            y[c] = s;
+        }
+    }
+}
+
+/* Dense epilogue as a pass (CLBlast path), eight per item: pre += bias
+ * (use_bias), out = act(pre) (act != NONE). */
+__kernel void clremat_bias_act8(const int n, const int units, const int use_bias, const int act,
+                                __global const float *bias, __global float *pre, __global float *out)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n) {
+        float8 v = clremat_load8(pre, i0, n);
+        if (use_bias) {
+            float t[8];
+            for (int j = 0; j < 8; j++)
+                t[j] = bias[(i0 + j) % units];
+            v = v + vload8(0, t);
+            clremat_store8(pre, i0, n, v);
+        }
+        if (act != CLREMAT_ACT_NONE)
+            clremat_store8(out, i0, n, clremat_act8(act, v));
+    }
+}
+
+/* ======================================================================
  * H6 perf: GEMM for CPU-class devices (the "native" GEMM path).
- * One work-item per work-group computes a GC_MC x GC_NC block of C. K is
+ * One work-item per work-group computes a block of C of at most GC_MC x
+ * GC_NC (the host picks it, see clremat_gemm_cpu). K is
  * walked in blocks of GC_KC: the A block (GC_MC x GC_KC) and the B block
  * (GC_KC x GC_NC) are packed into local memory (which is cache on a CPU
  * device) as micro-panels -- A as GC_MR rows interleaved per k, B as GC_NR
@@ -707,7 +860,7 @@ __kernel void seq_loss_finish(const int n, const int has_correct, const float di
 #endif
 #define GC_NR 16
 #ifndef GC_MC
-#define GC_MC 144
+#define GC_MC 288
 #endif
 #ifndef GC_NC
 #define GC_NC 256
@@ -764,11 +917,35 @@ void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const l
                const int n0, const int nc, const int k0, const int kc)
 {
     const int np = (nc + GC_NR - 1) / GC_NR;
+    if (!tB) {
+        /* k outer: each k reads one contiguous row segment of B (streams) */
+        int nfull = 0;
+        while (nfull < np && n0 + (nfull + 1) * GC_NR <= N && (nfull + 1) * GC_NR <= nc)
+            nfull++;
+        for (int k = 0; k < kc; k++) {
+            __global const float *src = B + (long)(k0 + k) * ldb + n0;
+            for (int p = 0; p < nfull; p++) {
+                __local float *dst = Bp + (p * GC_KC + k) * GC_NR;
+                vstore8(vload8(0, src + p * GC_NR), 0, dst);
+                vstore8(vload8(0, src + p * GC_NR + 8), 0, dst + 8);
+            }
+        }
+        for (int p = nfull; p < np; p++) {
+            __local float *dst = Bp + p * GC_KC * GC_NR;
+            const int nb = n0 + p * GC_NR;
+            const int w = min(GC_NR, min(N - nb, nc - p * GC_NR));
+            __global const float *src = B + (long)k0 * ldb + nb;
+            for (int k = 0; k < kc; k++)
+                for (int j = 0; j < GC_NR; j++)
+                    dst[k * GC_NR + j] = j < w ? src[(long)k * ldb + j] : 0.0f;
+        }
+        return;
+    }
     for (int p = 0; p < np; p++) {
         __local float *dst = Bp + p * GC_KC * GC_NR;
         const int nb = n0 + p * GC_NR;
         const int w = min(GC_NR, min(N - nb, nc - p * GC_NR));
-        if (tB && w == GC_NR) {
+        if (w == GC_NR) {
             /* 8 x 8 blocks: eight rows of B^T loaded as float8, stored transposed */
             int k = 0;
             for (; k + 8 <= kc; k += 8)
@@ -791,7 +968,7 @@ void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const l
             for (; k < kc; k++)
                 for (int j = 0; j < GC_NR; j++)
                     dst[k * GC_NR + j] = B[(long)(nb + j) * ldb + k0 + k];
-        } else if (tB) {
+        } else {
             for (int j = 0; j < GC_NR; j++) {
                 if (j < w) {
                     __global const float *src = B + (long)(nb + j) * ldb + k0;
@@ -802,17 +979,6 @@ void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const l
                         dst[k * GC_NR + j] = 0.0f;
                 }
             }
-        } else if (w == GC_NR) {
-            __global const float *src = B + (long)k0 * ldb + nb;
-            for (int k = 0; k < kc; k++) {
-                vstore8(vload8(0, src + (long)k * ldb), 0, dst + k * GC_NR);
-                vstore8(vload8(1, src + (long)k * ldb), 0, dst + k * GC_NR + 8);
-            }
-        } else {
-            __global const float *src = B + (long)k0 * ldb + nb;
-            for (int k = 0; k < kc; k++)
-                for (int j = 0; j < GC_NR; j++)
-                    dst[k * GC_NR + j] = j < w ? src[(long)k * ldb + j] : 0.0f;
         }
     }
 }
@@ -825,13 +991,17 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                       __global const float *B, const long offB, const long ldb, const long sb,
                       const float beta, __global float *C, const long offC, const long ldc, const long sc,
                       const int epi, const int use_bias, const int act, __global const float *bias,
-                      __global float *out)
+                      __global float *out, const int bm, const int bn)
 {
     __local float Ap[GC_MC * GC_KC];
     __local float Bp[GC_KC * GC_NC];
-    const int n0 = get_group_id(0) * GC_NC, m0 = get_group_id(1) * GC_MC;
+    /* bm x bn (at most GC_MC x GC_NC) is this launch's block: smaller for
+     * small problems so that every compute unit gets work-groups. The
+     * result does not depend on it: every C element sums the same k-blocks
+     * in the same order. */
+    const int n0 = get_group_id(0) * bn, m0 = get_group_id(1) * bm;
     const long bz = get_group_id(2);
-    const int mc = min(GC_MC, M - m0), nc = min(GC_NC, N - n0);
+    const int mc = min(bm, M - m0), nc = min(bn, N - n0);
     const int nkb = K > 0 ? (K + GC_KC - 1) / GC_KC : 1;
     A += offA + bz * sa;
     B += offB + bz * sb;
@@ -886,11 +1056,8 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                         vstore8(v1, 1, cr);
                         if (last && epi && act != CLREMAT_ACT_NONE) {
                             __global float *o = out + (long)(mrow + r) * ldc + ncol;
-                            float t[GC_NR];
-                            vstore8(v0, 0, t);
-                            vstore8(v1, 1, t);
-                            for (int j = 0; j < GC_NR; j++)
-                                o[j] = clremat_act_apply(act, t[j]);
+                            vstore8(clremat_act8(act, v0), 0, o);
+                            vstore8(clremat_act8(act, v1), 1, o);
                         }
                     }
                     continue;
@@ -920,7 +1087,7 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                                     v = v + bias[n];
                                 C[ci] = v;
                                 if (act != CLREMAT_ACT_NONE)
-                                    out[ci] = clremat_act_apply(act, v);
+                                    out[ci] = clremat_act1(act, v);
                             } else {
                                 C[ci] = v;
                             }

@@ -17,6 +17,7 @@ typedef struct clremat_profile_rec {
     int layer;              /**< layer index, -1 for non-layer work */
     int phase;              /**< clremat_phase */
     cl_event event;         /**< released after collection */
+    char kname[40];         /**< kernel name (h6: per-kernel breakdown of the profile) */
 } clremat_profile_rec;
 
 /** What a launch is part of, for the per-layer profile. */
@@ -123,7 +124,7 @@ int clremat_zero(clremat_ctx *ctx, clremat_buf *buf);
 
 /** Keeps an event of work enqueued outside clremat_launch (CLBlast) for
  * the profile under the current label; releases it when not profiling. */
-int clremat_profile_event(clremat_ctx *ctx, cl_event ev);
+int clremat_profile_event(clremat_ctx *ctx, cl_event ev, const char *kname);
 
 /** The cl_mem of a pool buffer. */
 static inline cl_mem clremat_mem(const clremat_buf *b) { return (cl_mem)b->mem; }

@@ -16,7 +16,7 @@
 
 #define GEMM_TILE 32    /* C tile of one work-group (kernels.cl GEMM_TM/GEMM_TN) */
 #define GEMM_LOCAL 8    /* work-group is GEMM_LOCAL x GEMM_LOCAL items */
-#define GC_MC 144       /* C block of one clremat_gemm_cpu work-group (kernels.cl) */
+#define GC_MC 288       /* largest C block of one clremat_gemm_cpu work-group (kernels.cl) */
 #define GC_NC 256
 
 /* Checks one operand stored rows x cols with leading dim ld, batch stride s,
@@ -72,15 +72,25 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     cl_mem mA = clremat_mem(A), mB = clremat_mem(B), mC = clremat_mem(C);
     cl_mem mbias = bias ? clremat_mem(bias) : mC, mout = out ? clremat_mem(out) : mC;
     size_t global[3], local[3] = {1, 1, 1};
-    global[0] = (size_t)((N + GC_NC - 1) / GC_NC);
-    global[1] = (size_t)((M + GC_MC - 1) / GC_MC);
+    const int64_t want = 4 * (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1);
+    cl_int bm = GC_MC, bn = GC_NC;
+    /* big blocks amortize packing; halve them (bm stays a multiple of 6,
+     * bn of 16) until there are work-groups for every compute unit */
+    while (((N + bn - 1) / bn) * ((M + bm - 1) / bm) * batch < want && (bm > 36 || bn > 32)) {
+        if (bm > 36 && (bm >= bn || bn <= 32))
+            bm /= 2;
+        else
+            bn /= 2;
+    }
+    global[0] = (size_t)((N + bn - 1) / bn);
+    global[1] = (size_t)((M + bm - 1) / bm);
     global[2] = (size_t)batch;
     return clremat_run(ctx, "clremat_gemm_cpu", 3, global, local, sizeof itA, &itA, sizeof itB, &itB, sizeof iM,
                        &iM, sizeof iN, &iN, sizeof iK, &iK, sizeof alpha, &alpha, sizeof mA, &mA, sizeof loA, &loA,
                        sizeof llda, &llda, sizeof lsa, &lsa, sizeof mB, &mB, sizeof loB, &loB, sizeof lldb, &lldb,
                        sizeof lsb, &lsb, sizeof beta, &beta, sizeof mC, &mC, sizeof loC, &loC, sizeof lldc, &lldc,
                        sizeof lsc, &lsc, sizeof iepi, &iepi, sizeof iub, &iub, sizeof iact, &iact, sizeof mbias,
-                       &mbias, sizeof mout, &mout, (size_t)0);
+                       &mbias, sizeof mout, &mout, sizeof bm, &bm, sizeof bn, &bn, (size_t)0);
 }
 
 /* The local-memory tiled kernel (batched calls on the CLBlast path). */
@@ -151,7 +161,7 @@ static int run_clblast(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, i
     if (cs != CLBlastSuccess)
         return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "CLBlastSgemm %lldx%lldx%lld (tA=%d tB=%d) failed: status %d",
                             (long long)M, (long long)N, (long long)K, tA, tB, (int)cs);
-    return clremat_profile_event(ctx, ev);
+    return clremat_profile_event(ctx, ev, "CLBlastSgemm");
 }
 
 int clremat_gemm(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
@@ -193,6 +203,6 @@ int clremat_gemm_dense(clremat_ctx *ctx, int64_t rows, int64_t in, int64_t units
                             (long long)(rows * units));
     n = (cl_int)(rows * units), iu = (cl_int)units, ub = bias ? 1 : 0;
     mb = clremat_mem(bias ? bias : pre), mp = clremat_mem(pre), mo = clremat_mem(act ? out : pre);
-    return clremat_run1d(ctx, "clremat_bias_act", rows * units, sizeof n, &n, sizeof iu, &iu, sizeof ub, &ub,
+    return clremat_run1d(ctx, "clremat_bias_act8", (rows * units + 7) / 8, sizeof n, &n, sizeof iu, &iu, sizeof ub, &ub,
                          sizeof iact, &iact, sizeof mb, &mb, sizeof mp, &mp, sizeof mo, &mo, (size_t)0);
 }

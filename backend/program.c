@@ -263,10 +263,10 @@ int clremat_launch(clremat_ctx *ctx, cl_kernel k, const char *kname, cl_uint dim
                                  ctx->profiling ? &ev : NULL);
     if (err != CL_SUCCESS)
         return clremat_fail(ctx, err, "launching kernel %s failed: %s", kname, clremat_status_str(err));
-    return clremat_profile_event(ctx, ev);
+    return clremat_profile_event(ctx, ev, kname);
 }
 
-int clremat_profile_event(clremat_ctx *ctx, cl_event ev)
+int clremat_profile_event(clremat_ctx *ctx, cl_event ev, const char *kname)
 {
     if (ev && !ctx->profiling) {
         clReleaseEvent(ev);
@@ -283,7 +283,8 @@ int clremat_profile_event(clremat_ctx *ctx, cl_event ev)
             ctx->prof = n;
             ctx->cap_prof = cap;
         }
-        ctx->prof[ctx->n_prof++] = (clremat_profile_rec){ctx->cur_layer, ctx->cur_phase, ev};
+        ctx->prof[ctx->n_prof] = (clremat_profile_rec){ctx->cur_layer, ctx->cur_phase, ev, {0}};
+        snprintf(ctx->prof[ctx->n_prof++].kname, sizeof ctx->prof[0].kname, "%s", kname ? kname : "?");
     }
     return CLREMAT_OK;
 }

@@ -195,6 +195,7 @@ void clremat_trainer_free(clremat_trainer *t)
     free(t->gemm_ws_fwd);
     free(t->gemm_ws_bwd);
     free(t->eval_gemm_ws);
+    free(t->kprof);
     free(t->profile);
     if (t->marker)
         clReleaseEvent(t->marker);
@@ -541,10 +542,37 @@ static int upload(clremat_trainer *t, const float *x, const float *y)
     return st;
 }
 
+/* Adds ns of one launch of kernel name to the per-kernel table. */
+static void kprof_add(clremat_trainer *t, const char *name, double ns)
+{
+    int i;
+    for (i = 0; i < t->n_kprof; i++)
+        if (strcmp(t->kprof[i].name, name) == 0)
+            break;
+    if (i == t->n_kprof) {
+        clremat_kernel_profile *n = realloc(t->kprof, sizeof *n * (size_t)(t->n_kprof + 1));
+        if (!n)
+            return;
+        t->kprof = n;
+        memset(&t->kprof[i], 0, sizeof t->kprof[i]);
+        snprintf(t->kprof[i].name, sizeof t->kprof[i].name, "%s", name);
+        t->n_kprof++;
+    }
+    t->kprof[i].ns += ns;
+    t->kprof[i].launches++;
+}
+
+static int kprof_cmp(const void *a, const void *b)
+{
+    double x = ((const clremat_kernel_profile *)a)->ns, y = ((const clremat_kernel_profile *)b)->ns;
+    return (x < y) - (x > y);
+}
+
 static void collect_profile(clremat_trainer *t)
 {
     clremat_ctx *ctx = t->ctx;
     memset(t->profile, 0, sizeof *t->profile * (size_t)(t->g->n_layers + 1));
+    t->n_kprof = 0;
     clFinish(ctx->queue);
     for (size_t i = 0; i < ctx->n_prof; i++) {
         cl_ulong a = 0, b = 0;
@@ -553,11 +581,15 @@ static void collect_profile(clremat_trainer *t)
         if (clGetEventProfilingInfo(ctx->prof[i].event, CL_PROFILING_COMMAND_START, sizeof a, &a, NULL) ==
                 CL_SUCCESS &&
             clGetEventProfilingInfo(ctx->prof[i].event, CL_PROFILING_COMMAND_END, sizeof b, &b, NULL) == CL_SUCCESS &&
-            b >= a)
+            b >= a) {
             t->profile[l >= 0 ? l : t->g->n_layers].ns[ctx->prof[i].phase] += (double)(b - a);
+            kprof_add(t, ctx->prof[i].kname, (double)(b - a));
+        }
         clReleaseEvent(ctx->prof[i].event);
     }
     ctx->n_prof = 0;
+    if (t->n_kprof > 1)
+        qsort(t->kprof, (size_t)t->n_kprof, sizeof *t->kprof, kprof_cmp);
 }
 
 /* Releases the launch events of a step that failed: its profile is not

@@ -19,6 +19,13 @@ typedef struct clremat_layer_profile {
     int launches[CLREMAT_PHASE_COUNT];  /**< kernel launches per phase */
 } clremat_layer_profile;
 
+/** Device time of one kernel (by name) over the last profiled step. */
+typedef struct clremat_kernel_profile {
+    char name[40];
+    double ns;
+    int launches;
+} clremat_kernel_profile;
+
 typedef struct clremat_trainer {
     clremat_ctx *ctx;
     clremat_graph *g;               /**< training graph (owned elsewhere) */
@@ -46,6 +53,8 @@ typedef struct clremat_trainer {
     size_t *gemm_ws_fwd, *gemm_ws_bwd;  /**< training graph, per layer */
     size_t *eval_gemm_ws;               /**< eval graph forward, per layer */
     clremat_buf *gemm_ws;               /**< GEMM workspace of the running action */
+    clremat_kernel_profile *kprof;      /**< per kernel name, last profiled step, by time (descending) */
+    int n_kprof;
 } clremat_trainer;
 
 /** Plans (policy p at batch), allocates the fixed memory (parameters,

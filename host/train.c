@@ -337,6 +337,10 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         res->profile = malloc(sizeof *res->profile * (size_t)(g->n_layers + 1));
         if (res->profile)
             memcpy(res->profile, t->profile, sizeof *res->profile * (size_t)(g->n_layers + 1));
+        if (t->n_kprof > 0 && (res->kernels = malloc(sizeof *res->kernels * (size_t)t->n_kprof)) != NULL) {
+            memcpy(res->kernels, t->kprof, sizeof *res->kernels * (size_t)t->n_kprof);
+            res->n_kernels = t->n_kprof;
+        }
     }
     res->final_params = malloc(t->plan.param_bytes ? t->plan.param_bytes : 1);
     if (!res->final_params || (st = clremat_trainer_get_params(t, res->final_params))) {
@@ -382,6 +386,7 @@ void clremat_train_result_free(clremat_train_result *res)
     free(res->losses);
     free(res->step_ms);
     free(res->profile);
+    free(res->kernels);
     free(res->final_params);
     free(res->timeline);
     if (res->g)

@@ -53,6 +53,8 @@ typedef struct clremat_train_result {
     clremat_graph *g;               /**< the model (owned) */
     float *final_params;            /**< parameters after the run (param_bytes) */
     char gemm[16];                  /**< GEMM path the run used ("native" or "clblast") */
+    clremat_kernel_profile *kernels; /**< per kernel of the profiled step, by device time (n_kernels) */
+    int n_kernels;
 } clremat_train_result;
 
 /** Runs a whole training job. On failure returns a status with the message in

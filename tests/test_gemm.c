@@ -253,12 +253,12 @@ START_TEST(test_dense_epilogue)
         if (acts[a]) {
             cl_int n = (cl_int)(rows * units), act = acts[a];
             cl_mem mp = clremat_mem(P), mr = clremat_mem(R);
-            size_t global = (size_t)n;
+            size_t global = (size_t)(n + 7) / 8;
             cl_kernel k;
-            ck_assert_int_eq(clremat_kernel(ctx, "clremat_act_fwd", &k), CLREMAT_OK);
-            ck_assert_int_eq(clremat_set_args(ctx, k, "clremat_act_fwd", sizeof n, &n, sizeof act, &act, sizeof mp,
+            ck_assert_int_eq(clremat_kernel(ctx, "clremat_act_fwd8", &k), CLREMAT_OK);
+            ck_assert_int_eq(clremat_set_args(ctx, k, "clremat_act_fwd8", sizeof n, &n, sizeof act, &act, sizeof mp,
                                               &mp, sizeof mr, &mr, (size_t)0), CLREMAT_OK);
-            ck_assert_int_eq(clremat_launch(ctx, k, "clremat_act_fwd", 1, &global, NULL), CLREMAT_OK);
+            ck_assert_int_eq(clremat_launch(ctx, k, "clremat_act_fwd8", 1, &global, NULL), CLREMAT_OK);
             ck_assert_int_eq(clremat_read(ctx, O, 0, sizeof(float) * rows * units, out), CLREMAT_OK);
             ck_assert_int_eq(clremat_read(ctx, R, 0, sizeof(float) * rows * units, rec), CLREMAT_OK);
             ck_assert_msg(memcmp(out, rec, sizeof(float) * rows * units) == 0,

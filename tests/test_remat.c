@@ -214,11 +214,12 @@ START_TEST(test_budget_plans_on_device)
     uint64_t budget;
     clremat_policy_parse("none", &none);
     clremat_policy_parse("full", &full);
-    ck_assert_int_eq(clremat_plan_for(g, BATCH, &none, 2, 0, NULL, &pn, NULL), CLREMAT_OK);
-    ck_assert_int_eq(clremat_plan_for(g, BATCH, &full, 2, 0, NULL, &pf, NULL), CLREMAT_OK);
+    /* plans on the context: they include its GEMM path's workspace */
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &none, 2, 0, NULL, 0, &pn, NULL, NULL, NULL), CLREMAT_OK);
+    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &full, 2, 0, NULL, 0, &pf, NULL, NULL, NULL), CLREMAT_OK);
     budget = (pn.peak_bytes + pf.peak_bytes) / 2;
     snprintf(mode, sizeof mode, "budget:%llu", (unsigned long long)budget);
-    TEST_OPEN_CTX(ctx, 0);
     ck_assert_int_eq(clremat_data_synthetic(g, NULL, 7, 256, 32, &d), CLREMAT_OK);
     run_mode(ctx, g, &d, "none", &base);
     run_mode(ctx, g, &d, mode, &r);

@@ -119,6 +119,13 @@ static void print_profile(const clremat_train_result *r)
                r->profile[l].ns[3] / 1e6, total > 0 ? 100.0 * sum / total : 0.0);
     }
     printf("%-32s %10.3f ms total device time\n", "total", total / 1e6);
+    if (r->n_kernels > 0) {
+        printf("\nkernels of the last step by device time\n%-32s %10s %8s %7s\n", "kernel", "ms", "launches",
+               "share");
+        for (int i = 0; i < r->n_kernels && i < 12; i++)
+            printf("%-32s %10.3f %8d %6.1f%%\n", r->kernels[i].name, r->kernels[i].ns / 1e6, r->kernels[i].launches,
+                   total > 0 ? 100.0 * r->kernels[i].ns / total : 0.0);
+    }
 }
 
 int cli_train(const cli_global *g, int argc, char **argv)
