@@ -3,7 +3,7 @@
 # under Oclgrind, the OpenCL device simulator, with its out-of-bounds
 # checks (always on), data-race detection and API checking, on reduced
 # shapes (CLREMAT_TEST_REDUCED=1). A suite passes when its checks pass AND
-# Oclgrind reported nothing. Each suite's output goes to <test>.oclgrind.log.
+# Oclgrind reported nothing. Each suite's output goes to <test>.oclgrind.out.
 # Do not add -q/--quick: it runs only the first and last work-group.
 # OCLGRIND_FLAGS adds options (e.g. --uninitialized, see docs/testing.md).
 # Usage: tests/run-oclgrind.sh [TEST...]   (default: the five kernel suites)
@@ -15,7 +15,7 @@ if ! command -v oclgrind >/dev/null 2>&1; then
 fi
 status=0
 for t in $tests; do
-    log=$t.oclgrind.log
+    log=$t.oclgrind.out
     start=$(date +%s)
     # Oclgrind is the only platform its runtime shows: device 0:0. It is
     # slow, so Check's per-test timeouts are stretched.
