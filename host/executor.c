@@ -614,6 +614,9 @@ static int switch_queues(clremat_trainer *t, const clremat_action *a)
     if (a->join) {
         cl_event e = NULL;
         err = clEnqueueMarkerWithWaitList(t->side_queue, 0, NULL, &e);
+        /* an event another queue waits on must be submitted: flush its queue */
+        if (err == CL_SUCCESS)
+            err = clFlush(t->side_queue);
         if (err == CL_SUCCESS)
             err = clEnqueueBarrierWithWaitList(ctx->queue, 1, &e, NULL);
         if (e)
@@ -625,6 +628,8 @@ static int switch_queues(clremat_trainer *t, const clremat_action *a)
             clReleaseEvent(t->marker);
         t->marker = NULL;
         err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &t->marker);
+        if (err == CL_SUCCESS)
+            err = clFlush(ctx->queue);
         clremat_pool_quarantine(ctx->pool, 1);
     }
     if (err == CL_SUCCESS && a->queue == 1 && ctx->active_queue != t->side_queue) {
