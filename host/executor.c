@@ -139,7 +139,8 @@ static clremat_graph *eval_copy(const clremat_graph *g)
         return NULL;
     }
     memcpy(e->layers, g->layers, sizeof *e->layers * (size_t)g->n_layers);
-    memcpy(e->blocks, g->blocks, sizeof *e->blocks * (size_t)g->n_blocks);
+    if (g->n_blocks > 0) /* g->blocks is NULL in a graph without blocks */
+        memcpy(e->blocks, g->blocks, sizeof *e->blocks * (size_t)g->n_blocks);
     e->cap_layers = g->n_layers;
     e->cap_blocks = g->n_blocks + 1;
     for (int l = 0; l < e->n_layers; l++)

@@ -3,10 +3,12 @@
  * same target functions libFuzzer drives (fuzz/fuzz_*.c), built with the
  * normal compiler, so a regression of any fixed crash fails make check (and
  * under --enable-sanitizers, any memory error or leak). No device needed.
- * CLREMAT_FUZZ_VERBOSE=1 names each file before it runs. */
+ * The targets' output goes to /dev/null; CLREMAT_FUZZ_VERBOSE=1 keeps it and
+ * names each file before it runs. */
 #include "testutil.h"
 #include "fuzz.h"
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -51,11 +53,21 @@ START_TEST(test_replay)
     char dir[1024], path[2048];
     const char *root = getenv("CLREMAT_FUZZ_CORPUS");
     int verbose = getenv("CLREMAT_FUZZ_VERBOSE") != NULL, n = 0;
+    int saved_out = -1, saved_err = -1, devnull = -1;
     DIR *d;
     struct dirent *e;
     snprintf(dir, sizeof dir, "%s/%s", root ? root : CLREMAT_FUZZ_CORPUS, targets[_i].dir);
     d = opendir(dir);
     ck_assert_msg(d != NULL, "corpus folder %s cannot be opened", dir);
+    fflush(stdout);
+    fflush(stderr);
+    if (!verbose) { /* the targets' own output (usage texts, errors) is noise here */
+        saved_out = dup(1);
+        saved_err = dup(2);
+        devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+    }
     while ((e = readdir(d)) != NULL) {
         uint8_t *buf;
         size_t len = 0;
@@ -71,6 +83,15 @@ START_TEST(test_replay)
         n++;
     }
     closedir(d);
+    if (!verbose) {
+        fflush(stdout);
+        fflush(stderr);
+        dup2(saved_out, 1);
+        dup2(saved_err, 2);
+        close(saved_out);
+        close(saved_err);
+        close(devnull);
+    }
     ck_assert_msg(n >= targets[_i].min_files, "%s holds %d inputs, expected at least %d", dir, n,
                   targets[_i].min_files);
 }

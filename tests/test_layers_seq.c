@@ -294,7 +294,7 @@ START_TEST(test_softmax_ce_check)
     for (int s = 0; s < 3; s++) {
         const int64_t *d = ranks[s] == 2 ? dims[s] : dims[s] + 1;
         int64_t C = d[ranks[s] - 1], batch = 4;
-        int64_t rows = rows_of(&(clremat_shape){ranks[s], {d[0], d[1]}}, batch);
+        int64_t rows = rows_of(&(clremat_shape){ranks[s], {d[0], ranks[s] == 2 ? d[1] : 0}}, batch);
         float labels[64];
         clremat_layer L;
         clremat_graph g;
