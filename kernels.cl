@@ -284,12 +284,15 @@ float clremat_act_deriv(const int act, const float x)
     }
 }
 
-/* y[i] = act(x[i]): activation forward and its recomputation. */
+/* Declared here, defined with the eight-wide activations (H6 section). */
+float clremat_act1(const int act, const float x);
+
+/* y[i] = act(x[i]) (superseded by clremat_act_fwd8; same bits). */
 __kernel void clremat_act_fwd(const int n, const int act, __global const float *x, __global float *y)
 {
     int i = get_global_id(0);
     if (i < n)
-        y[i] = clremat_act_apply(act, x[i]);
+        y[i] = clremat_act1(act, x[i]); /* same bits as the eight-wide kernels */
 }
 
 /* dx[i] = dy[i] * act'(x[i]) (acc: +=). dx may be dy itself (in place). */
@@ -316,7 +319,7 @@ __kernel void clremat_bias_act(const int n, const int units, const int use_bias,
             pre[i] = v;
         }
         if (act != CLREMAT_ACT_NONE)
-            out[i] = clremat_act_apply(act, v);
+            out[i] = clremat_act1(act, v);
     }
 }
 
@@ -685,4 +688,413 @@ __kernel void seq_loss_finish(const int n, const int has_correct, const float di
             k += part[n + i];
     out[0] = s / divisor;
     out[1] = k;
+}
+
+/* ======================================================================
+ * H6 perf: activations eight elements at a time. Every kernel that
+ * produces an activation output (clremat_act_fwd8, clremat_bias_act8, the
+ * GEMM epilogue, and the scalar clremat_act_fwd / clremat_bias_act kept for
+ * compatibility) computes it with clremat_act8, so forward, fused forward
+ * and recomputation give the same bits. The switch is outside the vector
+ * arithmetic, so the math builtins run on float8.
+ * ====================================================================== */
+float8 clremat_act8(const int act, const float8 x)
+{
+    switch (act) {
+    case CLREMAT_ACT_RELU:
+        return select((float8)0.0f, x, x > 0.0f);
+    case CLREMAT_ACT_GELU_TANH:
+        return 0.5f * x * (1.0f + tanh(CLREMAT_SQRT_2_OVER_PI * (x + CLREMAT_GELU_C * x * x * x)));
+    case CLREMAT_ACT_GELU_EXACT:
+        return 0.5f * x * (1.0f + erf(x * CLREMAT_INV_SQRT2));
+    case CLREMAT_ACT_TANH:
+        return tanh(x);
+    case CLREMAT_ACT_SIGMOID:
+        return 1.0f / (1.0f + exp(-x));
+    case CLREMAT_ACT_SILU:
+        return x / (1.0f + exp(-x));
+    default:
+        return x;
+    }
+}
+
+/* act'(x) on eight elements (the backward; no bit-identity constraint). */
+float8 clremat_dact8(const int act, const float8 x)
+{
+    switch (act) {
+    case CLREMAT_ACT_RELU:
+        return select((float8)0.0f, (float8)1.0f, x > 0.0f);
+    case CLREMAT_ACT_GELU_TANH: {
+        const float8 u = CLREMAT_SQRT_2_OVER_PI * (x + CLREMAT_GELU_C * x * x * x);
+        const float8 t = tanh(u);
+        return 0.5f * (1.0f + t) +
+               0.5f * x * (1.0f - t * t) * CLREMAT_SQRT_2_OVER_PI * (1.0f + 3.0f * CLREMAT_GELU_C * x * x);
+    }
+    case CLREMAT_ACT_GELU_EXACT:
+        return 0.5f * (1.0f + erf(x * CLREMAT_INV_SQRT2)) + x * CLREMAT_INV_SQRT_2PI * exp(-0.5f * x * x);
+    case CLREMAT_ACT_TANH: {
+        const float8 t = tanh(x);
+        return 1.0f - t * t;
+    }
+    case CLREMAT_ACT_SIGMOID: {
+        const float8 e = 1.0f / (1.0f + exp(-x));
+        return e * (1.0f - e);
+    }
+    case CLREMAT_ACT_SILU: {
+        const float8 e = 1.0f / (1.0f + exp(-x));
+        return e * (1.0f + x * (1.0f - e));
+    }
+    default:
+        return (float8)1.0f;
+    }
+}
+
+/* act of one float, computed by clremat_act8 (lane 0), so it matches the
+ * eight-wide kernels bit for bit. */
+float clremat_act1(const int act, const float x) { return clremat_act8(act, (float8)(x)).s0; }
+
+/* Loads elements [i0, i0+8) of p (zeros past n). */
+float8 clremat_load8(__global const float *p, const int i0, const int n)
+{
+    float t[8];
+    if (i0 + 8 <= n)
+        return vload8(0, p + i0);
+    for (int j = 0; j < 8; j++)
+        t[j] = i0 + j < n ? p[i0 + j] : 0.0f;
+    return vload8(0, t);
+}
+
+/* Stores elements [i0, i0+8) of v into p (none past n). */
+void clremat_store8(__global float *p, const int i0, const int n, const float8 v)
+{
+    float t[8];
+    if (i0 + 8 <= n) {
+        vstore8(v, 0, p + i0);
+        return;
+    }
+    vstore8(v, 0, t);
+    for (int j = 0; j < 8 && i0 + j < n; j++)
+        p[i0 + j] = t[j];
+}
+
+/* y = act(x), eight elements per work-item: launch ceil(n / 8) items. */
+__kernel void clremat_act_fwd8(const int n, const int act, __global const float *x, __global float *y)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n)
+        clremat_store8(y, i0, n, clremat_act8(act, clremat_load8(x, i0, n)));
+}
+
+/* dx = dy * act'(x) (acc: +=), eight per item; dx may be dy (in place). */
+__kernel void clremat_act_bwd8(const int n, const int act, const int acc, __global const float *x,
+                               __global const float *dy, __global float *dx)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n) {
+        float8 g = clremat_load8(dy, i0, n) * clremat_dact8(act, clremat_load8(x, i0, n));
+        if (acc)
+            g = clremat_load8(dx, i0, n) + g;
+        clremat_store8(dx, i0, n, g);
+    }
+}
+
+/* y[c] = sum over r of x[r * cols + c], r in order, for eight columns per
+ * work-item (launch ceil(cols / 8)): the same sums, bit for bit, as
+ * clremat_colsum, with contiguous vector loads. */
+__kernel void clremat_colsum8(const int rows, const int cols, __global const float *x, __global float *y)
+{
+    const int c0 = get_global_id(0) * 8;
+    if (c0 + 8 <= cols) {
+        float8 s = 0.0f;
+        for (int r = 0; r < rows; r++)
+            s += vload8(0, x + (long)r * cols + c0);
+        vstore8(s, 0, y + c0);
+    } else {
+        for (int c = c0; c < cols; c++) {
+            float s = 0.0f;
+            for (int r = 0; r < rows; r++)
+                s += x[(long)r * cols + c];
+            y[c] = s;
+        }
+    }
+}
+
+/* Dense epilogue as a pass (CLBlast path), eight per item: pre += bias
+ * (use_bias), out = act(pre) (act != NONE). */
+__kernel void clremat_bias_act8(const int n, const int units, const int use_bias, const int act,
+                                __global const float *bias, __global float *pre, __global float *out)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n) {
+        float8 v = clremat_load8(pre, i0, n);
+        if (use_bias) {
+            float t[8];
+            for (int j = 0; j < 8; j++)
+                t[j] = bias[(i0 + j) % units];
+            v = v + vload8(0, t);
+            clremat_store8(pre, i0, n, v);
+        }
+        if (act != CLREMAT_ACT_NONE)
+            clremat_store8(out, i0, n, clremat_act8(act, v));
+    }
+}
+
+/* ======================================================================
+ * H6 perf: GEMM for CPU-class devices (the "native" GEMM path).
+ * One work-item per work-group computes a block of C of at most GC_MC x
+ * GC_NC (the host picks it, see clremat_gemm_cpu). K is
+ * walked in blocks of GC_KC: the A block (GC_MC x GC_KC) and the B block
+ * (GC_KC x GC_NC) are packed into local memory (which is cache on a CPU
+ * device) as micro-panels -- A as GC_MR rows interleaved per k, B as GC_NR
+ * columns contiguous per k -- whatever the transposes, zero-padded at the
+ * edges. A GC_MR x GC_NR register tile (6 x 16 floats, twelve float8
+ * accumulators) then runs over each pair of micro-panels. Each k-block's
+ * partial product is added to C in a fixed order (block 0 writes
+ * alpha*acc + beta*C, later blocks add alpha*acc), so results do not
+ * depend on scheduling. The last k-block can apply the dense epilogue:
+ * pre = v + bias[n]; out = act(pre) computed on that same float, so a
+ * recomputation act(pre) reproduces out bit for bit.
+ * ====================================================================== */
+#ifndef GC_MR
+#define GC_MR 6
+#endif
+#define GC_NR 16
+#ifndef GC_MC
+#define GC_MC 288
+#endif
+#ifndef GC_NC
+#define GC_NC 256
+#endif
+#ifndef GC_KC
+#define GC_KC 256
+#endif
+
+/* Packs rows [m0, m0+mc) x k [k0, k0+kc) of op(A) into Ap as micro-panels
+ * of GC_MR rows: Ap[(p * GC_KC + k) * GC_MR + r]. */
+void gc_pack_a(__local float *Ap, __global const float *A, const int tA, const long lda, const int M,
+               const int m0, const int mc, const int k0, const int kc)
+{
+    const int np = (mc + GC_MR - 1) / GC_MR;
+    for (int p = 0; p < np; p++) {
+        __local float *dst = Ap + p * GC_KC * GC_MR;
+        for (int r = 0; r < GC_MR; r++) {
+            const int m = m0 + p * GC_MR + r;
+            if (m < M && p * GC_MR + r < mc) {
+                if (tA) {
+                    continue; /* packed below, k outer: one cache line per k */
+                } else {
+                    __global const float *src = A + (long)m * lda + k0;
+                    for (int k = 0; k < kc; k++)
+                        dst[k * GC_MR + r] = src[k];
+                }
+            } else {
+                for (int k = 0; k < kc; k++)
+                    dst[k * GC_MR + r] = 0.0f;
+            }
+        }
+        if (tA) {
+            const int mb = m0 + p * GC_MR, h = min(GC_MR, min(M - mb, mc - p * GC_MR));
+            __global const float *src = A + (long)k0 * lda + mb;
+            if (h == GC_MR) {
+                for (int k = 0; k < kc; k++) {
+                    __global const float *s = src + (long)k * lda;
+#pragma unroll
+                    for (int r = 0; r < GC_MR; r++)
+                        dst[k * GC_MR + r] = s[r];
+                }
+            } else {
+                for (int k = 0; k < kc; k++)
+                    for (int r = 0; r < h; r++)
+                        dst[k * GC_MR + r] = src[(long)k * lda + r];
+            }
+        }
+    }
+}
+
+/* Packs k [k0, k0+kc) x columns [n0, n0+nc) of op(B) into Bp as
+ * micro-panels of GC_NR columns: Bp[(p * GC_KC + k) * GC_NR + j]. */
+void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const long ldb, const int N,
+               const int n0, const int nc, const int k0, const int kc)
+{
+    const int np = (nc + GC_NR - 1) / GC_NR;
+    if (!tB) {
+        /* k outer: each k reads one contiguous row segment of B (streams) */
+        int nfull = 0;
+        while (nfull < np && n0 + (nfull + 1) * GC_NR <= N && (nfull + 1) * GC_NR <= nc)
+            nfull++;
+        for (int k = 0; k < kc; k++) {
+            __global const float *src = B + (long)(k0 + k) * ldb + n0;
+            for (int p = 0; p < nfull; p++) {
+                __local float *dst = Bp + (p * GC_KC + k) * GC_NR;
+                vstore8(vload8(0, src + p * GC_NR), 0, dst);
+                vstore8(vload8(0, src + p * GC_NR + 8), 0, dst + 8);
+            }
+        }
+        for (int p = nfull; p < np; p++) {
+            __local float *dst = Bp + p * GC_KC * GC_NR;
+            const int nb = n0 + p * GC_NR;
+            const int w = min(GC_NR, min(N - nb, nc - p * GC_NR));
+            __global const float *src = B + (long)k0 * ldb + nb;
+            for (int k = 0; k < kc; k++)
+                for (int j = 0; j < GC_NR; j++)
+                    dst[k * GC_NR + j] = j < w ? src[(long)k * ldb + j] : 0.0f;
+        }
+        return;
+    }
+    for (int p = 0; p < np; p++) {
+        __local float *dst = Bp + p * GC_KC * GC_NR;
+        const int nb = n0 + p * GC_NR;
+        const int w = min(GC_NR, min(N - nb, nc - p * GC_NR));
+        if (w == GC_NR) {
+            /* 8 x 8 blocks: eight rows of B^T loaded as float8, stored transposed */
+            int k = 0;
+            for (; k + 8 <= kc; k += 8)
+                for (int jj = 0; jj < GC_NR; jj += 8) {
+                    __global const float *src = B + (long)(nb + jj) * ldb + k0 + k;
+                    const float8 r0 = vload8(0, src), r1 = vload8(0, src + ldb), r2 = vload8(0, src + 2 * ldb),
+                                 r3 = vload8(0, src + 3 * ldb), r4 = vload8(0, src + 4 * ldb),
+                                 r5 = vload8(0, src + 5 * ldb), r6 = vload8(0, src + 6 * ldb),
+                                 r7 = vload8(0, src + 7 * ldb);
+                    __local float *d = dst + k * GC_NR + jj;
+                    vstore8((float8)(r0.s0, r1.s0, r2.s0, r3.s0, r4.s0, r5.s0, r6.s0, r7.s0), 0, d);
+                    vstore8((float8)(r0.s1, r1.s1, r2.s1, r3.s1, r4.s1, r5.s1, r6.s1, r7.s1), 0, d + GC_NR);
+                    vstore8((float8)(r0.s2, r1.s2, r2.s2, r3.s2, r4.s2, r5.s2, r6.s2, r7.s2), 0, d + 2 * GC_NR);
+                    vstore8((float8)(r0.s3, r1.s3, r2.s3, r3.s3, r4.s3, r5.s3, r6.s3, r7.s3), 0, d + 3 * GC_NR);
+                    vstore8((float8)(r0.s4, r1.s4, r2.s4, r3.s4, r4.s4, r5.s4, r6.s4, r7.s4), 0, d + 4 * GC_NR);
+                    vstore8((float8)(r0.s5, r1.s5, r2.s5, r3.s5, r4.s5, r5.s5, r6.s5, r7.s5), 0, d + 5 * GC_NR);
+                    vstore8((float8)(r0.s6, r1.s6, r2.s6, r3.s6, r4.s6, r5.s6, r6.s6, r7.s6), 0, d + 6 * GC_NR);
+                    vstore8((float8)(r0.s7, r1.s7, r2.s7, r3.s7, r4.s7, r5.s7, r6.s7, r7.s7), 0, d + 7 * GC_NR);
+                }
+            for (; k < kc; k++)
+                for (int j = 0; j < GC_NR; j++)
+                    dst[k * GC_NR + j] = B[(long)(nb + j) * ldb + k0 + k];
+        } else {
+            for (int j = 0; j < GC_NR; j++) {
+                if (j < w) {
+                    __global const float *src = B + (long)(nb + j) * ldb + k0;
+                    for (int k = 0; k < kc; k++)
+                        dst[k * GC_NR + j] = src[k];
+                } else {
+                    for (int k = 0; k < kc; k++)
+                        dst[k * GC_NR + j] = 0.0f;
+                }
+            }
+        }
+    }
+}
+
+/* C (and, with epi, out) of one work-group's block; see the section
+ * comment. epi: 0 plain; 1 last k-block applies bias (use_bias) and act. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, const int K, const float alpha,
+                      __global const float *A, const long offA, const long lda, const long sa,
+                      __global const float *B, const long offB, const long ldb, const long sb,
+                      const float beta, __global float *C, const long offC, const long ldc, const long sc,
+                      const int epi, const int use_bias, const int act, __global const float *bias,
+                      __global float *out, const int bm, const int bn)
+{
+    __local float Ap[GC_MC * GC_KC];
+    __local float Bp[GC_KC * GC_NC];
+    /* bm x bn (at most GC_MC x GC_NC) is this launch's block: smaller for
+     * small problems so that every compute unit gets work-groups. The
+     * result does not depend on it: every C element sums the same k-blocks
+     * in the same order. */
+    const int n0 = get_group_id(0) * bn, m0 = get_group_id(1) * bm;
+    const long bz = get_group_id(2);
+    const int mc = min(bm, M - m0), nc = min(bn, N - n0);
+    const int nkb = K > 0 ? (K + GC_KC - 1) / GC_KC : 1;
+    A += offA + bz * sa;
+    B += offB + bz * sb;
+    C += offC + bz * sc;
+    if (epi)
+        out += offC + bz * sc;
+    for (int kb = 0; kb < nkb; kb++) {
+        const int k0 = kb * GC_KC, kc = min(GC_KC, K - k0);
+        const int last = kb == nkb - 1;
+        if (kc > 0) {
+            gc_pack_a(Ap, A, tA, lda, M, m0, mc, k0, kc);
+            gc_pack_b(Bp, B, tB, ldb, N, n0, nc, k0, kc);
+        }
+        for (int pi = 0; pi * GC_MR < mc; pi++) {
+            __local const float *ap = Ap + pi * GC_KC * GC_MR;
+            for (int pj = 0; pj * GC_NR < nc; pj++) {
+                __local const float *bp = Bp + pj * GC_KC * GC_NR;
+                float8 c0[GC_MR], c1[GC_MR];
+                float acc[GC_MR][GC_NR];
+#pragma unroll
+                for (int r = 0; r < GC_MR; r++)
+                    c0[r] = c1[r] = 0.0f;
+                for (int k = 0; k < kc; k++) {
+                    const float8 b0 = vload8(0, bp + k * GC_NR), b1 = vload8(1, bp + k * GC_NR);
+                    __local const float *a = ap + k * GC_MR;
+#pragma unroll
+                    for (int r = 0; r < GC_MR; r++) {
+                        const float av = a[r];
+                        c0[r] += av * b0;
+                        c1[r] += av * b1;
+                    }
+                }
+                const int mrow = m0 + pi * GC_MR, ncol = n0 + pj * GC_NR;
+                if (mrow + GC_MR <= M && ncol + GC_NR <= N && pj * GC_NR + GC_NR <= nc) {
+                    /* whole tile inside C: vector write-back, same arithmetic as below */
+#pragma unroll
+                    for (int r = 0; r < GC_MR; r++) {
+                        __global float *cr = C + (long)(mrow + r) * ldc + ncol;
+                        float8 v0 = alpha * c0[r], v1 = alpha * c1[r];
+                        if (kb > 0) {
+                            v0 = vload8(0, cr) + v0;
+                            v1 = vload8(1, cr) + v1;
+                        } else if (beta != 0.0f) {
+                            v0 = v0 + beta * vload8(0, cr);
+                            v1 = v1 + beta * vload8(1, cr);
+                        }
+                        if (last && epi && use_bias) {
+                            v0 = v0 + vload8(0, bias + ncol);
+                            v1 = v1 + vload8(1, bias + ncol);
+                        }
+                        vstore8(v0, 0, cr);
+                        vstore8(v1, 1, cr);
+                        if (last && epi && act != CLREMAT_ACT_NONE) {
+                            __global float *o = out + (long)(mrow + r) * ldc + ncol;
+                            vstore8(clremat_act8(act, v0), 0, o);
+                            vstore8(clremat_act8(act, v1), 1, o);
+                        }
+                    }
+                    continue;
+                }
+#pragma unroll
+                for (int r = 0; r < GC_MR; r++) {
+                    vstore8(c0[r], 0, acc[r]);
+                    vstore8(c1[r], 1, acc[r]);
+                }
+                for (int r = 0; r < GC_MR; r++) {
+                    const int m = m0 + pi * GC_MR + r;
+                    if (m >= M)
+                        break;
+                    for (int j = 0; j < GC_NR; j++) {
+                        const int n = n0 + pj * GC_NR + j;
+                        if (n >= N || pj * GC_NR + j >= nc)
+                            break;
+                        {
+                            const long ci = (long)m * ldc + n;
+                            float v = alpha * acc[r][j];
+                            if (kb > 0)
+                                v = C[ci] + v;
+                            else if (beta != 0.0f)
+                                v = v + beta * C[ci];
+                            if (last && epi) {
+                                if (use_bias)
+                                    v = v + bias[n];
+                                C[ci] = v;
+                                if (act != CLREMAT_ACT_NONE)
+                                    out[ci] = clremat_act1(act, v);
+                            } else {
+                                C[ci] = v;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

@@ -17,6 +17,7 @@ typedef struct clremat_profile_rec {
     int layer;              /**< layer index, -1 for non-layer work */
     int phase;              /**< clremat_phase */
     cl_event event;         /**< released after collection */
+    char kname[40];         /**< kernel name (h6: per-kernel breakdown of the profile) */
 } clremat_profile_rec;
 
 /** What a launch is part of, for the per-layer profile. */
@@ -52,6 +53,11 @@ struct clremat_ctx {
     clremat_profile_rec *prof;
     size_t n_prof, cap_prof;
     char last_error[CLREMAT_ERRMSG_LEN];
+    /* h6-perf: GEMM path and workspace */
+    int gemm_path;                  /**< clremat_gemm_path; AUTO until resolved */
+    clremat_buf *gemm_ws;           /**< GEMM workspace of the running action (CLBlast path) or NULL */
+    int dry_run;                    /**< 1: nothing is enqueued; clremat_gemm records workspace needs */
+    size_t dry_ws;                  /**< largest GEMM workspace asked for during a dry run */
 };
 
 /** Sets the context's last error (printf-style) and returns status. ctx may be
@@ -115,6 +121,10 @@ int clremat_read(clremat_ctx *ctx, const clremat_buf *buf, size_t offset, size_t
 
 /** Fills a device buffer with zeros. */
 int clremat_zero(clremat_ctx *ctx, clremat_buf *buf);
+
+/** Keeps an event of work enqueued outside clremat_launch (CLBlast) for
+ * the profile under the current label; releases it when not profiling. */
+int clremat_profile_event(clremat_ctx *ctx, cl_event ev, const char *kname);
 
 /** The cl_mem of a pool buffer. */
 static inline cl_mem clremat_mem(const clremat_buf *b) { return (cl_mem)b->mem; }

@@ -138,6 +138,8 @@ int clremat_finish(clremat_ctx *ctx)
 int clremat_write(clremat_ctx *ctx, clremat_buf *buf, size_t offset, size_t bytes, const void *src)
 {
     cl_int err;
+    if (ctx->dry_run) /* h6: workspace dry run enqueues nothing */
+        return CLREMAT_OK;
     if (offset + bytes > buf->bytes)
         return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "write of %zu bytes at %zu past a %zu-byte buffer (%s)",
                             bytes, offset, buf->bytes, buf->tag ? buf->tag : "?");
@@ -151,6 +153,8 @@ int clremat_write(clremat_ctx *ctx, clremat_buf *buf, size_t offset, size_t byte
 int clremat_read(clremat_ctx *ctx, const clremat_buf *buf, size_t offset, size_t bytes, void *dst)
 {
     cl_int err;
+    if (ctx->dry_run)
+        return CLREMAT_OK;
     if (offset + bytes > buf->bytes)
         return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "read of %zu bytes at %zu past a %zu-byte buffer (%s)",
                             bytes, offset, buf->bytes, buf->tag ? buf->tag : "?");
@@ -164,8 +168,11 @@ int clremat_read(clremat_ctx *ctx, const clremat_buf *buf, size_t offset, size_t
 int clremat_zero(clremat_ctx *ctx, clremat_buf *buf)
 {
     const float zero = 0.0f;
-    cl_int err = clEnqueueFillBuffer(ctx->active_queue, clremat_mem(buf), &zero, sizeof zero, 0,
-                                     buf->bytes & ~(size_t)3, 0, NULL, NULL);
+    cl_int err;
+    if (ctx->dry_run)
+        return CLREMAT_OK;
+    err = clEnqueueFillBuffer(ctx->active_queue, clremat_mem(buf), &zero, sizeof zero, 0,
+                              buf->bytes & ~(size_t)3, 0, NULL, NULL);
     if (err != CL_SUCCESS)
         return clremat_fail(ctx, err, "zero-filling %s failed: %s", buf->tag ? buf->tag : "buffer",
                             clremat_status_str(err));

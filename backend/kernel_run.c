@@ -24,7 +24,10 @@ int clremat_run(clremat_ctx *ctx, const char *kname, cl_uint dims, const size_t 
 {
     cl_kernel k;
     va_list ap;
-    int st = clremat_kernel(ctx, kname, &k);
+    int st;
+    if (ctx->dry_run) /* h6: workspace dry run enqueues nothing */
+        return CLREMAT_OK;
+    st = clremat_kernel(ctx, kname, &k);
     if (st != CLREMAT_OK)
         return st;
     va_start(ap, local);
@@ -41,7 +44,7 @@ int clremat_run1d(clremat_ctx *ctx, const char *kname, int64_t n, ...)
     va_list ap;
     size_t global = (size_t)n;
     int st;
-    if (n <= 0)
+    if (n <= 0 || ctx->dry_run)
         return CLREMAT_OK;
     if (n > 2147483647)
         return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "kernel %s: %lld elements exceed the 2^31 limit",

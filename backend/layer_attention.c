@@ -12,6 +12,7 @@
  * [R: B*H*T*T | dctx: rows*D | dqkv: rows*3D] where R holds the dropped probs,
  * then dprobs, then dscores. */
 #include "layer_seq.h"
+#include "gemm.h"
 #include <math.h>
 
 /* Sizes of one attention layer at a batch size. */
@@ -120,12 +121,8 @@ static int attn_forward(clremat_layer_call *c)
     if (L->rate > 0.0 && (st = clremat_check_buf(ctx, L->name, "forward workspace", c->temp, a.P)) != CLREMAT_OK)
         return st;
 
-    /* qkv = x wqkv + bqkv */
-    st = clremat_gemm(ctx, 0, 0, a.rows, D3, D, 1.0f, c->in[0], 0, D, 0, c->param[0], 0, D3, 0, 0.0f,
-                      c->slot[1], 0, D3, 0, 1);
-    if (st == CLREMAT_OK)
-        st = clremat_run1d(ctx, "seq_add_bias", a.rows * D3, SEQ_I(a.rows * D3), SEQ_I(D3), SEQ_M(c->slot[1]),
-                           SEQ_M(c->param[1]), SEQ_END);
+    /* qkv = x wqkv + bqkv (bias fused into the GEMM on the native path) */
+    st = clremat_gemm_dense(ctx, a.rows, D, D3, c->in[0], c->param[0], c->param[1], 0, c->slot[1], NULL);
     /* scores of head h for every batch item: q_h k_h^T / sqrt(dh) */
     for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++)
         st = clremat_gemm(ctx, 0, 1, T, T, dh, (float)(1.0 / sqrt((double)dh)), c->slot[1], h * dh, D3, T * D3,
@@ -144,11 +141,7 @@ static int attn_forward(clremat_layer_call *c)
                           0.0f, c->slot[3], h * dh, D, T * D, a.B);
     /* out = ctx wo + bo */
     if (st == CLREMAT_OK)
-        st = clremat_gemm(ctx, 0, 0, a.rows, D, D, 1.0f, c->slot[3], 0, D, 0, c->param[2], 0, D, 0, 0.0f,
-                          c->slot[0], 0, D, 0, 1);
-    if (st == CLREMAT_OK)
-        st = clremat_run1d(ctx, "seq_add_bias", a.rows * D, SEQ_I(a.rows * D), SEQ_I(D), SEQ_M(c->slot[0]),
-                           SEQ_M(c->param[3]), SEQ_END);
+        st = clremat_gemm_dense(ctx, a.rows, D, D, c->slot[3], c->param[2], c->param[3], 0, c->slot[0], NULL);
     return st;
 }
 

@@ -5,6 +5,7 @@
  * in place in dout, dW = x^T dZ, db = column sums of dZ, dx = dZ W^T. */
 #include "layer_impl.h"
 #include "kernel_run.h"
+#include "gemm.h"
 
 /* Sizes of a dense layer at a batch: rows of x, input features, units. */
 static int dense_dims(clremat_ctx *ctx, const clremat_layer *L, int64_t batch, int64_t *rows, int64_t *in,
@@ -65,17 +66,9 @@ static int dense_forward(clremat_layer_call *c)
         (has_act && (st = clremat_check_buf(c->ctx, L->name, "preact", c->slot[1], rows * units)) != CLREMAT_OK))
         return st;
     pre = has_act ? c->slot[1] : c->slot[0];
-    st = clremat_gemm(c->ctx, 0, 0, rows, units, in, 1.0f, c->in[0], 0, in, 0, c->param[0], 0, units, 0, 0.0f, pre,
-                      0, units, 0, 1);
-    if (st != CLREMAT_OK || (!L->use_bias && !has_act))
-        return st;
-    {
-        cl_int n = (cl_int)(rows * units), iu = (cl_int)units, ub = L->use_bias ? 1 : 0, act = (cl_int)L->act;
-        cl_mem mb = clremat_mem(L->use_bias ? c->param[1] : pre), mp = clremat_mem(pre),
-               mo = clremat_mem(c->slot[0]);
-        return clremat_run1d(c->ctx, "clremat_bias_act", rows * units, sizeof n, &n, sizeof iu, &iu, sizeof ub, &ub,
-                             sizeof act, &act, sizeof mb, &mb, sizeof mp, &mp, sizeof mo, &mo, (size_t)0);
-    }
+    /* GEMM, bias and activation in one call (fused on the native path) */
+    return clremat_gemm_dense(c->ctx, rows, in, units, c->in[0], c->param[0], L->use_bias ? c->param[1] : NULL,
+                              (int)L->act, pre, has_act ? c->slot[0] : NULL);
 }
 
 static int dense_recompute(clremat_layer_call *c)
@@ -95,7 +88,7 @@ static int dense_recompute(clremat_layer_call *c)
     n = (cl_int)(rows * units);
     mp = clremat_mem(c->slot[1]);
     mo = clremat_mem(c->slot[0]);
-    return clremat_run1d(c->ctx, "clremat_act_fwd", rows * units, sizeof n, &n, sizeof act, &act, sizeof mp, &mp,
+    return clremat_run1d(c->ctx, "clremat_act_fwd8", (rows * units + 7) / 8, sizeof n, &n, sizeof act, &act, sizeof mp, &mp,
                          sizeof mo, &mo, (size_t)0);
 }
 
@@ -119,7 +112,7 @@ static int dense_backward(clremat_layer_call *c)
     if (has_act) { /* dZ = dout * act'(preact), in place */
         cl_int n = (cl_int)(rows * units), act = (cl_int)L->act, acc = 0;
         cl_mem mp = clremat_mem(c->slot[1]), md = clremat_mem(c->dout);
-        if ((st = clremat_run1d(c->ctx, "clremat_act_bwd", rows * units, sizeof n, &n, sizeof act, &act, sizeof acc,
+        if ((st = clremat_run1d(c->ctx, "clremat_act_bwd8", (rows * units + 7) / 8, sizeof n, &n, sizeof act, &act, sizeof acc,
                                 &acc, sizeof mp, &mp, sizeof md, &md, sizeof md, &md, (size_t)0)) != CLREMAT_OK)
             return st;
     }
@@ -131,7 +124,7 @@ static int dense_backward(clremat_layer_call *c)
         cl_mem md = clremat_mem(c->dout), mg = clremat_mem(c->grad[1]);
         if (rows > 2147483647)
             return clremat_fail(c->ctx, CLREMAT_ERR_TOO_LARGE, "dense layer %s: %lld rows", L->name, (long long)rows);
-        if ((st = clremat_run1d(c->ctx, "clremat_colsum", units, sizeof ir, &ir, sizeof iu, &iu, sizeof md, &md,
+        if ((st = clremat_run1d(c->ctx, "clremat_colsum8", (units + 7) / 8, sizeof ir, &ir, sizeof iu, &iu, sizeof md, &md,
                                 sizeof mg, &mg, (size_t)0)) != CLREMAT_OK)
             return st;
     }

@@ -11,6 +11,7 @@
 typedef struct pool_entry {
     clremat_buf buf;    /* first member: a clremat_buf* is a pool_entry* */
     int in_use;
+    int quarantined;    /* freed while quarantine was on: not reusable yet */
 } pool_entry;
 
 struct clremat_pool {
@@ -20,6 +21,7 @@ struct clremat_pool {
     pool_entry **entries;       /* every buffer held, live or cached */
     size_t n_entries, cap_entries;
     uint64_t fail_countdown;    /* fault injection: 0 off */
+    int quarantine;             /* releases are held back from reuse */
     int recording;
     clremat_pool_event *timeline;
     size_t n_timeline, cap_timeline;
@@ -141,7 +143,7 @@ int clremat_pool_alloc(clremat_pool *p, size_t bytes, const char *tag, clremat_b
     /* Reuse: the smallest cached buffer that fits with at most 1/8 slack. */
     for (size_t i = 0; i < p->n_entries; i++) {
         pool_entry *c = p->entries[i];
-        if (c->in_use || c->buf.capacity < bytes || c->buf.capacity - bytes > bytes / 8)
+        if (c->in_use || c->quarantined || c->buf.capacity < bytes || c->buf.capacity - bytes > bytes / 8)
             continue;
         if (best == SIZE_MAX || c->buf.capacity < p->entries[best]->buf.capacity)
             best = i;
@@ -201,8 +203,17 @@ void clremat_pool_release(clremat_pool *p, clremat_buf *buf)
     if (!buf || !e->in_use)
         return;
     e->in_use = 0;
+    e->quarantined = p->quarantine;
     p->st.live_bytes -= buf->bytes;
     record(p, -(int64_t)buf->bytes, buf->tag);
+}
+
+void clremat_pool_quarantine(clremat_pool *p, int on)
+{
+    p->quarantine = on != 0;
+    if (!on)
+        for (size_t i = 0; i < p->n_entries; i++)
+            p->entries[i]->quarantined = 0;
 }
 
 void clremat_pool_trim(clremat_pool *p)

@@ -1,7 +1,14 @@
 /* program.c: builds kernels.cl (embedded, or $CLREMAT_KERNELS for kernel
  * development) once per context, caches kernels by name, and launches them
- * on the active queue, keeping events for the per-layer profile. */
+ * on the active queue, keeping events for the per-layer profile. The built
+ * program's binary is cached on disk (cache directory of gemm.h, keyed by
+ * platform, device, driver and device versions, build options and a hash of
+ * the source) and loaded with clCreateProgramWithBinary next time; any
+ * failure there falls back to building from source.
+ * CLREMAT_NO_PROGRAM_CACHE=1 turns the binary cache off. */
 #include "backend.h"
+#include "gemm.h"
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,15 +36,100 @@ static char *read_file(const char *path, size_t *len)
     return buf;
 }
 
+#define BUILD_OPTIONS "-cl-std=CL1.2"
+#define BIN_MAGIC "clremat-program-binary 2\n"
+
+/* Key of a program build: device, driver, source and options. */
+static uint64_t build_key(const clremat_ctx *ctx, const char *src, size_t len)
+{
+    const char *parts[] = {ctx->info.platform, ctx->info.name, ctx->info.driver_version, ctx->info.device_version,
+                           BUILD_OPTIONS};
+    uint64_t h = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        h = clremat_hash64(h, parts[i], strlen(parts[i]) + 1);
+    return clremat_hash64(h, src, len);
+}
+
+static int binary_path(uint64_t key, char *out, size_t len)
+{
+    char dir[4096];
+    if (getenv("CLREMAT_NO_PROGRAM_CACHE") || !clremat_cache_dir(dir, sizeof dir))
+        return 0;
+    return snprintf(out, len, "%s/program-%016" PRIx64 ".bin", dir, key) < (int)len;
+}
+
+/* Creates and builds the program from a cached binary; 0 on any failure
+ * (missing, truncated or corrupted file -- checked against the length and
+ * hash in its header before OpenCL sees it -- or rejected by the driver),
+ * leaving ctx->program NULL. */
+static int load_binary(clremat_ctx *ctx, const char *path)
+{
+    size_t len = 0, hl = strlen(BIN_MAGIC), bin_len;
+    char *file = read_file(path, &len), *nl;
+    const unsigned char *bin;
+    unsigned long long want_len = 0, want_hash = 0;
+    cl_int err, bstatus;
+    if (!file)
+        return 0;
+    if (len <= hl || memcmp(file, BIN_MAGIC, hl) != 0 || !(nl = memchr(file + hl, '\n', len - hl)) ||
+        sscanf(file + hl, "len %llu hash %llx", &want_len, &want_hash) != 2) {
+        free(file);
+        return 0;
+    }
+    bin = (const unsigned char *)nl + 1;
+    bin_len = len - (size_t)(nl + 1 - file);
+    if (bin_len == 0 || bin_len != want_len || clremat_hash64(0, bin, bin_len) != (uint64_t)want_hash) {
+        free(file);
+        return 0;
+    }
+    ctx->program = clCreateProgramWithBinary(ctx->context, 1, &ctx->device, &bin_len, &bin, &bstatus, &err);
+    free(file);
+    if (err != CL_SUCCESS || bstatus != CL_SUCCESS) {
+        if (ctx->program)
+            clReleaseProgram(ctx->program);
+        ctx->program = NULL;
+        return 0;
+    }
+    if (clBuildProgram(ctx->program, 1, &ctx->device, BUILD_OPTIONS, NULL, NULL) != CL_SUCCESS) {
+        clReleaseProgram(ctx->program);
+        ctx->program = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+/* Writes the built program's binary to path (atomically) behind a header
+ * with its length and hash; failures are ignored (the cache is optional). */
+static void save_binary(clremat_ctx *ctx, const char *path)
+{
+    size_t bin_len = 0, hl;
+    unsigned char *buf, *bin;
+    char head[128];
+    if (clGetProgramInfo(ctx->program, CL_PROGRAM_BINARY_SIZES, sizeof bin_len, &bin_len, NULL) != CL_SUCCESS ||
+        bin_len == 0 || !(bin = malloc(bin_len)))
+        return;
+    if (clGetProgramInfo(ctx->program, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS) {
+        hl = (size_t)snprintf(head, sizeof head, "%slen %llu hash %016llx\n", BIN_MAGIC,
+                              (unsigned long long)bin_len, (unsigned long long)clremat_hash64(0, bin, bin_len));
+        if ((buf = malloc(hl + bin_len)) != NULL) {
+            memcpy(buf, head, hl);
+            memcpy(buf + hl, bin, bin_len);
+            clremat_write_atomic(path, buf, hl + bin_len);
+            free(buf);
+        }
+    }
+    free(bin);
+}
+
 int clremat_build_program(clremat_ctx *ctx)
 {
     const char *override = getenv("CLREMAT_KERNELS");
     const char *src = clremat_kernels_source;
     const char *origin = "embedded kernels.cl";
-    char *owned = NULL;
+    char *owned = NULL, bpath[4200];
     size_t len = strlen(src);
     cl_int err;
-    int st = CLREMAT_OK;
+    int st = CLREMAT_OK, cached;
 
     if (override && *override) {
         owned = read_file(override, &len);
@@ -46,12 +138,16 @@ int clremat_build_program(clremat_ctx *ctx)
         src = owned;
         origin = override;
     }
+    /* the binary cache: same device, driver, source and options */
+    cached = binary_path(build_key(ctx, src, len), bpath, sizeof bpath);
+    if (cached && load_binary(ctx, bpath))
+        goto done;
     ctx->program = clCreateProgramWithSource(ctx->context, 1, &src, &len, &err);
     if (err != CL_SUCCESS) {
         st = clremat_fail(ctx, err, "clCreateProgramWithSource (%s) failed: %s", origin, clremat_status_str(err));
         goto done;
     }
-    err = clBuildProgram(ctx->program, 1, &ctx->device, "-cl-std=CL1.2", NULL, NULL);
+    err = clBuildProgram(ctx->program, 1, &ctx->device, BUILD_OPTIONS, NULL, NULL);
     if (err != CL_SUCCESS) {
         char log[CLREMAT_ERRMSG_LEN - 256];
         size_t loglen = 0;
@@ -62,6 +158,8 @@ int clremat_build_program(clremat_ctx *ctx)
                           origin, ctx->info.name, clremat_status_str(err), log);
         clReleaseProgram(ctx->program);
         ctx->program = NULL;
+    } else if (cached) {
+        save_binary(ctx, bpath);
     }
 done:
     free(owned);
@@ -148,6 +246,8 @@ int clremat_launch(clremat_ctx *ctx, cl_kernel k, const char *kname, cl_uint dim
     size_t g[3];
     cl_event ev = NULL;
     cl_int err;
+    if (ctx->dry_run)
+        return CLREMAT_OK;
     if (launch_fault.ctx == ctx) {
         launch_fault.launches++;
         if (launch_fault.countdown && --launch_fault.countdown == 0)
@@ -163,6 +263,15 @@ int clremat_launch(clremat_ctx *ctx, cl_kernel k, const char *kname, cl_uint dim
                                  ctx->profiling ? &ev : NULL);
     if (err != CL_SUCCESS)
         return clremat_fail(ctx, err, "launching kernel %s failed: %s", kname, clremat_status_str(err));
+    return clremat_profile_event(ctx, ev, kname);
+}
+
+int clremat_profile_event(clremat_ctx *ctx, cl_event ev, const char *kname)
+{
+    if (ev && !ctx->profiling) {
+        clReleaseEvent(ev);
+        return CLREMAT_OK;
+    }
     if (ev) {
         if (ctx->n_prof == ctx->cap_prof) {
             size_t cap = ctx->cap_prof ? 2 * ctx->cap_prof : 256;
@@ -174,7 +283,8 @@ int clremat_launch(clremat_ctx *ctx, cl_kernel k, const char *kname, cl_uint dim
             ctx->prof = n;
             ctx->cap_prof = cap;
         }
-        ctx->prof[ctx->n_prof++] = (clremat_profile_rec){ctx->cur_layer, ctx->cur_phase, ev};
+        ctx->prof[ctx->n_prof] = (clremat_profile_rec){ctx->cur_layer, ctx->cur_phase, ev, {0}};
+        snprintf(ctx->prof[ctx->n_prof++].kname, sizeof ctx->prof[0].kname, "%s", kname ? kname : "?");
     }
     return CLREMAT_OK;
 }

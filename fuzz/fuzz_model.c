@@ -31,7 +31,7 @@ int fuzz_model(const uint8_t *data, size_t size)
             clremat_layer_cost *costs = NULL;
             if (clremat_policy_parse(modes[i], &pol) != CLREMAT_OK)
                 abort(); /* the fixed modes always parse */
-            int st = clremat_plan_for(g, 2, &pol, 2, &plan, &costs);
+            int st = clremat_plan_for(g, 2, &pol, 2, 1ull << 30, NULL, &plan, &costs);
             if (st == CLREMAT_ERR_INTERNAL) { /* a model that loads always plans */
                 fprintf(stderr, "fuzz_model: remat %s: %s\n", modes[i], clremat_last_error());
                 abort();

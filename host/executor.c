@@ -4,6 +4,7 @@
  * measured high-water equals the predicted peak to the byte. */
 #include "executor.h"
 #include "init.h"
+#include "gemm.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,30 +13,114 @@
 #define S CLREMAT_MAX_SLOTS
 
 
-int clremat_plan_for(const clremat_graph *g, int64_t batch, const clremat_policy *p, int opt_states,
-                     clremat_plan *out, clremat_layer_cost **costs_out)
+static int costs_with_gemm(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, clremat_layer_cost *costs,
+                           size_t *ws_fwd, size_t *ws_bwd)
 {
-    clremat_layer_cost *costs = calloc((size_t)g->n_layers, sizeof *costs);
-    clremat_plan_input in;
     int st = CLREMAT_OK;
-    memset(out, 0, sizeof *out);
-    if (!costs)
-        return clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
     for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++)
-        st = clremat_layer_cost_of(g, l, batch, &costs[l]);
-    if (st == CLREMAT_OK) {
-        in.g = g;
-        in.batch = batch;
-        in.costs = costs;
-        in.opt_states = opt_states;
-        in.scratch_bytes = CLREMAT_SCRATCH_BYTES;
+        if ((st = clremat_layer_cost_of(g, l, batch, &costs[l])) != CLREMAT_OK)
+            return clremat_fail(ctx, st, "%s", clremat_last_error());
+    for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++) {
+        size_t f = 0, b = 0;
+        st = clremat_layer_gemm_workspace(ctx, g, l, batch, costs, &f, &b);
+        if (ws_fwd)
+            ws_fwd[l] = f;
+        if (ws_bwd)
+            ws_bwd[l] = b;
+    }
+    for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++) {
+        costs[l].fwd_temp_bytes += ws_fwd ? ws_fwd[l] : 0;
+        costs[l].bwd_temp_bytes += ws_bwd ? ws_bwd[l] : 0;
+    }
+    return st;
+}
+
+int clremat_plan_input_for(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, int opt_states,
+                           const double *layer_cost, clremat_plan_input *in, size_t **ws_fwd_out, size_t **ws_bwd_out)
+{
+    clremat_layer_cost *costs = calloc((size_t)g->n_layers + 1, sizeof *costs);
+    size_t *wf = calloc((size_t)g->n_layers + 1, sizeof *wf), *wb = calloc((size_t)g->n_layers + 1, sizeof *wb);
+    int st = CLREMAT_OK;
+    memset(in, 0, sizeof *in); /* optional fields (layer_cost) default to NULL */
+    if (!costs || !wf || !wb) {
+        st = clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+        goto done;
+    }
+    if (ctx) {
+        st = costs_with_gemm(ctx, g, batch, costs, wf, wb);
+    } else { /* no device: the native GEMM path, which needs no workspace */
+        for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++)
+            st = clremat_layer_cost_of(g, l, batch, &costs[l]);
+    }
+    if (st != CLREMAT_OK)
+        goto done;
+    in->g = g;
+    in->batch = batch;
+    in->costs = costs;
+    in->opt_states = opt_states;
+    in->scratch_bytes = CLREMAT_SCRATCH_BYTES;
+    in->layer_cost = layer_cost;
+    costs = NULL;
+    if (ws_fwd_out) {
+        *ws_fwd_out = wf;
+        wf = NULL;
+    }
+    if (ws_bwd_out) {
+        *ws_bwd_out = wb;
+        wb = NULL;
+    }
+done:
+    free(costs);
+    free(wf);
+    free(wb);
+    return st;
+}
+
+int clremat_plan_for_ctx(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, const clremat_policy *p,
+                         int opt_states, uint64_t limit, const double *layer_cost, int overlap, clremat_plan *out,
+                         clremat_layer_cost **costs_out, size_t **ws_fwd_out, size_t **ws_bwd_out)
+{
+    clremat_plan_input in;
+    int st;
+    memset(out, 0, sizeof *out);
+    if ((st = clremat_plan_input_for(ctx, g, batch, opt_states, layer_cost, &in, ws_fwd_out, ws_bwd_out)))
+        return st;
+    if (p->kind == CLREMAT_POLICY_AUTO) {
+        if (limit == 0)
+            st = clremat_set_error(CLREMAT_ERR_PLAN, "--remat auto needs a memory limit (a device or --memory-limit)");
+        else
+            st = clremat_plan_auto(&in, limit, out);
+        if (st == CLREMAT_OK)
+            out->policy = *p;
+    } else {
         st = clremat_plan_build(&in, p, out);
     }
+    if (st == CLREMAT_OK && overlap)
+        st = clremat_plan_overlap(&in, out);
+    if (st != CLREMAT_OK) {
+        clremat_plan_free(out);
+        if (ctx)
+            clremat_fail(ctx, st, "%s", clremat_last_error());
+        if (ws_fwd_out) {
+            free(*ws_fwd_out);
+            *ws_fwd_out = NULL;
+        }
+        if (ws_bwd_out) {
+            free(*ws_bwd_out);
+            *ws_bwd_out = NULL;
+        }
+    }
     if (st != CLREMAT_OK || !costs_out)
-        free(costs);
+        free((void *)in.costs);
     else
-        *costs_out = costs;
+        *costs_out = (clremat_layer_cost *)in.costs;
     return st;
+}
+
+int clremat_plan_for(const clremat_graph *g, int64_t batch, const clremat_policy *p, int opt_states,
+                     uint64_t limit, const double *layer_cost, clremat_plan *out, clremat_layer_cost **costs_out)
+{
+    return clremat_plan_for_ctx(NULL, g, batch, p, opt_states, limit, layer_cost, 0, out, costs_out, NULL, NULL);
 }
 
 /* A copy of g for evaluation: dropout rates set to zero. */
@@ -77,6 +162,8 @@ static void release_step_tensors(clremat_trainer *t)
     for (int l = 0; l < t->g->n_layers; l++)
         release(t, &t->dgrad[l]);
     release(t, &t->temp);
+    release(t, &t->gemm_ws);
+    t->ctx->gemm_ws = NULL;
 }
 
 void clremat_trainer_free(clremat_trainer *t)
@@ -106,7 +193,17 @@ void clremat_trainer_free(clremat_trainer *t)
     free(t->dgrad);
     free(t->costs);
     free(t->eval_costs);
+    free(t->gemm_ws_fwd);
+    free(t->gemm_ws_bwd);
+    free(t->eval_gemm_ws);
+    free(t->kprof);
     free(t->profile);
+    if (t->marker)
+        clReleaseEvent(t->marker);
+    if (t->side_queue) {
+        clFinish(t->side_queue);
+        clReleaseCommandQueue(t->side_queue);
+    }
     clremat_plan_free(&t->plan);
     if (t->eval_g) {
         free(t->eval_g->layers);
@@ -184,15 +281,17 @@ fail:
 /* Writes into buf the policies that would fit limit, cheapest recompute first. */
 static void suggest(const clremat_trainer *t, uint64_t limit, char *buf, size_t len)
 {
-    static const char *const modes[] = {"none", "activations", "larger_than", "full"};
+    static const char *const modes[] = {"none", "activations", "larger_than", "full", "auto"};
     struct { const char *m; double flops; uint64_t peak; } fit[8];
+    /* auto is the budget planner for this limit: the cheapest plan that fits */
     int nfit = 0;
     size_t off = 0;
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         clremat_policy p;
         clremat_plan pl;
-        if (clremat_policy_parse(modes[i], &p) || clremat_plan_for(t->g, t->batch, &p,
-                                                                    clremat_opt_state_count(t->opt.kind), &pl, NULL))
+        if (clremat_policy_parse(modes[i], &p) ||
+            clremat_plan_for_ctx(t->ctx, t->g, t->batch, &p, clremat_opt_state_count(t->opt.kind), limit, NULL, 0,
+                                 &pl, NULL, NULL, NULL))
             continue;
         if (pl.peak_bytes <= limit) {
             int j = nfit++;
@@ -220,6 +319,13 @@ static void suggest(const clremat_trainer *t, uint64_t limit, char *buf, size_t 
 int clremat_trainer_new(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_policy *p,
                         const clremat_opt_config *opt, uint64_t seed, clremat_trainer **out)
 {
+    return clremat_trainer_new_costs(ctx, g, batch, p, opt, seed, NULL, 0, out);
+}
+
+int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_policy *p,
+                              const clremat_opt_config *opt, uint64_t seed, const double *layer_cost,
+                              int overlap, clremat_trainer **out)
+{
     clremat_trainer *t = calloc(1, sizeof *t);
     uint64_t limit = clremat_pool_get_stats(ctx->pool).limit;
     uint64_t live = clremat_pool_get_stats(ctx->pool).live_bytes;
@@ -237,10 +343,14 @@ int clremat_trainer_new(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const
                           (long long)batch);
         goto fail;
     }
-    st = clremat_plan_for(g, batch, p, clremat_opt_state_count(opt->kind), &t->plan, &t->costs);
-    if (st != CLREMAT_OK) {
-        clremat_fail(ctx, st, "%s", clremat_last_error());
+    st = clremat_plan_for_ctx(ctx, g, batch, p, clremat_opt_state_count(opt->kind), limit ? limit - live : 0,
+                              layer_cost, overlap, &t->plan, &t->costs, &t->gemm_ws_fwd, &t->gemm_ws_bwd);
+    if (st != CLREMAT_OK)
         goto fail;
+    if (overlap) {
+        int fell = 0;
+        if ((st = clremat_ctx_open_queue(ctx, CL_QUEUE_PROFILING_ENABLE, &t->side_queue, &fell)))
+            goto fail;
     }
     if (limit && live + t->plan.peak_bytes > limit) {
         char hint[1024];
@@ -254,15 +364,13 @@ int clremat_trainer_new(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const
     }
     t->eval_g = eval_copy(g);
     t->eval_costs = calloc((size_t)g->n_layers, sizeof *t->eval_costs);
-    if (!t->eval_g || !t->eval_costs) {
+    t->eval_gemm_ws = calloc((size_t)g->n_layers, sizeof *t->eval_gemm_ws);
+    if (!t->eval_g || !t->eval_costs || !t->eval_gemm_ws) {
         st = clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
         goto fail;
     }
-    for (int l = 0; l < g->n_layers; l++)
-        if ((st = clremat_layer_cost_of(t->eval_g, l, batch, &t->eval_costs[l]))) {
-            clremat_fail(ctx, st, "%s", clremat_last_error());
-            goto fail;
-        }
+    if ((st = costs_with_gemm(ctx, t->eval_g, batch, t->eval_costs, t->eval_gemm_ws, NULL)) != CLREMAT_OK)
+        goto fail;
     st = alloc_fixed(t);
     if (st != CLREMAT_OK)
         goto fail;
@@ -304,8 +412,29 @@ static int alloc_tensor(clremat_trainer *t, size_t bytes, const char *tag, clrem
     return CLREMAT_OK;
 }
 
-static int run_forward(clremat_trainer *t, const clremat_graph *g, const clremat_layer_cost *costs, int l,
-                       unsigned alloc_slots, int phase)
+/* Allocates an action's workspace: temp_bytes in all, of which gemm_bytes
+ * are the GEMM workspace (a buffer of its own, handed to clremat_gemm
+ * through the context) and the rest the layer's own workspace. */
+static int alloc_workspace(clremat_trainer *t, size_t temp_bytes, size_t gemm_bytes)
+{
+    int st = CLREMAT_OK;
+    if (temp_bytes > gemm_bytes && (st = alloc_tensor(t, temp_bytes - gemm_bytes, "workspace", &t->temp)))
+        return st;
+    if (gemm_bytes && (st = alloc_tensor(t, gemm_bytes, "gemm workspace", &t->gemm_ws)))
+        return st;
+    t->ctx->gemm_ws = t->gemm_ws;
+    return CLREMAT_OK;
+}
+
+static void release_workspace(clremat_trainer *t)
+{
+    release(t, &t->temp);
+    release(t, &t->gemm_ws);
+    t->ctx->gemm_ws = NULL;
+}
+
+static int run_forward(clremat_trainer *t, const clremat_graph *g, const clremat_layer_cost *costs,
+                       const size_t *gemm_ws, int l, unsigned alloc_slots, int phase)
 {
     clremat_layer_call c;
     int st = CLREMAT_OK;
@@ -314,12 +443,12 @@ static int run_forward(clremat_trainer *t, const clremat_graph *g, const clremat
             (st = alloc_tensor(t, costs[l].slot_bytes[s], costs[l].slot_name[s] ? costs[l].slot_name[s] : "activation",
                                &t->act[l * S + s])))
             return st;
-    if (costs[l].fwd_temp_bytes && (st = alloc_tensor(t, costs[l].fwd_temp_bytes, "workspace", &t->temp)))
+    if ((st = alloc_workspace(t, costs[l].fwd_temp_bytes, gemm_ws[l])) != CLREMAT_OK)
         return st;
     clremat_ctx_set_label(t->ctx, l, phase);
     make_call(t, g, l, &c);
     st = clremat_layer_forward(&c);
-    release(t, &t->temp);
+    release_workspace(t);
     return st;
 }
 
@@ -333,7 +462,7 @@ static int run_backward(clremat_trainer *t, const clremat_action *a)
         if ((a->alloc_din >> i & 1u) &&
             (st = alloc_tensor(t, t->costs[L->inputs[i]].slot_bytes[0], "gradient", &t->dgrad[L->inputs[i]])))
             return st;
-    if (cost->bwd_temp_bytes && (st = alloc_tensor(t, cost->bwd_temp_bytes, "workspace", &t->temp)))
+    if ((st = alloc_workspace(t, cost->bwd_temp_bytes, t->gemm_ws_bwd[a->layer])) != CLREMAT_OK)
         return st;
     clremat_ctx_set_label(t->ctx, a->layer, CLREMAT_PHASE_BACKWARD);
     make_call(t, t->g, a->layer, &c);
@@ -344,7 +473,7 @@ static int run_backward(clremat_trainer *t, const clremat_action *a)
             c.din_accumulate[i] = !(a->alloc_din >> i & 1u);
         }
     st = clremat_layer_backward(&c);
-    release(t, &t->temp);
+    release_workspace(t);
     return st;
 }
 
@@ -368,7 +497,7 @@ static int run_update(clremat_trainer *t)
  * consumer. With check, stops at the first layer whose output has a
  * non-finite value and stores it in *bad (-1 if none). */
 static int forward_only(clremat_trainer *t, const clremat_graph *g, const clremat_layer_cost *costs,
-                        float result[2], int check, int *bad)
+                        const size_t *gemm_ws, float result[2], int check, int *bad)
 {
     int n = g->n_layers, st = CLREMAT_OK;
     int *last_use = malloc(sizeof(int) * (size_t)n);
@@ -383,7 +512,7 @@ static int forward_only(clremat_trainer *t, const clremat_graph *g, const clrema
             if (g->layers[l].inputs[i] >= 0)
                 last_use[g->layers[l].inputs[i]] = l;
     for (int l = 0; l < n && st == CLREMAT_OK; l++) {
-        st = run_forward(t, g, costs, l, (1u << costs[l].n_slots) - 1, CLREMAT_PHASE_OTHER);
+        st = run_forward(t, g, costs, gemm_ws, l, (1u << costs[l].n_slots) - 1, CLREMAT_PHASE_OTHER);
         if (st == CLREMAT_OK && check) {
             int64_t cnt = 0;
             st = clremat_op_count_nonfinite(t->ctx, t->act[l * S], (int64_t)(costs[l].slot_bytes[0] / sizeof(float)),
@@ -414,10 +543,37 @@ static int upload(clremat_trainer *t, const float *x, const float *y)
     return st;
 }
 
+/* Adds ns of one launch of kernel name to the per-kernel table. */
+static void kprof_add(clremat_trainer *t, const char *name, double ns)
+{
+    int i;
+    for (i = 0; i < t->n_kprof; i++)
+        if (strcmp(t->kprof[i].name, name) == 0)
+            break;
+    if (i == t->n_kprof) {
+        clremat_kernel_profile *n = realloc(t->kprof, sizeof *n * (size_t)(t->n_kprof + 1));
+        if (!n)
+            return;
+        t->kprof = n;
+        memset(&t->kprof[i], 0, sizeof t->kprof[i]);
+        snprintf(t->kprof[i].name, sizeof t->kprof[i].name, "%s", name);
+        t->n_kprof++;
+    }
+    t->kprof[i].ns += ns;
+    t->kprof[i].launches++;
+}
+
+static int kprof_cmp(const void *a, const void *b)
+{
+    double x = ((const clremat_kernel_profile *)a)->ns, y = ((const clremat_kernel_profile *)b)->ns;
+    return (x < y) - (x > y);
+}
+
 static void collect_profile(clremat_trainer *t)
 {
     clremat_ctx *ctx = t->ctx;
     memset(t->profile, 0, sizeof *t->profile * (size_t)(t->g->n_layers + 1));
+    t->n_kprof = 0;
     clFinish(ctx->queue);
     for (size_t i = 0; i < ctx->n_prof; i++) {
         cl_ulong a = 0, b = 0;
@@ -426,11 +582,15 @@ static void collect_profile(clremat_trainer *t)
         if (clGetEventProfilingInfo(ctx->prof[i].event, CL_PROFILING_COMMAND_START, sizeof a, &a, NULL) ==
                 CL_SUCCESS &&
             clGetEventProfilingInfo(ctx->prof[i].event, CL_PROFILING_COMMAND_END, sizeof b, &b, NULL) == CL_SUCCESS &&
-            b >= a)
+            b >= a) {
             t->profile[l >= 0 ? l : t->g->n_layers].ns[ctx->prof[i].phase] += (double)(b - a);
+            kprof_add(t, ctx->prof[i].kname, (double)(b - a));
+        }
         clReleaseEvent(ctx->prof[i].event);
     }
     ctx->n_prof = 0;
+    if (t->n_kprof > 1)
+        qsort(t->kprof, (size_t)t->n_kprof, sizeof *t->kprof, kprof_cmp);
 }
 
 /* Releases the launch events of a step that failed: its profile is not
@@ -442,6 +602,42 @@ static void drop_profile(clremat_ctx *ctx)
     ctx->n_prof = 0;
 }
 
+/* Overlapped plans: a marker on the compute queue opens a window in which
+ * released buffers are quarantined (kernels on the other queue may still use
+ * them); recompute actions go to the side queue, which first waits for the
+ * marker; a join makes the compute queue wait for the side queue and closes
+ * the window. */
+static int switch_queues(clremat_trainer *t, const clremat_action *a)
+{
+    clremat_ctx *ctx = t->ctx;
+    cl_int err = CL_SUCCESS;
+    if (a->join) {
+        cl_event e = NULL;
+        err = clEnqueueMarkerWithWaitList(t->side_queue, 0, NULL, &e);
+        if (err == CL_SUCCESS)
+            err = clEnqueueBarrierWithWaitList(ctx->queue, 1, &e, NULL);
+        if (e)
+            clReleaseEvent(e);
+        clremat_pool_quarantine(ctx->pool, 0);
+    }
+    if (err == CL_SUCCESS && a->marker) {
+        if (t->marker)
+            clReleaseEvent(t->marker);
+        t->marker = NULL;
+        err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &t->marker);
+        clremat_pool_quarantine(ctx->pool, 1);
+    }
+    if (err == CL_SUCCESS && a->queue == 1 && ctx->active_queue != t->side_queue) {
+        err = clEnqueueBarrierWithWaitList(t->side_queue, t->marker ? 1 : 0, t->marker ? &t->marker : NULL, NULL);
+        ctx->active_queue = t->side_queue;
+    } else if (a->queue == 0) {
+        ctx->active_queue = ctx->queue;
+    }
+    if (err != CL_SUCCESS)
+        return clremat_fail(ctx, err, "synchronizing the recompute queue failed: %s", clremat_status_str(err));
+    return CLREMAT_OK;
+}
+
 int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct)
 {
     int st = upload(t, x, y), nonfinite = 0;
@@ -451,10 +647,12 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
     t->ctx->profiling = t->profiling;
     for (int i = 0; i < t->plan.n_actions && st == CLREMAT_OK; i++) {
         const clremat_action *a = &t->plan.actions[i];
+        if (t->side_queue && (st = switch_queues(t, a)) != CLREMAT_OK)
+            break;
         switch (a->kind) {
         case CLREMAT_ACT_FORWARD:
         case CLREMAT_ACT_RECOMPUTE:
-            st = run_forward(t, g, t->costs, a->layer, a->alloc_slots,
+            st = run_forward(t, g, t->costs, t->gemm_ws_fwd, a->layer, a->alloc_slots,
                              a->kind == CLREMAT_ACT_FORWARD ? CLREMAT_PHASE_FORWARD : CLREMAT_PHASE_RECOMPUTE);
             break;
         case CLREMAT_ACT_RECOMPUTE_ACT: {
@@ -485,6 +683,11 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
             break;
         }
     }
+    if (t->side_queue) { /* back to one queue, whatever happened */
+        clFinish(t->side_queue);
+        t->ctx->active_queue = t->ctx->queue;
+        clremat_pool_quarantine(t->ctx->pool, 0);
+    }
     if (st != CLREMAT_OK) {
         release_step_tensors(t);
         drop_profile(t->ctx);
@@ -499,7 +702,7 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
     if (nonfinite) {
         int bad = -1;
         float r[2];
-        st = forward_only(t, g, t->costs, r, 1, &bad);
+        st = forward_only(t, g, t->costs, t->gemm_ws_fwd, r, 1, &bad);
         if (st != CLREMAT_OK)
             return st;
         return clremat_fail(t->ctx, CLREMAT_ERR_NONFINITE,
@@ -515,7 +718,7 @@ int clremat_trainer_eval(clremat_trainer *t, const float *x, const float *y, flo
     float r[2];
     int st = upload(t, x, y);
     if (st == CLREMAT_OK)
-        st = forward_only(t, t->eval_g, t->eval_costs, r, 0, NULL);
+        st = forward_only(t, t->eval_g, t->eval_costs, t->eval_gemm_ws, r, 0, NULL);
     if (st == CLREMAT_OK) {
         *loss = r[0];
         *correct = r[1];
@@ -543,3 +746,32 @@ int clremat_trainer_get_params(clremat_trainer *t, float *out) { return copy_par
 int clremat_trainer_set_params(clremat_trainer *t, const float *in) { return copy_params(t, (float *)in, 1); }
 
 void clremat_trainer_set_profiling(clremat_trainer *t, int on) { t->profiling = on; }
+
+int clremat_measure_layer_ms(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_opt_config *opt,
+                             uint64_t seed, const float *x, const float *y, double **out)
+{
+    clremat_policy p;
+    clremat_trainer *t = NULL;
+    double *ms = calloc((size_t)g->n_layers, sizeof *ms);
+    float loss, correct;
+    int st;
+    *out = NULL;
+    if (!ms)
+        return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+    clremat_policy_parse("auto", &p); /* whatever fits: the forward times do not depend on the plan */
+    st = clremat_trainer_new(ctx, g, batch, &p, opt, seed, &t);
+    for (int s = 0; s < 2 && st == CLREMAT_OK; s++) { /* a warm-up step, then a profiled one */
+        clremat_trainer_set_profiling(t, s == 1);
+        st = clremat_trainer_step(t, x, y, &loss, &correct);
+    }
+    if (st == CLREMAT_OK)
+        for (int l = 0; l < g->n_layers; l++) /* a floor keeps every layer's cost positive */
+            ms[l] = (t->profile[l].ns[CLREMAT_PHASE_FORWARD] > 0 ? t->profile[l].ns[CLREMAT_PHASE_FORWARD] : 1e3) / 1e6;
+    clremat_trainer_free(t);
+    if (st != CLREMAT_OK) {
+        free(ms);
+        return st;
+    }
+    *out = ms;
+    return CLREMAT_OK;
+}

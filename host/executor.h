@@ -19,6 +19,13 @@ typedef struct clremat_layer_profile {
     int launches[CLREMAT_PHASE_COUNT];  /**< kernel launches per phase */
 } clremat_layer_profile;
 
+/** Device time of one kernel (by name) over the last profiled step. */
+typedef struct clremat_kernel_profile {
+    char name[40];
+    double ns;
+    int launches;
+} clremat_kernel_profile;
+
 typedef struct clremat_trainer {
     clremat_ctx *ctx;
     clremat_graph *g;               /**< training graph (owned elsewhere) */
@@ -40,6 +47,14 @@ typedef struct clremat_trainer {
     clremat_buf *temp;              /**< workspace of the running action */
     clremat_layer_profile *profile; /**< per layer, filled when profiling */
     int profiling;
+    cl_command_queue side_queue;    /**< recompute queue of an overlapped plan (else NULL) */
+    cl_event marker;                /**< compute-queue marker the next recompute run waits for */
+    /* h6-perf: GEMM workspace per layer (included in costs[l].fwd/bwd_temp_bytes) */
+    size_t *gemm_ws_fwd, *gemm_ws_bwd;  /**< training graph, per layer */
+    size_t *eval_gemm_ws;               /**< eval graph forward, per layer */
+    clremat_buf *gemm_ws;               /**< GEMM workspace of the running action */
+    clremat_kernel_profile *kprof;      /**< per kernel name, last profiled step, by time (descending) */
+    int n_kprof;
 } clremat_trainer;
 
 /** Plans (policy p at batch), allocates the fixed memory (parameters,
@@ -50,13 +65,46 @@ typedef struct clremat_trainer {
 int clremat_trainer_new(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_policy *p,
                         const clremat_opt_config *opt, uint64_t seed, clremat_trainer **out);
 
+/** Same as clremat_trainer_new, with measured per-layer forward costs for
+ * the budget planner (NULL: FLOPs), and overlap != 0 to run recomputation
+ * on a second queue overlapping the previous segment's backward
+ * (clremat_plan_overlap; the prediction includes its memory). */
+int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_policy *p,
+                              const clremat_opt_config *opt, uint64_t seed, const double *layer_cost,
+                              int overlap, clremat_trainer **out);
+
+/** Measures each layer's forward device time (ms) with a profiled step on
+ * batch x, y after a warm-up step, under whatever plan fits (*out malloc'ed,
+ * n_layers values; free it). The steps train a throw-away copy of the
+ * parameters: the caller's trainer is not touched. */
+int clremat_measure_layer_ms(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_opt_config *opt,
+                             uint64_t seed, const float *x, const float *y, double **out);
+
 /** Frees everything the trainer allocated; NULL is ignored. */
 void clremat_trainer_free(clremat_trainer *t);
 
+/** Fills a planner input for g at batch from the cost model; in->costs is
+ * malloc'ed (free it). With a context the costs include the GEMM workspace
+ * its GEMM path needs (per layer in *ws_fwd_out / *ws_bwd_out when not NULL,
+ * malloc'd); without one, the native path's (none). */
+int clremat_plan_input_for(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, int opt_states,
+                           const double *layer_cost, clremat_plan_input *in, size_t **ws_fwd_out, size_t **ws_bwd_out);
+
 /** Plans policy p for graph g at batch without a device; costs filled from
- * the cost model. Used by `clremat plan` and by the trainer. */
+ * the cost model (*costs_out, if not NULL, gets them; free() it). limit is
+ * the bytes available, used by `auto` (0: none known, auto fails). layer_cost,
+ * if not NULL, holds measured per-layer costs for the budget planner. Used by
+ * `clremat plan`, `compare` and the trainer. */
 int clremat_plan_for(const clremat_graph *g, int64_t batch, const clremat_policy *p, int opt_states,
-                     clremat_plan *out, clremat_layer_cost **costs_out);
+                     uint64_t limit, const double *layer_cost, clremat_plan *out, clremat_layer_cost **costs_out);
+
+/** clremat_plan_for on a context (NULL: no device): the cost of every
+ * layer also includes the GEMM workspace the context's GEMM path needs, so
+ * the plan's peak stays exact on every path; overlap != 0 moves
+ * recomputation to a second queue (clremat_plan_overlap). */
+int clremat_plan_for_ctx(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, const clremat_policy *p,
+                         int opt_states, uint64_t limit, const double *layer_cost, int overlap, clremat_plan *out,
+                         clremat_layer_cost **costs_out, size_t **ws_fwd_out, size_t **ws_bwd_out);
 
 /** One training step on batch x (batch * input elems floats) and labels y.
  * Returns the mean loss and the correct count of the batch. A non-finite

@@ -173,6 +173,20 @@ static int load_data(const clremat_train_config *cfg, const clremat_graph *g, cl
                                   cfg->val_samples > 0 ? cfg->val_samples : 512, d);
 }
 
+/* Keeps the pool's recorded timeline in the result and stops recording. */
+static int copy_timeline(clremat_pool *pool, clremat_train_result *res)
+{
+    size_t n;
+    const clremat_pool_event *ev = clremat_pool_timeline(pool, &n);
+    clremat_pool_record_timeline(pool, 0);
+    res->timeline = malloc(sizeof *ev * (n ? n : 1));
+    if (!res->timeline)
+        return clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
+    memcpy(res->timeline, ev, sizeof *ev * n);
+    res->n_timeline = n;
+    return CLREMAT_OK;
+}
+
 static void progress(const clremat_train_config *cfg, int64_t step, float loss, double t0, double *last)
 {
     double t = now_ms();
@@ -212,6 +226,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     clremat_opt_config opt;
     clremat_trainer *t = NULL;
     float *x = NULL, *y = NULL;
+    double *layer_ms = NULL;
     int64_t steps = cfg->steps > 0 ? cfg->steps : 200, batch = cfg->batch > 0 ? cfg->batch : 32;
     uint64_t created_after_first = 0;
     double t0, last = 0;
@@ -237,14 +252,35 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         opt.lr = (float)cfg->lr;
     if ((st = load_data(cfg, g, &data)))
         goto fail;
-    if (cfg->memory_limit)
-        clremat_pool_set_limit(ctx->pool, cfg->memory_limit);
-    if ((st = clremat_trainer_new(ctx, g, batch, &pol, &opt, cfg->seed, &t))) {
+    clremat_pool_set_limit(ctx->pool, cfg->memory_limit ? cfg->memory_limit : ctx->info.global_mem_bytes);
+    if (pol.kind == CLREMAT_POLICY_AUTO && cfg->auto_budget) { /* reported as auto, planned as a budget */
+        pol.kind = CLREMAT_POLICY_BUDGET;
+        pol.budget = cfg->auto_budget;
+    }
+    /* a budget is a promise about device memory: hold the pool to it too, so
+     * reserved bytes (cached buffers) stay within it as well as live bytes */
+    if (pol.kind == CLREMAT_POLICY_BUDGET && pol.budget < clremat_pool_get_stats(ctx->pool).limit)
+        clremat_pool_set_limit(ctx->pool, pol.budget);
+    x = malloc(sizeof(float) * (size_t)(batch * data.train.x_elems));
+    y = malloc(sizeof(float) * (size_t)(batch * data.train.y_elems));
+    if (!x || !y) {
+        st = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
+        goto fail;
+    }
+    if (cfg->costs_measured) {
+        clremat_data_batch(&data.train, cfg->seed, 0, batch, x, y);
+        if ((st = clremat_measure_layer_ms(ctx, g, batch, &opt, cfg->seed, x, y, &layer_ms))) {
+            clremat_set_error(st, "measuring layer costs: %s", clremat_ctx_last_error(ctx));
+            goto fail;
+        }
+    }
+    if ((st = clremat_trainer_new_costs(ctx, g, batch, &pol, &opt, cfg->seed, layer_ms, cfg->overlap, &t))) {
         clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
         goto fail;
     }
     if (cfg->load && (st = clremat_weights_load(t, cfg->load)))
         goto fail;
+    snprintf(res->gemm, sizeof res->gemm, "%s", clremat_gemm_path_name(clremat_ctx_gemm(ctx)));
     res->predicted_peak = t->plan.peak_bytes;
     res->fixed_bytes = t->plan.fixed_bytes;
     res->param_bytes = t->plan.param_bytes;
@@ -254,9 +290,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     res->n_recompute_actions = t->plan.n_recompute_actions;
     res->losses = calloc((size_t)steps, sizeof(float));
     res->step_ms = calloc((size_t)steps, sizeof(double));
-    x = malloc(sizeof(float) * (size_t)(batch * data.train.x_elems));
-    y = malloc(sizeof(float) * (size_t)(batch * data.train.y_elems));
-    if (!res->losses || !res->step_ms || !x || !y) {
+    if (!res->losses || !res->step_ms) {
         st = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
         goto fail;
     }
@@ -267,11 +301,15 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         double a;
         clremat_data_batch(&data.train, cfg->seed, s, batch, x, y);
         clremat_trainer_set_profiling(t, cfg->profile && s == steps - 1);
+        if (cfg->timeline && s == steps - 1)
+            clremat_pool_record_timeline(ctx->pool, 1);
         a = now_ms();
         st = clremat_trainer_step(t, x, y, &loss, &correct);
         if (st == CLREMAT_OK)
             st = clremat_finish(ctx);
         res->step_ms[s] = now_ms() - a;
+        if (cfg->timeline && s == steps - 1 && st == CLREMAT_OK)
+            st = copy_timeline(ctx->pool, res);
         if (st == CLREMAT_ERR_NONFINITE) {
             res->stopped_nonfinite = 1;
             res->losses[s] = loss;
@@ -299,6 +337,10 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         res->profile = malloc(sizeof *res->profile * (size_t)(g->n_layers + 1));
         if (res->profile)
             memcpy(res->profile, t->profile, sizeof *res->profile * (size_t)(g->n_layers + 1));
+        if (t->n_kprof > 0 && (res->kernels = malloc(sizeof *res->kernels * (size_t)t->n_kprof)) != NULL) {
+            memcpy(res->kernels, t->kprof, sizeof *res->kernels * (size_t)t->n_kprof);
+            res->n_kernels = t->n_kprof;
+        }
     }
     res->final_params = malloc(t->plan.param_bytes ? t->plan.param_bytes : 1);
     if (!res->final_params || (st = clremat_trainer_get_params(t, res->final_params))) {
@@ -313,6 +355,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         goto fail;
 fail:
     timing_stats(res, cfg->warmup >= 0 ? cfg->warmup : 5);
+    free(layer_ms);
     free(x);
     free(y);
     clremat_trainer_free(t);
@@ -323,7 +366,12 @@ fail:
 int clremat_train_run(const clremat_train_config *cfg, clremat_train_result *res)
 {
     clremat_ctx *ctx = NULL;
-    int st = clremat_ctx_create(cfg->device, cfg->memory_limit, &ctx);
+    clremat_gemm_path path = CLREMAT_GEMM_AUTO;
+    int st = cfg->gemm ? clremat_gemm_path_parse(cfg->gemm, &path) : CLREMAT_OK;
+    if (st == CLREMAT_OK)
+        st = clremat_ctx_create(cfg->device, cfg->memory_limit, &ctx);
+    if (st == CLREMAT_OK)
+        clremat_ctx_set_gemm(ctx, path);
     if (st != CLREMAT_OK) {
         memset(res, 0, sizeof *res);
         return st;
@@ -338,7 +386,9 @@ void clremat_train_result_free(clremat_train_result *res)
     free(res->losses);
     free(res->step_ms);
     free(res->profile);
+    free(res->kernels);
     free(res->final_params);
+    free(res->timeline);
     if (res->g)
         clremat_graph_free(res->g);
     memset(res, 0, sizeof *res);

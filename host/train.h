@@ -20,10 +20,15 @@ typedef struct clremat_train_config {
     const char *load, *save;        /**< weights files */
     const char *remat;              /**< --remat MODE (default none) */
     uint64_t memory_limit;          /**< 0: the device's global memory */
+    uint64_t auto_budget;           /**< auto plans for this many bytes instead of the limit (0: the limit) */
     int64_t val_samples;            /**< synthetic validation size (default 512) */
     int64_t train_samples;          /**< synthetic training size (default 4096) */
     int progress;                   /**< progress lines on stderr */
     int profile;                    /**< collect a per-layer profile of the last step */
+    int timeline;                   /**< record live bytes over the last step */
+    int overlap;                    /**< recompute on a second queue, overlapping backward */
+    int costs_measured;             /**< budget/auto: plan from measured per-layer times (a profiled warm-up) */
+    const char *gemm;               /**< GEMM path: "native", "clblast", "auto" or NULL (auto) */
 } clremat_train_config;
 
 typedef struct clremat_train_result {
@@ -43,8 +48,13 @@ typedef struct clremat_train_result {
     int stopped_nonfinite;          /**< 1 if a non-finite loss stopped the run */
     char message[1024];             /**< why it stopped, when it did */
     clremat_layer_profile *profile; /**< per layer (n_layers + 1: non-layer) when profiled */
+    clremat_pool_event *timeline;   /**< live bytes at each allocation/free of the last step */
+    size_t n_timeline;
     clremat_graph *g;               /**< the model (owned) */
     float *final_params;            /**< parameters after the run (param_bytes) */
+    char gemm[16];                  /**< GEMM path the run used ("native" or "clblast") */
+    clremat_kernel_profile *kernels; /**< per kernel of the profiled step, by device time (n_kernels) */
+    int n_kernels;
 } clremat_train_result;
 
 /** Runs a whole training job. On failure returns a status with the message in

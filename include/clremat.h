@@ -152,6 +152,12 @@ int clremat_pool_alloc(clremat_pool *pool, size_t bytes, const char *tag, clrema
 /** Returns a buffer to the pool's free cache; NULL is ignored. */
 void clremat_pool_release(clremat_pool *pool, clremat_buf *buf);
 
+/** Quarantine on: buffers released from now on stop counting as live at
+ * once but are not handed out again until quarantine is turned off (they
+ * may still be in use by commands running on another queue). Off: they
+ * become reusable. */
+void clremat_pool_quarantine(clremat_pool *pool, int on);
+
 /** Gives cached free buffers back to the allocator (reserved drops to live). */
 void clremat_pool_trim(clremat_pool *pool);
 
@@ -185,7 +191,33 @@ const char *clremat_pool_last_error(const clremat_pool *pool);
  * are decimal, KiB/MiB/GiB binary). Returns 0 and sets *bytes, or -1. */
 int clremat_parse_bytes(const char *text, uint64_t *bytes);
 
+/* ------------------------------------------------- GEMM path (h6-perf) */
+
+/** Which GEMM implementation a context uses. */
+typedef enum clremat_gemm_path {
+    CLREMAT_GEMM_AUTO = 0,      /**< $CLREMAT_GEMM, else the cached calibration, else calibrate */
+    CLREMAT_GEMM_NATIVE = 1,    /**< kernels.cl GEMM written for CPU-class devices */
+    CLREMAT_GEMM_CLBLAST = 2    /**< CLBlast (the path for GPUs) */
+} clremat_gemm_path;
+
+/** Forces the context's GEMM path (AUTO: choose again as described above).
+ * Set it before creating trainers: their plans include the path's GEMM
+ * workspace. Returns CLREMAT_ERR_INVALID_ARGUMENT for an unknown value. */
+int clremat_ctx_set_gemm(clremat_ctx *ctx, clremat_gemm_path path);
+
+/** The context's GEMM path, resolving AUTO first (which may calibrate once
+ * per device and driver version; the result is cached on disk). */
+clremat_gemm_path clremat_ctx_gemm(clremat_ctx *ctx);
+
+/** "auto", "native" or "clblast". */
+const char *clremat_gemm_path_name(clremat_gemm_path path);
+
+/** Parses "auto", "native" or "clblast"; CLREMAT_ERR_INVALID_ARGUMENT
+ * (with the accepted names in the last error) otherwise. */
+int clremat_gemm_path_parse(const char *text, clremat_gemm_path *out);
+
 #ifdef __cplusplus
 }
 #endif
+
 #endif /* CLREMAT_H */

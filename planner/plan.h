@@ -58,6 +58,10 @@ typedef struct clremat_action {
     unsigned alloc_din;             /**< BACKWARD: of those, gradients created now (the rest accumulate) */
     uint64_t peak_during;           /**< live bytes at the action's high point */
     uint64_t live_after;            /**< live bytes after it */
+    /* overlap (clremat_plan_overlap): which queue runs it and how queues sync */
+    unsigned char queue;            /**< 0: compute queue; 1: recompute queue */
+    unsigned char marker;           /**< the recompute queue's next run waits for work before this action */
+    unsigned char join;             /**< the compute queue waits for the recompute queue before this action */
 } clremat_action;
 
 /** What the planner needs besides the graph. */
@@ -67,6 +71,10 @@ typedef struct clremat_plan_input {
     const clremat_layer_cost *costs;    /**< per layer, at this batch */
     int opt_states;                     /**< optimizer state tensors per parameter */
     uint64_t scratch_bytes;             /**< executor's small fixed scratch */
+    /** Optional per-layer forward cost (e.g. measured milliseconds) the
+     * budget planner minimizes; NULL: the cost model's fwd_flops. Put it
+     * last so positional initializers of the fields above stay valid. */
+    const double *layer_cost;
 } clremat_plan_input;
 
 /** A plan of one training step. */
@@ -87,6 +95,8 @@ typedef struct clremat_plan {
     double step_flops;              /**< forward + backward (+ recompute) FLOPs */
     double recompute_flops;
     int n_recompute_actions;
+    int overlap;                    /**< recomputation overlaps backward on a second queue */
+    int n_overlapped;               /**< recompute runs moved to the second queue */
 } clremat_plan;
 
 /** Builds the plan of policy p (not budget/auto: see clremat_plan_budget).
@@ -103,7 +113,100 @@ int clremat_plan_from_flags(const clremat_plan_input *in, const unsigned char *w
                             const unsigned char *wrap_block, const unsigned char *act_discard,
                             clremat_plan *out);
 
+/** Overlap (planner/overlap.c): lets each recomputation run on a second
+ * queue while the previous segment's backward runs. The backward segment's
+ * frees move after the recomputation (the buffers are still in use by the
+ * running backward, so they cannot be handed to the recomputation), which
+ * costs memory: the plan is re-simulated, so its peak includes it. Segments
+ * where that would change what the recomputation allocates stay sequential.
+ * Replaces *plan on success. */
+int clremat_plan_overlap(const clremat_plan_input *in, clremat_plan *plan);
+
 /** Human name of an action kind. */
 const char *clremat_action_name(clremat_action_kind k);
+
+/* ---------------------------------------------------------------- h5-budget */
+
+/** Fixed device bytes of a step (parameters, their gradients, optimizer
+ * state, input batch, labels, scratch), as schedule.c counts them; the
+ * parameter bytes alone go to *param_bytes (may be NULL). */
+uint64_t clremat_plan_fixed_bytes(const clremat_plan_input *in, uint64_t *param_bytes);
+
+/** The memory simulator on its own (planner/simulate.c): takes a bare action
+ * list (kind, layer, slot; the other fields are ignored and recomputed),
+ * checks that the executor can follow it (forward inputs live; FORWARD only
+ * the first time a layer runs, RECOMPUTE after; a backward's saved tensors
+ * and output gradient live; backwards in reverse layer order, each layer
+ * exactly once; FREE of live tensors only, the loss value only after the
+ * UPDATE; FREE_GRAD after the layer's backward; one UPDATE after every
+ * backward; nothing but fixed bytes live at the end) and fills out as
+ * clremat_plan_from_flags would: alloc_slots, want_din, alloc_din, live bytes
+ * and peaks, kept (live after the last FORWARD and the frees right after
+ * it), recomputes, recompute_flops (fwd_flops per RECOMPUTE, slot-0 floats
+ * per RECOMPUTE_ACT), step_flops, kept_act_bytes, wrapped_layer (layers
+ * RECOMPUTEd at least once), act_discard (layers with a RECOMPUTE_ACT) and
+ * wrapped_block (blocks all of whose layers are RECOMPUTEd). p may be NULL.
+ * An invalid list fails with CLREMAT_ERR_PLAN naming the action index, its
+ * kind and layer; out is then left empty. */
+int clremat_plan_from_actions(const clremat_plan_input *in, const clremat_action *acts, int n,
+                              const clremat_policy *p, clremat_plan *out);
+
+/** Recompute cost of a plan in the units the budget planner minimizes: with
+ * in->layer_cost, the sum of layer_cost over RECOMPUTE actions (a
+ * RECOMPUTE_ACT counts layer_cost scaled by its elementwise share, slot-0
+ * floats / fwd_flops, at most 1); without, plan->recompute_flops. */
+double clremat_plan_recompute_cost(const clremat_plan_input *in, const clremat_plan *plan);
+
+/** budget:BYTES (planner/budget.c): the plan with the least recompute cost
+ * whose predicted peak (fixed bytes included) is at most budget. The graph
+ * is cut into a chain of stages at single-tensor cut points and the optimal
+ * persistent checkpointing schedule for heterogeneous chains (Beaumont et
+ * al., rotor) is computed; see docs/ARCHITECTURE.md for the memory model,
+ * the discretization and the fallbacks. When the none plan fits it is
+ * returned (zero recompute). A budget below the smallest peak the planner
+ * can reach fails with CLREMAT_ERR_PLAN naming that peak in bytes. */
+int clremat_plan_budget(const clremat_plan_input *in, uint64_t budget, clremat_plan *out);
+
+/** auto: the none plan when its peak fits within limit, else
+ * clremat_plan_budget(in, limit, out). */
+int clremat_plan_auto(const clremat_plan_input *in, uint64_t limit, clremat_plan *out);
+
+/** Chen et al.'s sqrt(n) baseline over the same stages: segments of about
+ * sqrt(#stages) stages, segment inputs kept, every segment recomputed once
+ * (keeping everything) just before its backward. */
+int clremat_plan_sqrt(const clremat_plan_input *in, clremat_plan *out);
+
+/** One point of a Pareto sweep. */
+typedef struct clremat_pareto_point {
+    uint64_t budget;                /**< the smallest budget swept that gave this plan */
+    uint64_t peak_bytes;            /**< predicted peak of the plan */
+    double recompute_cost;          /**< clremat_plan_recompute_cost of the plan */
+} clremat_pareto_point;
+
+/** Sweeps `points` (>= 2) budgets evenly from the smallest feasible peak to
+ * the none plan's peak and returns the distinct plans found, sorted by peak,
+ * each strictly cheaper than every point with a smaller peak (a monotone
+ * front). *out is malloc'ed (free it); *n its length. */
+int clremat_plan_pareto(const clremat_plan_input *in, int points, clremat_pareto_point **out, int *n);
+
+/** A labelled point of a Pareto plot (a Keras-style mode). */
+typedef struct clremat_pareto_mark {
+    char label[96];                 /**< e.g. "none", "list_of_layers:block_0" */
+    uint64_t peak_bytes;
+    double recompute_cost;
+} clremat_pareto_mark;
+
+/** The Keras-style modes as labelled points: none, full, activations,
+ * larger_than (threshold 1024), and list_of_layers:B for each top-level
+ * block B. *out is malloc'ed (free it); *n its length. */
+int clremat_pareto_marks(const clremat_plan_input *in, clremat_pareto_mark **out, int *n);
+
+/** Writes an SVG plot of peak bytes (x) against recompute cost (y): the
+ * front as a step line with points, the marks as labelled points. Written
+ * to path.tmp and renamed, so path is never left half-written. cost_unit
+ * names the y unit ("FLOP", "ms"); title may be NULL. CLREMAT_ERR_IO names
+ * the path and the system error. */
+int clremat_pareto_svg(const char *path, const char *title, const char *cost_unit,
+                       const clremat_pareto_point *pts, int n, const clremat_pareto_mark *marks, int n_marks);
 
 #endif /* CLREMAT_PLAN_H */

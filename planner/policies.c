@@ -1,7 +1,9 @@
 /* policies.c: turns a remat policy (Keras RematScope modes) into wrap flags
  * per layer and block, and plans with them. Blocks marked "remat": true are
  * wrapped whatever the mode (the analogue of keras.remat(f)). The loss layer
- * is never wrapped: its value is read at the end of the step. */
+ * is never wrapped: its value is read at the end of the step. budget:BYTES
+ * goes to the budget planner (budget.c); auto needs the memory limit and is
+ * planned by clremat_plan_auto. */
 #include "plan.h"
 #include "backend.h"
 #include <stdio.h>
@@ -71,14 +73,32 @@ int clremat_plan_build(const clremat_plan_input *in, const clremat_policy *p, cl
             }
         }
         break;
+    case CLREMAT_POLICY_BUDGET:
+        st = clremat_plan_budget(in, p->budget, out);
+        if (st == CLREMAT_OK) {
+            out->policy = *p;
+        }
+        goto done;
     default:
-        st = clremat_set_error(CLREMAT_ERR_PLAN, "remat mode '%s' needs the budget planner", p->text);
+        st = clremat_set_error(CLREMAT_ERR_PLAN,
+                               "remat mode '%s' needs the device's memory limit: plan it with clremat_plan_auto",
+                               p->text);
         goto done;
     }
     for (int b = 0; b < g->n_blocks; b++)
         if (g->blocks[b].remat)
             wb[b] = 1;
-    wl[n - 1] = 0; /* the loss */
+    if (n > 0)
+        wl[n - 1] = 0; /* the loss */
+    /* inside a wrapped unit, recomputation already covers activation outputs,
+     * and their sources are discarded with the unit: keep the unit's rule */
+    for (int l = 0; l < n; l++) {
+        int wrapped = wl[l];
+        for (int b = g->layers[l].block; b >= 0 && !wrapped; b = g->blocks[b].parent)
+            wrapped = wb[b];
+        if (wrapped)
+            ad[l] = 0;
+    }
     out->policy = *p;
     st = clremat_plan_from_flags(in, wl, wb, ad, out);
     if (st == CLREMAT_OK)

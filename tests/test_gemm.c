@@ -2,12 +2,19 @@
  * transpose combinations, odd sizes, offsets, padded leading dimensions,
  * batches, alpha/beta (beta 0 ignores NaN in C), untouched memory around C,
  * bitwise determinism, and rejection of operands outside their buffers.
- * Skips (77) without a device. */
+ * Every case runs on both GEMM paths (native kernels and CLBlast, with the
+ * CLBlast workspace taken from the pool), and the dense epilogue (bias and
+ * activation fused into the GEMM) is checked against the reference and
+ * against the activation recompute kernel bit for bit. Skips (77) without a
+ * device. */
 #include "testutil.h"
 #include "layers.h"
+#include "gemm.h"
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Small deterministic generator for test data. */
 static uint32_t lcg_state = 12345u;
@@ -57,6 +64,18 @@ static void run_case(clremat_ctx *ctx, const gcase *c)
     A = upload(ctx, ha, na);
     B = upload(ctx, hb, nb);
     C = upload(ctx, hc, nc);
+    {
+        /* the workspace the path needs comes from the pool, as in a step */
+        size_t ws = 0;
+        for (int64_t z = 0; z < c->batch; z++) {
+            size_t w = clremat_gemm_workspace(ctx, c->tA, c->tB, c->M, c->N, c->K, c->offA + z * sa, lda, sa,
+                                              c->offB + z * sb, ldb, sb, c->offC + z * sc, ldc, sc, c->batch);
+            ws = w > ws ? w : ws;
+        }
+        ctx->gemm_ws = NULL;
+        if (ws)
+            ck_assert_int_eq(clremat_pool_alloc(ctx->pool, ws, "gemm workspace", &ctx->gemm_ws), CLREMAT_OK);
+    }
     ck_assert_int_eq(clremat_gemm(ctx, c->tA, c->tB, c->M, c->N, c->K, c->alpha, A, c->offA, lda, sa, B, c->offB,
                                   ldb, sb, c->beta, C, c->offC, ldc, sc, c->batch), CLREMAT_OK);
     ck_assert_int_eq(clremat_read(ctx, C, 0, nc * sizeof(float), out), CLREMAT_OK);
@@ -100,6 +119,8 @@ static void run_case(clremat_ctx *ctx, const gcase *c)
     clremat_pool_release(ctx->pool, A);
     clremat_pool_release(ctx->pool, B);
     clremat_pool_release(ctx->pool, C);
+    clremat_pool_release(ctx->pool, ctx->gemm_ws);
+    ctx->gemm_ws = NULL;
     free(ha);
     free(hb);
     free(hc);
@@ -109,13 +130,22 @@ static void run_case(clremat_ctx *ctx, const gcase *c)
 
 static const int64_t sizes[][3] = {
     {1, 1, 1}, {7, 13, 5}, {65, 33, 129}, {32, 32, 32}, {33, 1, 17}, {1, 40, 3}, {16, 48, 0},
+    {150, 145, 300}, /* several native blocks in M, N and K, ragged edges */
 };
+
+/* Loop index of the path-parameterized tests: bit 0 selects CLBlast. */
+static void open_on_path(clremat_ctx **ctx, int clblast)
+{
+    TEST_OPEN_CTX(*ctx, 0);
+    ck_assert_int_eq(clremat_ctx_set_gemm(*ctx, clblast ? CLREMAT_GEMM_CLBLAST : CLREMAT_GEMM_NATIVE), CLREMAT_OK);
+    ck_assert_int_eq(clremat_ctx_gemm(*ctx), clblast ? CLREMAT_GEMM_CLBLAST : CLREMAT_GEMM_NATIVE);
+}
 
 START_TEST(test_transposes_and_sizes)
 {
     clremat_ctx *ctx;
-    const int t = _i; /* loop index: transpose combination */
-    TEST_OPEN_CTX(ctx, 0);
+    const int t = _i >> 1; /* loop index: transpose combination and path */
+    open_on_path(&ctx, _i & 1);
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         gcase c = {t & 1, (t >> 1) & 1, sizes[s][0], sizes[s][1], sizes[s][2], 0, 0, 0, 0, 1, 1.0f, 0.0f};
         run_case(ctx, &c);
@@ -130,7 +160,9 @@ END_TEST
 START_TEST(test_offsets_batches)
 {
     clremat_ctx *ctx;
-    TEST_OPEN_CTX(ctx, 0);
+    if (_i == 2) /* CLBlast with its indirect kernels (workspace) for every size */
+        setenv("CLREMAT_CLBLAST_MIN_INDIRECT", "1", 1);
+    open_on_path(&ctx, _i & 1 || _i == 2);
     for (int t = 0; t < 4; t++) {
         gcase c = {t & 1, t >> 1, 9, 37, 21, 5, 3, 7, 2, 3, 1.5f, 0.0f};
         run_case(ctx, &c);
@@ -142,8 +174,11 @@ START_TEST(test_offsets_batches)
         c.K = 70;
         c.batch = 2;
         run_case(ctx, &c);
+        c.M = 150, c.N = 145, c.K = 300, c.batch = 1, c.pad = 3;
+        run_case(ctx, &c);
     }
     clremat_ctx_destroy(ctx);
+    unsetenv("CLREMAT_CLBLAST_MIN_INDIRECT");
 }
 END_TEST
 
@@ -151,7 +186,7 @@ START_TEST(test_rejects_out_of_bounds)
 {
     clremat_ctx *ctx;
     clremat_buf *a, *b, *c;
-    TEST_OPEN_CTX(ctx, 0);
+    open_on_path(&ctx, _i & 1);
     ck_assert_int_eq(clremat_pool_alloc(ctx->pool, 4 * 4 * sizeof(float), "a", &a), CLREMAT_OK);
     ck_assert_int_eq(clremat_pool_alloc(ctx->pool, 4 * 4 * sizeof(float), "b", &b), CLREMAT_OK);
     ck_assert_int_eq(clremat_pool_alloc(ctx->pool, 4 * 4 * sizeof(float), "c", &c), CLREMAT_OK);
@@ -172,6 +207,162 @@ START_TEST(test_rejects_out_of_bounds)
 }
 END_TEST
 
+/* clremat_gemm_dense: pre = x W + b, out = act(pre), against a double
+ * reference; out equals the activation recompute kernel run on pre, bit
+ * for bit (what the activations remat mode relies on). */
+START_TEST(test_dense_epilogue)
+{
+    static const int acts[] = {CLREMAT_ACT_NONE, CLREMAT_ACT_GELU_TANH, CLREMAT_ACT_RELU, CLREMAT_ACT_SIGMOID};
+    const int64_t rows = 37, in = 300, units = 150;
+    clremat_ctx *ctx;
+    float *hx = malloc(sizeof(float) * rows * in), *hw = malloc(sizeof(float) * in * units), hb[150];
+    float *pre = malloc(sizeof(float) * rows * units), *out = malloc(sizeof(float) * rows * units);
+    float *rec = malloc(sizeof(float) * rows * units);
+    clremat_buf *X, *W, *Bb, *P, *O, *R;
+    open_on_path(&ctx, _i & 1);
+    for (int64_t i = 0; i < rows * in; i++)
+        hx[i] = frand();
+    for (int64_t i = 0; i < in * units; i++)
+        hw[i] = frand() * 0.1f;
+    for (int64_t i = 0; i < units; i++)
+        hb[i] = frand();
+    X = upload(ctx, hx, (size_t)(rows * in));
+    W = upload(ctx, hw, (size_t)(in * units));
+    Bb = upload(ctx, hb, (size_t)units);
+    P = upload(ctx, hx, (size_t)(rows * units));
+    O = upload(ctx, hx, (size_t)(rows * units));
+    R = upload(ctx, hx, (size_t)(rows * units));
+    for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++) {
+        size_t ws = clremat_gemm_workspace(ctx, 0, 0, rows, units, in, 0, in, 0, 0, units, 0, 0, units, 0, 1);
+        ctx->gemm_ws = NULL;
+        if (ws)
+            ck_assert_int_eq(clremat_pool_alloc(ctx->pool, ws, "gemm workspace", &ctx->gemm_ws), CLREMAT_OK);
+        ck_assert_int_eq(clremat_gemm_dense(ctx, rows, in, units, X, W, Bb, acts[a], P, acts[a] ? O : NULL),
+                         CLREMAT_OK);
+        ck_assert_int_eq(clremat_read(ctx, P, 0, sizeof(float) * rows * units, pre), CLREMAT_OK);
+        for (int64_t m = 0; m < rows; m++)
+            for (int64_t n = 0; n < units; n++) {
+                double acc = hb[n], mag = fabs(hb[n]);
+                for (int64_t k = 0; k < in; k++) {
+                    acc += (double)hx[m * in + k] * hw[k * units + n];
+                    mag += fabs((double)hx[m * in + k] * hw[k * units + n]);
+                }
+                ck_assert_msg(fabs(pre[m * units + n] - acc) <= 1e-5 * (mag + 1.0), "act %d: pre[%lld][%lld] = %.9g, "
+                              "reference %.9g", acts[a], (long long)m, (long long)n, pre[m * units + n], acc);
+            }
+        if (acts[a]) {
+            cl_int n = (cl_int)(rows * units), act = acts[a];
+            cl_mem mp = clremat_mem(P), mr = clremat_mem(R);
+            size_t global = (size_t)(n + 7) / 8;
+            cl_kernel k;
+            ck_assert_int_eq(clremat_kernel(ctx, "clremat_act_fwd8", &k), CLREMAT_OK);
+            ck_assert_int_eq(clremat_set_args(ctx, k, "clremat_act_fwd8", sizeof n, &n, sizeof act, &act, sizeof mp,
+                                              &mp, sizeof mr, &mr, (size_t)0), CLREMAT_OK);
+            ck_assert_int_eq(clremat_launch(ctx, k, "clremat_act_fwd8", 1, &global, NULL), CLREMAT_OK);
+            ck_assert_int_eq(clremat_read(ctx, O, 0, sizeof(float) * rows * units, out), CLREMAT_OK);
+            ck_assert_int_eq(clremat_read(ctx, R, 0, sizeof(float) * rows * units, rec), CLREMAT_OK);
+            ck_assert_msg(memcmp(out, rec, sizeof(float) * rows * units) == 0,
+                          "act %d: fused activation differs from act(pre) recomputed", acts[a]);
+        }
+        clremat_pool_release(ctx->pool, ctx->gemm_ws);
+        ctx->gemm_ws = NULL;
+    }
+    clremat_pool_release(ctx->pool, X);
+    clremat_pool_release(ctx->pool, W);
+    clremat_pool_release(ctx->pool, Bb);
+    clremat_pool_release(ctx->pool, P);
+    clremat_pool_release(ctx->pool, O);
+    clremat_pool_release(ctx->pool, R);
+    free(hx);
+    free(hw);
+    free(pre);
+    free(out);
+    free(rec);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
+/* On the CLBlast path a GEMM whose workspace was not provided fails with a
+ * message instead of letting CLBlast allocate outside the pool. */
+START_TEST(test_clblast_workspace_enforced)
+{
+    const int64_t n = 515; /* not a multiple of CLBlast's tiles: padding needs a workspace */
+    setenv("CLREMAT_CLBLAST_MIN_INDIRECT", "1", 1); /* indirect kernels even for small GEMMs */
+    clremat_ctx *ctx;
+    clremat_buf *a, *b, *c;
+    size_t ws;
+    open_on_path(&ctx, 1);
+    ws = clremat_gemm_workspace(ctx, 1, 0, n, n, n, 0, n, 0, 0, n, 0, 0, n, 0, 1);
+    ck_assert_int_eq(clremat_pool_alloc(ctx->pool, (size_t)(n * n) * sizeof(float), "a", &a), CLREMAT_OK);
+    ck_assert_int_eq(clremat_pool_alloc(ctx->pool, (size_t)(n * n) * sizeof(float), "b", &b), CLREMAT_OK);
+    ck_assert_int_eq(clremat_pool_alloc(ctx->pool, (size_t)(n * n) * sizeof(float), "c", &c), CLREMAT_OK);
+    ck_assert_uint_gt(ws, 0);
+    {
+        ctx->gemm_ws = NULL;
+        ck_assert_int_eq(clremat_gemm(ctx, 1, 0, n, n, n, 1, a, 0, n, 0, b, 0, n, 0, 0, c, 0, n, 0, 1),
+                         CLREMAT_ERR_INTERNAL);
+        ck_assert_ptr_nonnull(strstr(clremat_ctx_last_error(ctx), "workspace"));
+    }
+    clremat_pool_release(ctx->pool, a);
+    clremat_pool_release(ctx->pool, b);
+    clremat_pool_release(ctx->pool, c);
+    clremat_ctx_destroy(ctx);
+    unsetenv("CLREMAT_CLBLAST_MIN_INDIRECT");
+}
+END_TEST
+
+/* Path names parse; CLREMAT_GEMM forces the path of a new context; a
+ * corrupt cache file is ignored and replaced by a calibration. */
+START_TEST(test_path_parse_and_cache)
+{
+    clremat_gemm_path p;
+    clremat_ctx *ctx;
+    char dir[256], cmd[600];
+    ck_assert_int_eq(clremat_gemm_path_parse("native", &p), CLREMAT_OK);
+    ck_assert_int_eq(p, CLREMAT_GEMM_NATIVE);
+    ck_assert_int_eq(clremat_gemm_path_parse("clblast", &p), CLREMAT_OK);
+    ck_assert_int_eq(p, CLREMAT_GEMM_CLBLAST);
+    ck_assert_int_eq(clremat_gemm_path_parse("cublas", &p), CLREMAT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(clremat_last_error(), "native"));
+    ck_assert_str_eq(clremat_gemm_path_name(CLREMAT_GEMM_CLBLAST), "clblast");
+    setenv("CLREMAT_GEMM", "clblast", 1);
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_int_eq(clremat_ctx_gemm(ctx), CLREMAT_GEMM_CLBLAST);
+    clremat_ctx_destroy(ctx);
+    unsetenv("CLREMAT_GEMM");
+    /* a private cache directory: missing, stored, corrupt, other driver */
+    snprintf(dir, sizeof dir, "/tmp/clremat-test-cache-%d", (int)getpid());
+    setenv("XDG_CACHE_HOME", dir, 1);
+    TEST_OPEN_CTX(ctx, 0);
+    {
+        double nat, clb;
+        char path[4200];
+        FILE *f;
+        ck_assert_int_eq(clremat_gemm_cache_file(ctx, path, sizeof path), 1);
+        ck_assert_ptr_nonnull(strstr(path, dir));
+        ck_assert_int_eq(clremat_gemm_cache_load(ctx), 0);
+        ck_assert_int_eq(clremat_gemm_cache_store(ctx, CLREMAT_GEMM_CLBLAST, 1.0, 2.0), 0);
+        ck_assert_int_eq(clremat_gemm_cache_load(ctx), CLREMAT_GEMM_CLBLAST);
+        f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("clremat-gemm-cache 1\ndevice \x01garbage\npath clblast\n", f);
+        fclose(f);
+        ck_assert_int_eq(clremat_gemm_cache_load(ctx), 0); /* names another device: recalibrate */
+        f = fopen(path, "w");
+        fputs("\xff\xfe not a cache", f);
+        fclose(f);
+        ck_assert_int_eq(clremat_gemm_cache_load(ctx), 0);
+        ck_assert_int_eq(clremat_gemm_calibrate(ctx, &nat, &clb), CLREMAT_OK);
+        ck_assert(nat > 0);
+        ck_assert(clb > 0);
+    }
+    clremat_ctx_destroy(ctx);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    unsetenv("XDG_CACHE_HOME");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gemm");
@@ -179,9 +370,12 @@ int main(void)
     if (!test_have_device())
         return TEST_SKIP;
     tcase_set_timeout(tc, 300);
-    tcase_add_loop_test(tc, test_transposes_and_sizes, 0, 4);
-    tcase_add_test(tc, test_offsets_batches);
-    tcase_add_test(tc, test_rejects_out_of_bounds);
+    tcase_add_loop_test(tc, test_transposes_and_sizes, 0, 8);
+    tcase_add_loop_test(tc, test_offsets_batches, 0, 3);
+    tcase_add_loop_test(tc, test_rejects_out_of_bounds, 0, 2);
+    tcase_add_loop_test(tc, test_dense_epilogue, 0, 2);
+    tcase_add_loop_test(tc, test_clblast_workspace_enforced, 0, 1);
+    tcase_add_test(tc, test_path_parse_and_cache);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

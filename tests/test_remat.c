@@ -53,10 +53,15 @@ static void run_mode(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *
     clremat_trainer *t;
     float *x = malloc(sizeof(float) * (size_t)(BATCH * d->train.x_elems));
     float *y = malloc(sizeof(float) * (size_t)(BATCH * d->train.y_elems));
-    ck_assert_int_eq(clremat_policy_parse(mode, &pol), CLREMAT_OK);
+    char base_mode[256];
+    const char *plus = strstr(mode, "+overlap"); /* "MODE+overlap": recompute on a second queue */
+    snprintf(base_mode, sizeof base_mode, "%.*s", plus ? (int)(plus - mode) : (int)strlen(mode), mode);
+    ck_assert_int_eq(clremat_policy_parse(base_mode, &pol), CLREMAT_OK);
     ck_assert_int_eq(clremat_opt_defaults("adam", &opt), 0);
-    ck_assert_msg(clremat_trainer_new(ctx, g, BATCH, &pol, &opt, 7, &t) == CLREMAT_OK, "%s: %s", mode,
-                  clremat_ctx_last_error(ctx));
+    ck_assert_msg(clremat_trainer_new_costs(ctx, g, BATCH, &pol, &opt, 7, NULL, plus != NULL, &t) == CLREMAT_OK,
+                  "%s: %s", mode, clremat_ctx_last_error(ctx));
+    if (plus)
+        ck_assert(t->plan.overlap && t->side_queue != NULL);
     clremat_pool_reset_peaks(ctx->pool);
     for (int s = 0; s < STEPS; s++) {
         float correct;
@@ -88,7 +93,7 @@ static void check_model(const model_case *m)
     clremat_ctx *ctx;
     clremat_graph *g = load_model(m->file);
     clremat_dataset d;
-    char modes[6][128];
+    char modes[8][128];
     int n_modes = 0;
     run_out base, r;
     size_t pbytes = (size_t)clremat_graph_param_elems(g) * sizeof(float);
@@ -101,6 +106,9 @@ static void check_model(const model_case *m)
     if (m->block)
         snprintf(modes[n_modes++], 128, "list_of_layers:%s", m->block);
     snprintf(modes[n_modes++], 128, "list_of_layers:%s", m->layer);
+    snprintf(modes[n_modes++], 128, "full+overlap");
+    if (m->block)
+        snprintf(modes[n_modes++], 128, "list_of_layers:%s+overlap", m->block);
 
     run_mode(ctx, g, &d, "none", &base);
     ck_assert_msg(base.measured == base.predicted, "%s none: measured peak %llu, predicted %llu", m->file,
@@ -155,11 +163,13 @@ START_TEST(test_memory_limit)
     clremat_policy_parse("none", &none);
     clremat_policy_parse("full", &full);
     clremat_opt_defaults("adam", &opt);
-    ck_assert_int_eq(clremat_plan_for(g, BATCH, &none, 2, &pn, NULL), CLREMAT_OK);
-    ck_assert_int_eq(clremat_plan_for(g, BATCH, &full, 2, &pf, NULL), CLREMAT_OK);
+    /* plans on the context: they include the GEMM path's workspace */
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &none, 2, 0, NULL, 0, &pn, NULL, NULL, NULL), CLREMAT_OK);
+    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &full, 2, 0, NULL, 0, &pf, NULL, NULL, NULL), CLREMAT_OK);
     ck_assert_uint_lt(pf.peak_bytes, pn.peak_bytes);
     limit = (pf.peak_bytes + pn.peak_bytes) / 2;
-    TEST_OPEN_CTX(ctx, limit);
+    clremat_pool_set_limit(ctx->pool, limit);
     ck_assert_int_eq(clremat_trainer_new(ctx, g, BATCH, &none, &opt, 1, &t), CLREMAT_ERR_OUT_OF_MEMORY);
     ck_assert_ptr_null(t);
     {
@@ -189,6 +199,108 @@ START_TEST(test_memory_limit)
 }
 END_TEST
 
+/* Budget plans on the device: measured peak == prediction <= budget, and the
+ * same numbers as none, on every bundled model. */
+START_TEST(test_budget_plans_on_device)
+{
+    const model_case *m = &models[_i];
+    clremat_ctx *ctx;
+    clremat_graph *g = load_model(m->file);
+    clremat_dataset d;
+    clremat_plan pn, pf;
+    clremat_policy none, full;
+    run_out base, r;
+    char mode[64];
+    uint64_t budget;
+    clremat_policy_parse("none", &none);
+    clremat_policy_parse("full", &full);
+    /* plans on the context: they include its GEMM path's workspace */
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &none, 2, 0, NULL, 0, &pn, NULL, NULL, NULL), CLREMAT_OK);
+    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &full, 2, 0, NULL, 0, &pf, NULL, NULL, NULL), CLREMAT_OK);
+    budget = (pn.peak_bytes + pf.peak_bytes) / 2;
+    snprintf(mode, sizeof mode, "budget:%llu", (unsigned long long)budget);
+    ck_assert_int_eq(clremat_data_synthetic(g, NULL, 7, 256, 32, &d), CLREMAT_OK);
+    run_mode(ctx, g, &d, "none", &base);
+    run_mode(ctx, g, &d, mode, &r);
+    ck_assert_msg(r.measured == r.predicted, "%s %s: measured %llu predicted %llu", m->file, mode,
+                  (unsigned long long)r.measured, (unsigned long long)r.predicted);
+    ck_assert_uint_le(r.measured, budget);
+    ck_assert_int_eq(memcmp(r.loss, base.loss, sizeof r.loss), 0);
+    ck_assert_int_eq(memcmp(r.params, base.params, (size_t)clremat_graph_param_elems(g) * sizeof(float)), 0);
+    free(r.params);
+    free(r.profile);
+    /* auto with a limit below none's peak plans within it */
+    clremat_pool_set_limit(ctx->pool, budget);
+    run_mode(ctx, g, &d, "auto", &r);
+    ck_assert_uint_le(r.measured, budget);
+    ck_assert_uint_eq(r.measured, r.predicted);
+    ck_assert_int_eq(memcmp(r.loss, base.loss, sizeof r.loss), 0);
+    free(r.params);
+    free(r.profile);
+    free(base.params);
+    free(base.profile);
+    clremat_plan_free(&pn);
+    clremat_plan_free(&pf);
+    clremat_data_free(&d);
+    clremat_graph_free(g);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
+/* A deep uniform chain of 64 equal blocks: budget = fixed + 2 sqrt(n) block
+ * activations holds the measured peak within it, with at most one extra
+ * forward's worth of recompute. */
+START_TEST(test_deep_chain_sqrt_budget)
+{
+    enum { NB = 64 };
+    char json[4096], mode[64];
+    clremat_graph *g = NULL;
+    clremat_ctx *ctx;
+    clremat_dataset d;
+    clremat_plan pn;
+    clremat_policy none;
+    run_out r;
+    clremat_layer_cost *costs = NULL;
+    double fwd = 0;
+    uint64_t block_bytes, budget;
+    snprintf(json, sizeof json,
+             "{\"name\": \"deep\", \"input\": {\"shape\": [32]}, \"layers\": ["
+             "{\"block\": \"b\", \"repeat\": %d, \"layers\": [{\"name\": \"d\", \"type\": \"dense\", "
+             "\"units\": 32, \"activation\": \"relu\"}]},"
+             "{\"name\": \"head\", \"type\": \"dense\", \"units\": 4},"
+             "{\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}", NB);
+    ck_assert_msg(clremat_graph_load_string(json, "deep", &g) == CLREMAT_OK, "%s", clremat_last_error());
+    clremat_policy_parse("none", &none);
+    ck_assert_int_eq(clremat_plan_for(g, BATCH, &none, 2, 0, NULL, &pn, &costs), CLREMAT_OK);
+    block_bytes = costs[0].slot_bytes[0] + costs[0].slot_bytes[1]; /* a block keeps its output and pre-activation */
+    budget = pn.fixed_bytes + 2 * 8 * block_bytes;                 /* 2 sqrt(64) blocks */
+    for (int l = 0; l < g->n_layers; l++)
+        fwd += costs[l].fwd_flops;
+    snprintf(mode, sizeof mode, "budget:%llu", (unsigned long long)budget);
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_int_eq(clremat_data_synthetic(g, NULL, 3, 64, 16, &d), CLREMAT_OK);
+    run_mode(ctx, g, &d, mode, &r);
+    ck_assert_uint_le(r.measured, budget);
+    ck_assert_uint_eq(r.measured, r.predicted);
+    {
+        clremat_plan pb;
+        clremat_policy pol;
+        clremat_policy_parse(mode, &pol);
+        ck_assert_int_eq(clremat_plan_for(g, BATCH, &pol, 2, 0, NULL, &pb, NULL), CLREMAT_OK);
+        ck_assert_msg(pb.recompute_flops <= fwd, "recompute %.4g FLOPs > one forward %.4g", pb.recompute_flops, fwd);
+        clremat_plan_free(&pb);
+    }
+    free(r.params);
+    free(r.profile);
+    free(costs);
+    clremat_plan_free(&pn);
+    clremat_data_free(&d);
+    clremat_graph_free(g);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s;
@@ -202,6 +314,8 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_modes_bitwise_and_exact_peak, 0, (int)N_MODELS);
     tcase_add_test(tc, test_memory_limit);
+    tcase_add_loop_test(tc, test_budget_plans_on_device, 0, (int)N_MODELS);
+    tcase_add_test(tc, test_deep_chain_sqrt_budget);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

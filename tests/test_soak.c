@@ -77,11 +77,11 @@ START_TEST(test_soak)
     clremat_trainer *t;
     clremat_pool_stats s1 = {0}, s;
     float *x, *y;
-    /* the least heap in use and resident pages seen early (from 10% of the
-     * steps, and not before step 60: the runtimes warm up over the first
-     * steps and the first evaluation, rusticl for about 50) and late (the
-     * last 20%): minima, since the runtimes allocate and free around a step
-     * on their own threads */
+    /* Steady state: OpenCL runtimes allocate for their own state in the
+     * first steps (rusticl for about 50), and some free in batches, so heap
+     * use saws up and down. A leak is a rising floor: compare the least heap
+     * use and resident pages seen early (from 10% of the steps, not before
+     * step 60) with the least seen in the last 20%. */
     const int64_t warm = steps / 2 < 60 ? steps / 2 : 60;
     const int64_t early_lo = steps / 10 > warm ? steps / 10 : warm;
     const int64_t early_hi = steps * 3 / 10 > early_lo + steps / 10 + 1 ? steps * 3 / 10 : early_lo + steps / 10 + 1;

@@ -155,6 +155,27 @@ START_TEST(test_save_load_next_step)
 }
 END_TEST
 
+/* A diverging run stops with the step and the first non-finite layer. */
+START_TEST(test_nonfinite_stops)
+{
+    clremat_ctx *ctx;
+    clremat_train_config cfg;
+    clremat_train_result r;
+    TEST_OPEN_CTX(ctx, 0);
+    base_config(&cfg, "mlp_deep.json", 30);
+    cfg.optimizer = "sgd";
+    cfg.lr = 1e30;
+    ck_assert_int_eq(clremat_train_run_ctx(ctx, &cfg, &r), CLREMAT_ERR_NONFINITE);
+    ck_assert_int_eq(r.stopped_nonfinite, 1);
+    ck_assert_int_lt(r.steps_run, 30);
+    ck_assert_msg(strstr(r.message, "not finite") && strstr(r.message, "first layer whose output is non-finite: 'dense_"),
+                  "%s", r.message);
+    ck_assert_uint_eq(clremat_pool_get_stats(ctx->pool).live_bytes, 0); /* everything released */
+    clremat_train_result_free(&r);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
 /* Runs the clremat command; returns its exit status and its stderr in err. */
 static int run_tool(const char *args, char *err, size_t len)
 {
@@ -191,6 +212,27 @@ START_TEST(test_cli_errors)
     ck_assert_ptr_nonnull(strstr(err, "--batch"));
     ck_assert_int_ne(run_tool("--device no-such-device devices", err, sizeof err), 0);
     ck_assert_ptr_nonnull(strstr(err, "devices are"));
+    /* a malformed model file: file:line:column and what was expected */
+    {
+        char path[] = "/tmp/clremat-badmodelXXXXXX";
+        const char *bad = "{\"name\": \"m\", \"input\": {\"shape\": [4]},\n \"layers\": [\n"
+                          "  {\"name\": \"d\", \"type\": \"dense\", \"units\": \"many\"},\n"
+                          "  {\"name\": \"loss\", \"type\": \"mse\"}]}\n";
+        int fd = mkstemp(path);
+        char want[1100];
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, bad, strlen(bad)), (int)strlen(bad));
+        close(fd);
+        snprintf(args, sizeof args, "train %s --steps 1 --quiet", path);
+        ck_assert_int_ne(run_tool(args, err, sizeof err), 0);
+        snprintf(want, sizeof want, "%s:3:", path);
+        ck_assert_msg(strstr(err, want) != NULL, "%s", err);
+        ck_assert_ptr_nonnull(strstr(err, "units"));
+        snprintf(args, sizeof args, "plan %s", path);
+        ck_assert_int_ne(run_tool(args, err, sizeof err), 0);
+        ck_assert_msg(strstr(err, want) != NULL, "%s", err);
+        unlink(path);
+    }
 }
 END_TEST
 
@@ -212,6 +254,7 @@ int main(void)
     tcase_add_test(tc, test_same_seed_bitwise);
     tcase_add_test(tc, test_save_load_next_step);
     tcase_add_test(tc, test_cli_errors);
+    tcase_add_test(tc, test_nonfinite_stops);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -23,6 +23,12 @@ typedef struct cli_plan_opts {
     const char *optimizer;      /**< --optimizer (default "adam") */
     int64_t batch;              /**< --batch (default 32) */
     int json, actions;          /**< --json, --actions */
+    const char *device;         /**< --device: its memory is auto's limit */
+    uint64_t memory_limit;      /**< --memory-limit (0: none given) */
+    int pareto, points;         /**< --pareto, --points (default 40) */
+    int overlap;                /**< --overlap */
+    const char *gemm;           /**< --gemm: plan on the device for that GEMM path */
+    const char *svg;            /**< --svg FILE with --pareto */
 } cli_plan_opts;
 
 /** Options of `clremat devices`. */
@@ -57,6 +63,9 @@ int cli_train(const cli_global *g, int argc, char **argv);
 
 /** `clremat plan MODEL [options]`: prints the remat plan. */
 int cli_plan(const cli_global *g, int argc, char **argv);
+
+/** `clremat compare MODEL [options]`: the acceptance protocol across devices and modes. */
+int cli_compare(const cli_global *g, int argc, char **argv);
 
 /** Prints a JSON string literal (quoted and escaped) to f. */
 void cli_json_string(FILE *f, const char *s);

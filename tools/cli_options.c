@@ -30,6 +30,7 @@ void cli_usage(FILE *f)
         "commands:\n"
         "  devices    list OpenCL devices (--json)\n"
         "  train      train a model file on a device, with a remat mode (--remat)\n"
+        "  compare    run the same training on several devices and remat modes, side by side\n"
         "  plan       print the remat plan of a model: per layer kept/recomputed, predicted peak\n"
         "\n"
         "Device selection (--device or CLREMAT_DEVICE): P:D index, cpu | gpu | accelerator,\n"
@@ -92,8 +93,14 @@ static int train_usage(FILE *f)
         "  --load FILE          initial weights (safetensors)\n"
         "  --save FILE          final weights (safetensors, written atomically)\n"
         "  --remat MODE         none | full | activations | larger_than[:N] |\n"
-        "                       list_of_layers:NAME[,NAME...] (default none)\n"
+        "                       list_of_layers:NAME[,NAME...] | budget:BYTES | auto (default none)\n"
+        "  --costs flops|measured  what budget/auto minimize: FLOPs (default) or per-layer\n"
+        "                       device times measured in a profiled warm-up step\n"
         "  --memory-limit B     device memory limit, e.g. 64MiB (default: device memory)\n"
+        "  --gemm PATH          native | clblast | auto: GEMM kernels (default auto: cached\n"
+        "                       per-device calibration; also $CLREMAT_GEMM)\n"
+        "  --overlap            recompute on a second queue, overlapping the previous segment's\n"
+        "                       backward (its extra memory is in the prediction)\n"
         "  --profile            per-layer device time of the last step\n"
         "  --json               machine-readable report on stdout (docs/json-output.md)\n"
         "  --quiet              no progress on stderr\n");
@@ -125,7 +132,9 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         {"load", required_argument, NULL, 'L'}, {"save", required_argument, NULL, 'V'},
         {"remat", required_argument, NULL, 'r'}, {"memory-limit", required_argument, NULL, 'm'},
         {"profile", no_argument, NULL, 'p'}, {"json", no_argument, NULL, 'j'},
-        {"quiet", no_argument, NULL, 'q'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"quiet", no_argument, NULL, 'q'}, {"costs", required_argument, NULL, 'C'},
+        {"overlap", no_argument, NULL, 'O'}, {"gemm", required_argument, NULL, 'G'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int c;
     int64_t v;
     char *end;
@@ -162,6 +171,17 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
                 return cli_error("--memory-limit takes a byte count such as 512MiB, got '%s'", optarg), 2;
             break;
         case 'p': cfg->profile = 1; break;
+        case 'C':
+            if (strcmp(optarg, "flops") && strcmp(optarg, "measured"))
+                return cli_error("--costs takes flops or measured, got '%s'", optarg), 2;
+            cfg->costs_measured = !strcmp(optarg, "measured");
+            break;
+        case 'O': cfg->overlap = 1; break;
+        case 'G':
+            if (strcmp(optarg, "native") && strcmp(optarg, "clblast") && strcmp(optarg, "auto"))
+                return cli_error("--gemm takes native, clblast or auto, got '%s'", optarg), 2;
+            cfg->gemm = optarg;
+            break;
         case 'j': *json = 1; break;
         case 'q': cfg->progress = 0; break;
         case 'h': return train_usage(stdout);
@@ -185,10 +205,15 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         {"remat", required_argument, NULL, 'r'}, {"batch", required_argument, NULL, 'b'},
         {"optimizer", required_argument, NULL, 'o'}, {"json", no_argument, NULL, 'j'},
         {"actions", no_argument, NULL, 'a'}, {"device", required_argument, NULL, 'd'},
+        {"memory-limit", required_argument, NULL, 'm'}, {"pareto", no_argument, NULL, 'p'},
+        {"svg", required_argument, NULL, 'v'}, {"points", required_argument, NULL, 'n'},
+        {"overlap", no_argument, NULL, 'O'}, {"gemm", required_argument, NULL, 'G'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int c;
+    int64_t v;
 
     memset(o, 0, sizeof *o);
+    o->points = 40;
     o->remat = "none";
     o->optimizer = "adam";
     o->batch = 32;
@@ -203,13 +228,37 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         case 'o': o->optimizer = optarg; break;
         case 'j': o->json = 1; break;
         case 'a': o->actions = 1; break;
-        case 'd': break; /* planning needs no device; accepted for symmetry */
+        case 'd': o->device = optarg; break; /* only its memory size is used (auto) */
+        case 'm':
+            if (clremat_parse_bytes(optarg, &o->memory_limit) || !o->memory_limit)
+                return cli_error("--memory-limit takes a byte count such as 512MiB, got '%s'", optarg), 2;
+            break;
+        case 'p': o->pareto = 1; break;
+        case 'O': o->overlap = 1; break;
+        case 'G':
+            if (strcmp(optarg, "native") && strcmp(optarg, "clblast") && strcmp(optarg, "auto"))
+                return cli_error("--gemm takes native, clblast or auto, got '%s'", optarg), 2;
+            o->gemm = optarg;
+            break;
+        case 'v': o->svg = optarg; break;
+        case 'n':
+            if (parse_i64("--points", optarg, 2, &v) || v > 10000)
+                return v > 10000 ? cli_error("--points takes at most 10000, got '%s'", optarg), 2 : 2;
+            o->points = (int)v;
+            break;
         case 'h':
             printf("usage: clremat plan MODEL [--remat MODE] [--batch N] [--optimizer NAME] [--json] [--actions]\n"
+                   "       [--memory-limit BYTES | --device SEL] [--overlap] [--gemm PATH]\n"
+                   "       [--pareto [--points N] [--svg FILE]]\n"
                    "Prints, per layer, output and saved bytes, whether tensors are kept or discarded after\n"
                    "the forward pass, recomputations and forward FLOPs; then the predicted peak of live\n"
                    "device bytes, activation bytes kept, and recompute FLOPs as a share of the step.\n"
-                   "--actions also lists the step's actions with predicted live bytes.\n");
+                   "--actions also lists the step's actions with predicted live bytes. --remat auto plans\n"
+                   "for --memory-limit, else for the memory of --device (or the default device).\n"
+                   "--gemm plans for that GEMM path on the device (its workspace is in the peak);\n"
+                   "without it no device is opened and the native path (no workspace) is assumed.\n"
+                   "--pareto sweeps budgets from the smallest feasible peak to the none peak and lists\n"
+                   "peak against recompute cost; --svg FILE plots it with the Keras-style modes marked.\n");
             return 0;
         default: return 2;
         }

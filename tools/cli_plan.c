@@ -35,6 +35,55 @@ static const char *internal_state(const clremat_plan *p, const clremat_layer_cos
     return !any ? "-" : all ? "kept" : "discarded";
 }
 
+/* --pareto: the front as a table or JSON, and optionally an SVG plot. */
+static int print_pareto(const clremat_graph *gr, long long batch, int opt_states, int json, int points,
+                        const char *svg)
+{
+    clremat_plan_input in;
+    clremat_pareto_point *pts = NULL;
+    clremat_pareto_mark *marks = NULL;
+    int n = 0, nm = 0, st, rc = 0;
+    if ((st = clremat_plan_input_for(NULL, gr, batch, opt_states, NULL, &in, NULL, NULL)))
+        return cli_error("%s", clremat_last_error());
+    if ((st = clremat_plan_pareto(&in, points, &pts, &n)) || (st = clremat_pareto_marks(&in, &marks, &nm))) {
+        rc = cli_error("%s", clremat_last_error());
+        goto done;
+    }
+    if (json) {
+        printf("{\"model\": ");
+        cli_json_string(stdout, gr->name);
+        printf(", \"batch\": %lld, \"front\": [", batch);
+        for (int i = 0; i < n; i++)
+            printf("%s\n  {\"budget_bytes\": %llu, \"peak_bytes\": %llu, \"recompute_flops\": %.6g}", i ? "," : "",
+                   (unsigned long long)pts[i].budget, (unsigned long long)pts[i].peak_bytes, pts[i].recompute_cost);
+        printf("\n ], \"modes\": [");
+        for (int i = 0; i < nm; i++) {
+            printf("%s\n  {\"remat\": ", i ? "," : "");
+            cli_json_string(stdout, marks[i].label);
+            printf(", \"peak_bytes\": %llu, \"recompute_flops\": %.6g}", (unsigned long long)marks[i].peak_bytes,
+                   marks[i].recompute_cost);
+        }
+        printf("\n ]}\n");
+    } else {
+        printf("Pareto front of %s at batch %lld: predicted peak against recompute FLOPs\n\n", gr->name, batch);
+        printf("%16s %16s %16s\n", "budget bytes", "peak bytes", "recompute FLOPs");
+        for (int i = 0; i < n; i++)
+            printf("%16llu %16llu %16.4g\n", (unsigned long long)pts[i].budget, (unsigned long long)pts[i].peak_bytes,
+                   pts[i].recompute_cost);
+        printf("\nKeras-style modes:\n");
+        for (int i = 0; i < nm; i++)
+            printf("%-40s %16llu %16.4g\n", marks[i].label, (unsigned long long)marks[i].peak_bytes,
+                   marks[i].recompute_cost);
+    }
+    if (svg && clremat_pareto_svg(svg, gr->name, "FLOP", pts, n, marks, nm) != CLREMAT_OK)
+        rc = cli_error("%s", clremat_last_error());
+done:
+    free(pts);
+    free(marks);
+    free((void *)in.costs);
+    return rc;
+}
+
 int cli_plan(const cli_global *g, int argc, char **argv)
 {
     cli_plan_opts o;
@@ -46,7 +95,8 @@ int cli_plan(const cli_global *g, int argc, char **argv)
     clremat_plan plan;
     clremat_layer_cost *costs = NULL;
     clremat_opt_config opt;
-    (void)g;
+    clremat_ctx *ctx = NULL;
+    uint64_t limit;
 
     if (st != CLI_CONTINUE)
         return st;
@@ -59,9 +109,27 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         return cli_error("unknown optimizer '%s'; valid: sgd, adam, adamw", optname);
     if ((st = clremat_graph_load(o.model_path, &gr)))
         return cli_error("%s", clremat_last_error());
-    if ((st = clremat_policy_parse(remat, &pol)) ||
-        (st = clremat_plan_for(gr, batch, &pol, clremat_opt_state_count(opt.kind), &plan, &costs))) {
+    if (o.pareto) {
+        st = print_pareto(gr, batch, clremat_opt_state_count(opt.kind), json, o.points, o.svg);
+        clremat_graph_free(gr);
+        return st;
+    }
+    limit = o.memory_limit;
+    if ((st = clremat_policy_parse(remat, &pol)) == CLREMAT_OK && pol.kind == CLREMAT_POLICY_AUTO && !limit) {
+        clremat_device_info dev; /* auto plans for the device's memory */
+        if ((st = clremat_select_device(o.device ? o.device : g->device, &dev)) == CLREMAT_OK)
+            limit = dev.global_mem_bytes;
+    }
+    if (st == CLREMAT_OK && o.gemm) { /* plan for a device's GEMM path (its workspace included) */
+        clremat_gemm_path gp;
+        if ((st = clremat_gemm_path_parse(o.gemm, &gp)) == CLREMAT_OK &&
+            (st = clremat_ctx_create(o.device ? o.device : g->device, 0, &ctx)) == CLREMAT_OK)
+            clremat_ctx_set_gemm(ctx, gp);
+    }
+    if (st || (st = clremat_plan_for_ctx(ctx, gr, batch, &pol, clremat_opt_state_count(opt.kind), limit, NULL,
+                                         o.overlap, &plan, &costs, NULL, NULL))) {
         cli_error("%s", clremat_last_error());
+        clremat_ctx_destroy(ctx);
         clremat_graph_free(gr);
         return 1;
     }
@@ -70,7 +138,12 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         cli_json_string(stdout, gr->name);
         printf(", \"remat\": ");
         cli_json_string(stdout, pol.text);
-        printf(", \"batch\": %lld, \"layers\": [", batch);
+        printf(", \"batch\": %lld, \"gemm\": ", batch);
+        if (ctx)
+            cli_json_string(stdout, clremat_gemm_path_name(clremat_ctx_gemm(ctx)));
+        else
+            printf("null");
+        printf(", \"overlap\": %s, \"layers\": [", plan.overlap ? "true" : "false");
         for (int l = 0; l < gr->n_layers; l++) {
             const clremat_layer *L = &gr->layers[l];
             printf("%s\n  {\"name\": ", l ? "," : "");
@@ -124,6 +197,9 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         printf("fixed                 %llu bytes (parameters %llu, with gradients, optimizer state, batch)\n",
                (unsigned long long)plan.fixed_bytes, (unsigned long long)plan.param_bytes);
         printf("activations kept      %llu bytes after the forward pass\n", (unsigned long long)plan.kept_act_bytes);
+        if (plan.overlap)
+            printf("overlap               %d recompute runs on a second queue, overlapping backward\n",
+                   plan.n_overlapped);
         printf("recompute             %.4g FLOPs = %.1f%% of the step's %.4g FLOPs (%d recompute actions)\n",
                plan.recompute_flops, plan.step_flops > 0 ? 100.0 * plan.recompute_flops / plan.step_flops : 0.0,
                plan.step_flops, plan.n_recompute_actions);
@@ -139,6 +215,7 @@ int cli_plan(const cli_global *g, int argc, char **argv)
     }
     clremat_plan_free(&plan);
     free(costs);
+    clremat_ctx_destroy(ctx);
     clremat_graph_free(gr);
     return 0;
 }

@@ -26,6 +26,8 @@ static void print_json(const clremat_train_config *cfg, const clremat_train_resu
     cli_json_string(stdout, r->platform);
     printf(", \"remat\": ");
     cli_json_string(stdout, r->remat);
+    printf(", \"gemm\": ");
+    cli_json_string(stdout, r->gemm);
     printf(", \"batch\": %lld, \"steps\": %lld, \"warmup\": %lld, \"seed\": %llu, \"optimizer\": ",
            (long long)cfg->batch, (long long)r->steps_run, (long long)cfg->warmup, (unsigned long long)cfg->seed);
     cli_json_string(stdout, cfg->optimizer ? cfg->optimizer : "adam");
@@ -74,6 +76,7 @@ static void print_summary(const clremat_train_config *cfg, const clremat_train_r
     printf("model        %s (%s)\n", r->g ? r->g->name : "?", cfg->model_path);
     printf("device       %s [%s]\n", r->device, r->platform);
     printf("remat        %s\n", r->remat);
+    printf("gemm         %s\n", r->gemm);
     printf("steps        %lld at batch %lld (%lld warm-up steps excluded from timing)\n", (long long)r->steps_run,
            (long long)cfg->batch, (long long)cfg->warmup);
     printf("train loss   %.6f (first step %.6f)\n", (double)r->final_loss,
@@ -116,6 +119,13 @@ static void print_profile(const clremat_train_result *r)
                r->profile[l].ns[3] / 1e6, total > 0 ? 100.0 * sum / total : 0.0);
     }
     printf("%-32s %10.3f ms total device time\n", "total", total / 1e6);
+    if (r->n_kernels > 0) {
+        printf("\nkernels of the last step by device time\n%-32s %10s %8s %7s\n", "kernel", "ms", "launches",
+               "share");
+        for (int i = 0; i < r->n_kernels && i < 12; i++)
+            printf("%-32s %10.3f %8d %6.1f%%\n", r->kernels[i].name, r->kernels[i].ns / 1e6, r->kernels[i].launches,
+                   total > 0 ? 100.0 * r->kernels[i].ns / total : 0.0);
+    }
 }
 
 int cli_train(const cli_global *g, int argc, char **argv)

@@ -1,0 +1,224 @@
+"""bench.py: the clremat benchmarks, each measured side by side with its
+peer in one run on this machine (driven by bench/run; see bench/README.md).
+
+Sections (all by default; --only picks some):
+  gemm         clremat GEMM (bench/gemm_bench, native and CLBlast paths)
+               against OpenBLAS through numpy, 256..2048, non-square and
+               transposed shapes: GFLOP/s (wall) and GFLOP per CPU-second
+  mlp          a training step of bench/mlp1024.json (8 x (dense 1024 + GELU)
+               + dense 10, batch 256, SGD momentum 0.9) against PyTorch CPU
+               (2 threads), with and without checkpointing
+  transformer  the same for models/transformer.json (batch 32, Adam)
+  remat        step-time overhead of each remat mode against the recompute
+               FLOPs the planner predicted
+
+Every number is a median over repeated rounds; peers alternate within a
+round so that background load hits both. Nothing here is part of make check.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOL = os.path.join(ROOT, "tools", "clremat")
+GEMM = os.path.join(ROOT, "bench", "gemm_bench")
+PY = "/usr/bin/python3"
+
+GEMM_SHAPES = ["256x256x256", "512x512x512", "1024x1024x1024", "2048x2048x2048",
+               "256x1024x1024", "1024x1024x256:tn", "256x1024x1024:nt", "1024x1024x1024:tt",
+               "2048x512x1024", "512x2048x2048:nt", "333x777x555"]
+
+NUMPY_SRC = r'''
+import sys, time, numpy as np
+shape, reps = sys.argv[1], int(sys.argv[2])
+d, tr = (shape.split(":") + ["nn"])[:2]
+M, N, K = map(int, d.split("x"))
+rng = np.random.default_rng(1)
+a = rng.random((K, M) if tr[0] == "t" else (M, K), dtype=np.float32)
+b = rng.random((N, K) if tr[1] == "t" else (K, N), dtype=np.float32)
+A = a.T if tr[0] == "t" else a
+B = b.T if tr[1] == "t" else b
+A @ B
+ts = []
+c0 = time.process_time()
+for _ in range(reps):
+    t = time.perf_counter(); A @ B; ts.append(time.perf_counter() - t)
+c1 = time.process_time()
+ts.sort()
+f = 2.0 * M * N * K
+print(f / ts[len(ts) // 2] * 1e-9, f * reps / (c1 - c0) * 1e-9)
+'''
+
+
+def numpy_env():
+    """numpy's environment: OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset (they
+    slow a current OpenBLAS; see bench/README.md), 2 threads."""
+    env = dict(os.environ)
+    env.pop("OPENBLAS_CORETYPE", None)
+    env.pop("OPENBLAS_L2_SIZE", None)
+    env.setdefault("OPENBLAS_NUM_THREADS", "2")
+    return env
+
+
+def run(cmd, env=None):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        sys.exit("bench: %s failed (%d):\n%s%s" % (" ".join(cmd), r.returncode, r.stdout, r.stderr))
+    return r.stdout
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def gemm_section(rounds, reps):
+    print("== GEMM: clremat vs OpenBLAS (numpy), GFLOP/s, median of %d rounds x %d runs" % (rounds, reps))
+    info = run([PY, "-c", "import numpy, threadpoolctl, json; print(json.dumps(threadpoolctl.threadpool_info()))"],
+               env=numpy_env())
+    libs = json.loads(info)
+    blas = ", ".join("%s %s (%s, %s threads)" % (l.get("internal_api"), l.get("version"), l.get("architecture"),
+                                                 l.get("num_threads")) for l in libs) or "unknown BLAS"
+    print("numpy BLAS: " + blas)
+    res = {s: {"native": [], "clblast": [], "numpy": [], "native_cpu": [], "numpy_cpu": []} for s in GEMM_SHAPES}
+    for _ in range(rounds):
+        for path in ("native", "clblast"):
+            shapes = GEMM_SHAPES if path == "native" else [s for s in GEMM_SHAPES if not s.startswith("2048x2048")]
+            out = run([GEMM, "--gemm", path, "--reps", str(reps)] + shapes)
+            for line in out.splitlines():
+                f = line.split()
+                res[f[0]][path].append(float(f[3]))
+                if path == "native":
+                    res[f[0]]["native_cpu"].append(float(f[9]))
+        for s in GEMM_SHAPES:
+            w, c = run([PY, "-c", NUMPY_SRC, s, str(reps)], env=numpy_env()).split()
+            res[s]["numpy"].append(float(w))
+            res[s]["numpy_cpu"].append(float(c))
+    print("%-20s %9s %9s %9s %8s %8s | %12s %12s %8s" % ("shape MxNxK:tAtB", "native", "clblast", "numpy",
+                                                       "nat/np", "clb/np", "native/cpu-s", "numpy/cpu-s", "ratio"))
+    summary = {}
+    for s in GEMM_SHAPES:
+        r = res[s]
+        n, c, p, nc, pc = (med(r["native"]), med(r["clblast"]), med(r["numpy"]), med(r["native_cpu"]),
+                           med(r["numpy_cpu"]))
+        summary[s] = (n / p, nc / pc)
+        print("%-20s %9.1f %9.1f %9.1f %8.2f %8.2f | %12.1f %12.1f %8.2f" % (s, n, c, p, n / p, c / p, nc, pc,
+                                                                           nc / pc))
+    print("(GFLOP/s from wall time; GFLOP per CPU-second counts all threads' CPU time, so it is less sensitive"
+          " to other load on the machine)")
+    r1024 = summary["1024x1024x1024"]
+    worst = min((v[0], k) for k, v in summary.items() if not k.startswith("333"))
+    print("target: native >= 0.75 of OpenBLAS at n=1024: %.2f (wall) / %.2f (CPU-time) -> %s" %
+          (r1024[0], r1024[1], "met" if r1024[0] >= 0.75 else "NOT met"))
+    print("target: no size 256..2048 below 0.5: lowest %.2f (%s) -> %s" %
+          (worst[0], worst[1], "met" if worst[0] >= 0.5 else "NOT met"))
+    print()
+
+
+def clremat_step(model, args, steps, warmup):
+    out = run([TOOL, "train", model, "--json", "--quiet", "--steps", str(steps), "--warmup", str(warmup)] + args)
+    j = json.loads(out)
+    if j["memory"]["measured_peak_bytes"] != j["memory"]["predicted_peak_bytes"]:
+        sys.exit("bench: measured peak differs from the prediction: %s" % j["memory"])
+    return j
+
+
+def torch_step(model, ckpt, steps, warmup):
+    """PyTorch's step time with 2 intra-op threads; Debian's torch calls the
+    system BLAS (OpenBLAS), whose own threads compete with torch's OpenMP
+    threads, so both OPENBLAS_NUM_THREADS=1 and =2 are run and the faster is
+    taken (the peer gets its best configuration)."""
+    cmd = [PY, os.path.join(ROOT, "bench", "torch_models.py"), model, "--steps", str(steps), "--warmup",
+           str(warmup), "--threads", "2"] + (["--checkpoint"] if ckpt else [])
+    best = None
+    for blas_threads in ("1", "2"):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=blas_threads, OMP_NUM_THREADS="2")
+        t = json.loads(run(cmd, env=env).strip().splitlines()[-1])["step_ms_median"]
+        best = t if best is None else min(best, t)
+    return best
+
+
+def model_section(name, model, clargs, remat_args, torch_name, rounds, steps, warmup):
+    print("== %s training step: clremat vs PyTorch CPU (2 threads), ms per step, median of %d rounds"
+          % (name, rounds))
+    cl, clr, tc, tcr = [], [], [], []
+    for _ in range(rounds):
+        cl.append(clremat_step(model, clargs, steps, warmup)["step_time_ms"]["median"])
+        tc.append(torch_step(torch_name, False, steps, warmup))
+        clr.append(clremat_step(model, clargs + remat_args, steps, warmup)["step_time_ms"]["median"])
+        tcr.append(torch_step(torch_name, True, steps, warmup))
+    a, b, c, d = med(cl), med(tc), med(clr), med(tcr)
+    print("%-34s %10s %10s %10s" % ("", "clremat", "pytorch", "torch/cl"))
+    print("%-34s %10.1f %10.1f %10.2f" % ("no checkpointing", a, b, b / a))
+    print("%-34s %10.1f %10.1f %10.2f" % ("checkpointing (%s | ckpt_seq)" % " ".join(remat_args), c, d, d / c))
+    print("%-34s %10.2f %10.2f" % ("checkpointing / none", c / a, d / b))
+    print("target: clremat no slower than PyTorch (torch/cl >= 1): %.2f -> %s" % (b / a, "met" if b >= a else
+                                                                                   "NOT met"))
+    print()
+
+
+def remat_section(rounds):
+    print("== Remat overhead: measured step-time overhead vs the planner's recompute FLOPs, median of %d rounds"
+          % rounds)
+    cases = [("models/transformer.json", ["--batch", "32"], 60, 10,
+              ["none", "activations", "larger_than", "list_of_layers:encoder_block", "full"]),
+             ("bench/mlp1024.json", ["--batch", "256", "--optimizer", "sgd"], 12, 3,
+              ["none", "activations", "full"])]
+    print("%-24s %-30s %9s %9s %9s %9s" % ("model", "mode", "step ms", "overhead", "predicted", "ratio"))
+    for model, args, steps, warmup, modes in cases:
+        times = {m: [] for m in modes}
+        flops = {}
+        for _ in range(rounds):
+            for m in modes:
+                j = clremat_step(os.path.join(ROOT, model), args + ["--remat", m], steps, warmup)
+                times[m].append(j["step_time_ms"]["median"])
+                flops[m] = (j["flops"]["step"], j["flops"]["recompute"])
+        base = med(times["none"])
+        for m in modes:
+            t = med(times[m])
+            step, rec = flops[m]
+            pred = rec / (step - rec) if step > rec else 0.0
+            over = t / base - 1.0
+            ratio = over / pred if pred > 0 else float("nan")
+            print("%-24s %-30s %9.1f %8.1f%% %8.1f%% %9s" % (os.path.basename(model), m, t, 100 * over, 100 * pred,
+                                                            "%.2f" % ratio if pred > 0 else "-"))
+            if m == "full":
+                print("%-24s target: full overhead <= 1.1 x predicted: %.2f -> %s" %
+                      ("", ratio, "met" if ratio <= 1.1 else "NOT met"))
+    print("(overhead = step time / step time without remat - 1; predicted = recompute FLOPs / FLOPs of the step"
+          " without remat)")
+    print()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", action="append", choices=["gemm", "mlp", "transformer", "remat"])
+    ap.add_argument("--rounds", type=int, default=3, help="repetitions of each comparison (median reported)")
+    ap.add_argument("--quick", action="store_true", help="1 round, fewer steps (a smoke run)")
+    a = ap.parse_args()
+    sections = a.only or ["gemm", "mlp", "transformer", "remat"]
+    rounds = 1 if a.quick else a.rounds
+    os.chdir(ROOT)
+    dev = run([TOOL, "devices"]).strip().splitlines()
+    print("clremat benchmarks on %s (%d CPUs); device list:" % (os.uname().nodename, os.cpu_count()))
+    for line in dev:
+        print("  " + line)
+    print()
+    if "gemm" in sections:
+        gemm_section(rounds, 3 if a.quick else 5)
+    if "mlp" in sections:
+        model_section("MLP 8x(dense 1024 + GELU) + dense 10, batch 256, SGD", "bench/mlp1024.json",
+                      ["--batch", "256", "--optimizer", "sgd"], ["--remat", "full"], "mlp", rounds,
+                      6 if a.quick else 12, 3)
+    if "transformer" in sections:
+        model_section("transformer (models/transformer.json), batch 32, Adam", "models/transformer.json",
+                      ["--batch", "32"], ["--remat", "list_of_layers:encoder_block"], "transformer", rounds,
+                      20 if a.quick else 60, 10)
+    if "remat" in sections:
+        remat_section(rounds)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+/* gemm_bench.c: times clremat_gemm on one device and GEMM path. Usage:
+ *   gemm_bench [--device SEL] [--gemm native|clblast|auto] [--reps N] SHAPE...
+ * SHAPE is MxNxK with an optional transpose suffix :nn, :nt, :tn or :tt
+ * (A and B). Prints one line per shape: shape, path, median and best
+ * GFLOP/s over N timed runs after one warm-up (host clock around clFinish),
+ * and GFLOP per CPU-second of the process (all threads: robust to other
+ * load on the machine, comparable with the same figure for numpy). */
+#include "layers.h"
+#include "gemm.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU seconds (user + system) of this process, all threads. */
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+           1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Allocates n floats from the pool filled with a fixed pattern. */
+static clremat_buf *filled(clremat_ctx *ctx, size_t n)
+{
+    clremat_buf *b = NULL;
+    float *h = malloc(n * sizeof(float));
+    if (!h || clremat_pool_alloc(ctx->pool, n * sizeof(float), "bench", &b) != CLREMAT_OK) {
+        free(h);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        h[i] = (float)((i * 7) % 13) * 0.0625f - 0.375f;
+    clremat_write(ctx, b, 0, n * sizeof(float), h);
+    free(h);
+    return b;
+}
+
+int main(int argc, char **argv)
+{
+    const char *device = NULL, *gemm = "auto";
+    int reps = 5, first = 1;
+    clremat_ctx *ctx;
+    clremat_gemm_path path;
+    for (; first < argc && strncmp(argv[first], "--", 2) == 0; first += 2) {
+        if (first + 1 >= argc)
+            break;
+        if (strcmp(argv[first], "--device") == 0)
+            device = argv[first + 1];
+        else if (strcmp(argv[first], "--gemm") == 0)
+            gemm = argv[first + 1];
+        else if (strcmp(argv[first], "--reps") == 0)
+            reps = atoi(argv[first + 1]);
+    }
+    if (reps < 1 || reps > 1000 || clremat_gemm_path_parse(gemm, &path) != CLREMAT_OK) {
+        fprintf(stderr, "gemm_bench: bad --reps or --gemm\n");
+        return 2;
+    }
+    if (clremat_ctx_create(device, 0, &ctx) != CLREMAT_OK) {
+        fprintf(stderr, "gemm_bench: %s\n", clremat_last_error());
+        return 1;
+    }
+    clremat_ctx_set_gemm(ctx, path);
+    path = clremat_ctx_gemm(ctx);
+    for (int a = first; a < argc; a++) {
+        long long M, N, K;
+        char tr[3] = "nn";
+        int tA, tB, st = CLREMAT_OK;
+        clremat_buf *A, *B, *C, *W = NULL;
+        double *t = calloc((size_t)reps, sizeof(double)), c0 = 0, c1;
+        size_t ws;
+        if (sscanf(argv[a], "%lldx%lldx%lld:%2s", &M, &N, &K, tr) < 3 || M < 1 || N < 1 || K < 1) {
+            fprintf(stderr, "gemm_bench: bad shape %s (MxNxK[:nn|nt|tn|tt])\n", argv[a]);
+            return 2;
+        }
+        tA = tr[0] == 't';
+        tB = tr[1] == 't';
+        A = filled(ctx, (size_t)(M * K));
+        B = filled(ctx, (size_t)(K * N));
+        C = filled(ctx, (size_t)(M * N));
+        ws = clremat_gemm_workspace(ctx, tA, tB, M, N, K, 0, tA ? M : K, 0, 0, tB ? K : N, 0, 0, N, 0, 1);
+        if (ws && clremat_pool_alloc(ctx->pool, ws, "workspace", &W) != CLREMAT_OK)
+            W = NULL;
+        ctx->gemm_ws = W;
+        if (!A || !B || !C || (ws && !W)) {
+            fprintf(stderr, "gemm_bench: out of device memory for %s\n", argv[a]);
+            return 1;
+        }
+        for (int r = -1; r < reps && st == CLREMAT_OK; r++) {
+            double t0 = now_s();
+            if (r == 0)
+                c0 = cpu_s();
+            st = clremat_gemm(ctx, tA, tB, M, N, K, 1.0f, A, 0, tA ? M : K, 0, B, 0, tB ? K : N, 0, 0.0f, C, 0, N, 0,
+                              1);
+            if (st == CLREMAT_OK)
+                st = clremat_finish(ctx);
+            if (r >= 0)
+                t[r] = now_s() - t0;
+        }
+        if (st != CLREMAT_OK) {
+            fprintf(stderr, "gemm_bench: %s: %s\n", argv[a], clremat_ctx_last_error(ctx));
+            return 1;
+        }
+        c1 = cpu_s();
+        qsort(t, (size_t)reps, sizeof *t, cmp_d);
+        printf("%-18s %-8s median %8.2f GFLOP/s  best %8.2f GFLOP/s  cpu %8.2f GFLOP per CPU-second\n", argv[a],
+               clremat_gemm_path_name(path), 2.0 * (double)M * (double)N * (double)K / t[reps / 2] * 1e-9,
+               2.0 * (double)M * (double)N * (double)K / t[0] * 1e-9,
+               2.0 * (double)M * (double)N * (double)K * reps / (c1 - c0) * 1e-9);
+        fflush(stdout);
+        ctx->gemm_ws = NULL;
+        clremat_pool_release(ctx->pool, W);
+        clremat_pool_release(ctx->pool, A);
+        clremat_pool_release(ctx->pool, B);
+        clremat_pool_release(ctx->pool, C);
+        free(t);
+    }
+    clremat_ctx_destroy(ctx);
+    return 0;
+}

@@ -1,0 +1,122 @@
+"""torch_models.py: the PyTorch twins of the clremat benchmark models, for
+bench/bench.py: the MLP of bench/mlp1024.json and the transformer of
+models/transformer.json, same shapes, same optimizer settings, optional
+torch.utils.checkpoint.checkpoint_sequential over 4 segments. Prints one
+JSON line: {"step_ms_median": ..., "steps": ..., "threads": ...}."""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint_sequential
+
+
+class Block(nn.Module):
+    """One pre-norm encoder block as clremat's encoder_block: ln1, attention
+    (qkv projection, 4 heads, softmax(q k^T / sqrt(dh)), output projection),
+    residual, ln2, ff1 (gelu tanh), ff2, dropout 0.1, residual."""
+
+    def __init__(self, d=64, heads=4, ff=128):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.wo = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.ff1 = nn.Linear(d, ff)
+        self.ff2 = nn.Linear(ff, d)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        h = self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(D, dim=-1)
+        q = q.view(B, T, h, D // h).transpose(1, 2)
+        k = k.view(B, T, h, D // h).transpose(1, 2)
+        v = v.view(B, T, h, D // h).transpose(1, 2)
+        p = torch.softmax(q @ k.transpose(-1, -2) / (D // h) ** 0.5, dim=-1)
+        a = (p @ v).transpose(1, 2).reshape(B, T, D)
+        r1 = self.wo(a) + x
+        f = self.ff2(F.gelu(self.ff1(self.ln2(r1)), approximate="tanh"))
+        return self.drop(f) + r1
+
+
+class Embed(nn.Module):
+    def __init__(self, vocab=16, d=64, T=16):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.randn(T, d) * 0.02)
+
+    def forward(self, ids):
+        return self.tok(ids) + self.pos
+
+
+class Head(nn.Module):
+    def __init__(self, d=64, classes=16):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+        self.logits = nn.Linear(d, classes)
+
+    def forward(self, x):
+        return self.logits(self.ln(x))
+
+
+def mlp_model():
+    layers = []
+    for i in range(8):
+        layers += [nn.Linear(1024, 1024), nn.GELU(approximate="tanh")]
+    layers.append(nn.Linear(1024, 10))
+    return nn.Sequential(*layers)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model", choices=["mlp", "transformer"])
+    ap.add_argument("--checkpoint", action="store_true", help="checkpoint_sequential over 4 segments")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1)
+    if a.model == "mlp":
+        model, batch = mlp_model(), 256
+        x = torch.randn(batch, 1024)
+        y = torch.randint(0, 10, (batch,))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    else:
+        model, batch = nn.Sequential(Embed(), Block(), Block(), Head()), 32
+        x = torch.randint(0, 16, (batch, 16))
+        y = torch.flip(x, dims=[1])
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-8)
+    model.train()
+    times = []
+    for s in range(a.warmup + a.steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        if a.checkpoint:
+            inp = x
+            if a.model == "transformer":
+                # token ids cannot carry gradients: the embedding runs outside, the
+                # blocks and head are checkpointed (3 segments, one per module)
+                out = checkpoint_sequential(model[1:], 3, model[0](x))
+            else:
+                # the input must require grad, or the reentrant checkpoint drops the segments' gradients
+                out = checkpoint_sequential(model, 4, inp.requires_grad_())
+        else:
+            out = model(x)
+        loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        dt = (time.perf_counter() - t0) * 1e3
+        if s >= a.warmup:
+            times.append(dt)
+    print(json.dumps({"step_ms_median": statistics.median(times), "steps": a.steps, "threads": a.threads,
+                      "loss": float(loss)}))
+
+
+if __name__ == "__main__":
+    main()

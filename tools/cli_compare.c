@@ -1,0 +1,244 @@
+/* cli_compare.c: `clremat compare MODEL`: runs the acceptance protocol over
+ * devices and remat modes and prints a table, --json, --csv FILE, --svg FILE. */
+#include "atomic_file.h"
+#include "cli.h"
+#include "compare.h"
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *status_word(const clremat_compare_run *r)
+{
+    if (r->status == CLREMAT_OK)
+        return "ok";
+    if (r->status == CLREMAT_ERR_OUT_OF_MEMORY)
+        return "does_not_fit";
+    return "error";
+}
+
+static void json_num(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%.9g", v);
+    else
+        fputs("null", f);
+}
+
+static void print_json(FILE *f, const clremat_compare_config *cfg, const clremat_compare_run *runs, int n)
+{
+    fprintf(f, "{\"model\": ");
+    cli_json_string(f, cfg->model_path);
+    fprintf(f, ", \"batch\": %lld, \"steps\": %lld, \"warmup\": %lld, \"seed\": %llu, \"runs\": [",
+            (long long)cfg->batch, (long long)cfg->steps, (long long)cfg->warmup, (unsigned long long)cfg->seed);
+    for (int i = 0; i < n; i++) {
+        const clremat_compare_run *r = &runs[i];
+        fprintf(f, "%s\n  {\"device\": ", i ? "," : "");
+        cli_json_string(f, r->device);
+        fprintf(f, ", \"device_id\": \"%s\", \"platform\": ", r->device_id);
+        cli_json_string(f, r->platform);
+        fprintf(f, ", \"remat\": ");
+        cli_json_string(f, r->mode);
+        fprintf(f, ", \"status\": \"%s\", \"error\": ", status_word(r));
+        if (r->status)
+            cli_json_string(f, r->error);
+        else
+            fputs("null", f);
+        fprintf(f, ",\n   \"limit_bytes\": %llu, \"predicted_peak_bytes\": %llu, \"measured_peak_bytes\": ",
+                (unsigned long long)r->limit, (unsigned long long)r->predicted_peak);
+        if (r->status == CLREMAT_OK)
+            fprintf(f, "%llu", (unsigned long long)r->measured_peak);
+        else
+            fputs("null", f);
+        fprintf(f, ", \"fits\": %s,\n   \"step_time_ms\": {\"median\": ", r->fits ? "true" : "false");
+        json_num(f, r->median_ms);
+        fputs(", \"p10\": ", f);
+        json_num(f, r->p10_ms);
+        fputs(", \"p90\": ", f);
+        json_num(f, r->p90_ms);
+        fputs("}, \"overhead_vs_none\": ", f);
+        json_num(f, r->overhead);
+        fprintf(f, ", \"recompute_flops\": %.6g, \"recompute_share\": ", r->recompute_flops);
+        json_num(f, r->step_flops > 0 ? r->recompute_flops / r->step_flops : NAN);
+        fputs(",\n   \"final_loss\": ", f);
+        json_num(f, r->status == CLREMAT_OK ? r->final_loss : NAN);
+        fputs(", \"val_loss\": ", f);
+        json_num(f, r->status == CLREMAT_OK ? r->val_loss : NAN);
+        fputs(", \"val_accuracy\": ", f);
+        json_num(f, r->status == CLREMAT_OK ? r->val_accuracy : NAN);
+        fprintf(f, ",\n   \"numerics\": {\"finite\": %s, \"bitwise_equal_to_none\": %s, \"max_loss_diff_across_devices\": ",
+                r->finite ? "true" : "false",
+                r->bitwise_none < 0 ? "null" : r->bitwise_none ? "true" : "false");
+        json_num(f, r->max_device_diff);
+        fputs("},\n   \"losses\": [", f);
+        for (int64_t k = 0; k < r->n_losses; k++) {
+            if (k)
+                fputs(", ", f);
+            json_num(f, r->losses[k]);
+        }
+        fputs("]}", f);
+    }
+    fputs("\n]}\n", f);
+}
+
+static int write_csv(const char *path, const clremat_compare_run *runs, int n)
+{
+    clremat_afile a;
+    int st = clremat_afile_open(&a, path);
+    if (st)
+        return st;
+    fputs("device,device_id,platform,remat,status,limit_bytes,predicted_peak_bytes,measured_peak_bytes,fits,"
+          "median_step_ms,p10_step_ms,p90_step_ms,overhead_vs_none,recompute_flops,recompute_share,final_loss,"
+          "val_loss,val_accuracy,finite,bitwise_equal_to_none,max_loss_diff_across_devices\n", a.f);
+    for (int i = 0; i < n; i++) {
+        const clremat_compare_run *r = &runs[i];
+        int ok = r->status == CLREMAT_OK;
+        fprintf(a.f, "\"%s\",%s,\"%s\",\"%s\",%s,%llu,%llu,", r->device, r->device_id, r->platform, r->mode,
+                status_word(r), (unsigned long long)r->limit, (unsigned long long)r->predicted_peak);
+        if (ok)
+            fprintf(a.f, "%llu", (unsigned long long)r->measured_peak);
+        fprintf(a.f, ",%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,", r->fits, r->median_ms, r->p10_ms, r->p90_ms, r->overhead,
+                r->recompute_flops, r->step_flops > 0 ? r->recompute_flops / r->step_flops : NAN);
+        if (ok)
+            fprintf(a.f, "%.9g,%.9g,%.9g", (double)r->final_loss, (double)r->val_loss, (double)r->val_accuracy);
+        else
+            fputs(",,", a.f);
+        fprintf(a.f, ",%d,%s,%.6g\n", r->finite, r->bitwise_none < 0 ? "" : r->bitwise_none ? "1" : "0",
+                r->max_device_diff);
+    }
+    return clremat_afile_commit(&a);
+}
+
+static void print_table(const clremat_compare_run *runs, int n)
+{
+    printf("%-7s %-30s %11s %11s %-4s %-22s %8s %7s %9s %9s %7s  %s\n", "device", "remat", "pred peak",
+           "meas peak", "fits", "step ms (p10-p90)", "overhead", "recomp", "loss", "val loss", "val acc",
+           "numerics");
+    for (int i = 0; i < n; i++) {
+        const clremat_compare_run *r = &runs[i];
+        char step[64], num[96], meas[32], over[16];
+        if (i == 0 || strcmp(runs[i - 1].device_id, r->device_id))
+            printf("-- %s: %s [%s]\n", r->device_id, r->device, r->platform);
+        if (r->status != CLREMAT_OK) {
+            printf("%-7s %-30s %11llu %11s %-4s %s\n", r->device_id, r->mode, (unsigned long long)r->predicted_peak,
+                   "-", r->fits ? "yes" : "no",
+                   r->status == CLREMAT_ERR_OUT_OF_MEMORY ? "does not fit the device: not run" : r->error);
+            continue;
+        }
+        snprintf(step, sizeof step, "%.2f (%.2f-%.2f)", r->median_ms, r->p10_ms, r->p90_ms);
+        snprintf(meas, sizeof meas, "%llu", (unsigned long long)r->measured_peak);
+        if (isfinite(r->overhead))
+            snprintf(over, sizeof over, "%.3fx", r->overhead);
+        else
+            snprintf(over, sizeof over, "-");
+        snprintf(num, sizeof num, "%s%s", r->finite ? "finite" : "NON-FINITE",
+                 r->bitwise_none < 0 ? "" : r->bitwise_none ? ", =none" : ", DIFFERS from none");
+        if (isfinite(r->max_device_diff)) {
+            size_t l = strlen(num);
+            snprintf(num + l, sizeof num - l, ", xdev %.3g", r->max_device_diff);
+        }
+        printf("%-7s %-30s %11llu %11s %-4s %-22s %8s %6.1f%% %9.5f %9.5f %7.4f  %s\n", r->device_id, r->mode,
+               (unsigned long long)r->predicted_peak, meas, r->fits ? "yes" : "no", step, over,
+               r->step_flops > 0 ? 100.0 * r->recompute_flops / r->step_flops : 0.0, (double)r->final_loss,
+               (double)r->val_loss, (double)r->val_accuracy, num);
+    }
+}
+
+int cli_compare(const cli_global *g, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"devices", required_argument, NULL, 'D'}, {"device", required_argument, NULL, 'D'},
+        {"remat", required_argument, NULL, 'r'}, {"batch", required_argument, NULL, 'b'},
+        {"steps", required_argument, NULL, 's'}, {"warmup", required_argument, NULL, 'w'},
+        {"seed", required_argument, NULL, 'S'}, {"data", required_argument, NULL, 'd'},
+        {"optimizer", required_argument, NULL, 'o'}, {"lr", required_argument, NULL, 'l'},
+        {"memory-limit", required_argument, NULL, 'm'}, {"json", no_argument, NULL, 'j'},
+        {"csv", required_argument, NULL, 'c'}, {"svg", required_argument, NULL, 'v'},
+        {"quiet", no_argument, NULL, 'q'}, {"costs", required_argument, NULL, 'C'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    clremat_compare_config cfg = {0};
+    clremat_compare_run *runs = NULL;
+    const char *csv = NULL, *svg = NULL;
+    int json = 0, n = 0, c, st, rc = 0;
+    char *end;
+    long long v;
+
+    cfg.devices = g->device ? g->device : "all";
+    cfg.modes = "none,full";
+    cfg.batch = 32;
+    cfg.steps = 20;
+    cfg.warmup = 3;
+    cfg.seed = 1;
+    cfg.optimizer = "adam";
+    cfg.progress = 1;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'D': cfg.devices = optarg; break;
+        case 'r': cfg.modes = optarg; break;
+        case 'b': case 's': case 'w': case 'S':
+            v = strtoll(optarg, &end, 10);
+            if (end == optarg || *end || v < (c == 'w' || c == 'S' ? 0 : 1))
+                return cli_error("option takes a %s integer, got '%s'", c == 'w' || c == 'S' ? "non-negative" : "positive",
+                                 optarg), 2;
+            if (c == 'b') cfg.batch = v;
+            else if (c == 's') cfg.steps = v;
+            else if (c == 'w') cfg.warmup = v;
+            else cfg.seed = (uint64_t)v;
+            break;
+        case 'd': cfg.data = optarg; break;
+        case 'o': cfg.optimizer = optarg; break;
+        case 'l':
+            cfg.lr = strtod(optarg, &end);
+            if (end == optarg || *end || !(cfg.lr > 0))
+                return cli_error("--lr takes a positive number, got '%s'", optarg), 2;
+            break;
+        case 'm':
+            if (clremat_parse_bytes(optarg, &cfg.memory_limit) || !cfg.memory_limit)
+                return cli_error("--memory-limit takes a byte count such as 512MiB, got '%s'", optarg), 2;
+            break;
+        case 'j': json = 1; break;
+        case 'c': csv = optarg; break;
+        case 'v': svg = optarg; break;
+        case 'q': cfg.progress = 0; break;
+        case 'C':
+            if (strcmp(optarg, "flops") && strcmp(optarg, "measured"))
+                return cli_error("--costs takes flops or measured, got '%s'", optarg), 2;
+            cfg.costs_measured = !strcmp(optarg, "measured");
+            break;
+        case 'h':
+            printf("usage: clremat compare MODEL [--devices all|SEL,SEL...] [--remat MODE,MODE...]\n"
+                   "       [--batch N] [--steps N] [--warmup N] [--seed N] [--data TASK|FILE] [--optimizer NAME]\n"
+                   "       [--lr X] [--memory-limit BYTES] [--costs flops|measured] [--json] [--csv FILE]\n"
+                   "       [--svg FILE] [--quiet]\n"
+                   "Runs the same model, data, batch and seed on each device and remat mode (default\n"
+                   "none,full on all devices, 20 steps with 3 warm-up steps excluded from timing) and\n"
+                   "reports peaks (predicted and measured), fit, step time, overhead against none,\n"
+                   "recompute share, losses, validation, and numerics checks.\n");
+            return 0;
+        default: return 2;
+        }
+    }
+    if (optind + 1 != argc)
+        return cli_error("compare: expected one MODEL argument"), 2;
+    if (cfg.warmup >= cfg.steps)
+        return cli_error("compare: --warmup (%lld) must be below --steps (%lld)", (long long)cfg.warmup,
+                         (long long)cfg.steps), 2;
+    cfg.model_path = argv[optind];
+    st = clremat_compare(&cfg, &runs, &n);
+    if (st != CLREMAT_OK)
+        return cli_error("%s", clremat_last_error());
+    if (json)
+        print_json(stdout, &cfg, runs, n);
+    else
+        print_table(runs, n);
+    if (csv && write_csv(csv, runs, n) != CLREMAT_OK)
+        rc = cli_error("%s", clremat_last_error());
+    if (svg && clremat_compare_svg(svg, cfg.model_path, runs, n) != CLREMAT_OK)
+        rc = cli_error("%s", clremat_last_error());
+    for (int i = 0; i < n; i++)
+        if (runs[i].status != CLREMAT_OK && runs[i].status != CLREMAT_ERR_OUT_OF_MEMORY)
+            rc = 1; /* a run failed for a reason other than not fitting */
+    clremat_compare_free(runs, n);
+    return rc;
+}
