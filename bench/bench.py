@@ -10,7 +10,8 @@ Sections (all by default; --only picks some):
                (2 threads), with and without checkpointing
   transformer  the same for models/transformer.json (batch 32, Adam)
   remat        step-time overhead of each remat mode against the recompute
-               FLOPs the planner predicted
+               FLOPs the planner predicted (bench/remat_pair: paired steps
+               of every mode in one process)
 
 Every number is a median over repeated rounds; peers alternate within a
 round so that background load hits both. Nothing here is part of make check.
@@ -18,7 +19,6 @@ round so that background load hits both. Nothing here is part of make check.
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -126,23 +126,6 @@ def clremat_step(model, args, steps, warmup):
     return j
 
 
-def child_cpu_s():
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def clremat_cpu_per_step(model, args, steps):
-    """CPU milliseconds per training step of clremat (all threads), from two
-    runs of `steps` and `3 * steps` steps: the difference cancels start-up,
-    data generation and validation. Other processes on the machine change
-    wall time much more than they change this."""
-    def cpu_of(n):
-        c0 = child_cpu_s()
-        clremat_step(model, args, n, 0)
-        return child_cpu_s() - c0
-    return (cpu_of(3 * steps) - cpu_of(steps)) / (2 * steps) * 1e3
-
-
 def torch_step(model, ckpt, steps, warmup):
     """PyTorch's step time with 2 intra-op threads; Debian's torch calls the
     system BLAS (OpenBLAS), whose own threads compete with torch's OpenMP
@@ -177,42 +160,45 @@ def model_section(name, model, clargs, remat_args, torch_name, rounds, steps, wa
     print()
 
 
+PAIR = os.path.join(ROOT, "bench", "remat_pair")
+
+
 def remat_section(rounds):
-    print("== Remat overhead: measured step-time overhead vs the planner's recompute FLOPs, median of %d rounds"
-          % rounds)
-    cases = [("models/transformer.json", ["--batch", "32"], 60, 10,
-              ["none", "activations", "larger_than", "list_of_layers:encoder_block", "full"]),
-             ("bench/mlp1024.json", ["--batch", "256", "--optimizer", "sgd"], 12, 3,
-              ["none", "activations", "full"])]
-    print("%-18s %-29s %8s %9s %8s %9s %9s %6s %6s" % ("model", "mode", "wall ms", "overhead", "cpu ms", "overhead",
-                                                     "predicted", "wall/p", "cpu/p"))
-    for model, args, steps, warmup, modes in cases:
-        times = {m: [] for m in modes}
-        cpus = {m: [] for m in modes}
-        flops = {}
+    """Each remat mode's step-time overhead against the recompute FLOP share
+    the planner predicted. bench/remat_pair runs every mode's trainer in one
+    process and alternates their steps (rotating the order), so that the
+    steps compared run within a fraction of a second of each other and load
+    from other processes hits both sides of a pair; it reports the median of
+    the per-round ratios step(mode) / step(none). Here that is repeated
+    `rounds` times (separate processes) and the median taken."""
+    print("== Remat overhead: measured step-time overhead vs the planner's recompute FLOPs, paired steps in one "
+          "process, median of %d runs" % rounds)
+    cases = [("models/transformer.json", ["--batch", "32"], 80,
+              ["activations", "larger_than", "list_of_layers:encoder_block", "full"]),
+             ("bench/mlp1024.json", ["--batch", "256", "--optimizer", "sgd"], 20, ["activations", "full"])]
+    print("%-18s %-29s %8s %10s %9s %9s %9s %6s %6s" % ("model", "mode", "wall ms", "peak MB", "overhead",
+                                                      "cpu over", "predicted", "wall/p", "cpu/p"))
+    for model, args, pairs, modes in cases:
+        runs = []
         for _ in range(rounds):
-            for m in modes:
-                margs = args + ["--remat", m]
-                j = clremat_step(os.path.join(ROOT, model), margs, steps, warmup)
-                times[m].append(j["step_time_ms"]["median"])
-                flops[m] = (j["flops"]["step"], j["flops"]["recompute"])
-                cpus[m].append(clremat_cpu_per_step(os.path.join(ROOT, model), margs, max(2, steps // 3)))
-        base, cbase = med(times["none"]), med(cpus["none"])
-        for m in modes:
-            t, c = med(times[m]), med(cpus[m])
-            step, rec = flops[m]
-            pred = rec / (step - rec) if step > rec else 0.0
-            over, cover = t / base - 1.0, c / cbase - 1.0
+            out = run([PAIR, "--rounds", str(pairs), "--warmup", "3"] + args + [os.path.join(ROOT, model)] + modes)
+            runs.append({m["mode"]: m for m in json.loads(out)["modes"]})
+        for m in ["none"] + modes:
+            wall = med([r[m]["wall_ms"] for r in runs])
+            over = med([r[m]["wall_ratio"] for r in runs]) - 1.0
+            cover = med([r[m]["cpu_ratio"] for r in runs]) - 1.0
+            pred = runs[0][m]["predicted_share"]
+            peak = runs[0][m]["predicted_peak_bytes"] / 1e6
             r1 = "%.2f" % (over / pred) if pred > 0 else "-"
             r2 = "%.2f" % (cover / pred) if pred > 0 else "-"
-            print("%-18s %-29s %8.1f %8.1f%% %8.1f %8.1f%% %8.1f%% %6s %6s" % (
-                os.path.basename(model), m, t, 100 * over, c, 100 * cover, 100 * pred, r1, r2))
+            print("%-18s %-29s %8.1f %10.2f %8.1f%% %8.1f%% %8.2f%% %6s %6s" % (
+                os.path.basename(model), m, wall, peak, 100 * over, 100 * cover, 100 * pred, r1, r2))
             if m == "full":
                 print("%-18s target: full overhead <= 1.1 x predicted: %s (wall), %s (CPU time) -> %s" %
-                      ("", r1, r2, "met" if over / pred <= 1.1 else "NOT met (wall)"))
-    print("(overhead = step time / step time without remat - 1, from the median wall time per step and from CPU"
-          " time per step; predicted = recompute FLOPs / FLOPs of the step without remat; x/p = overhead /"
-          " predicted)")
+                      ("", r1, r2, "met" if over / pred <= 1.1 else "NOT met"))
+    print("(overhead = median over runs of the median per-round ratio step(mode) / step(none) - 1, from wall time "
+          "and from the process's CPU time; predicted = recompute FLOPs / FLOPs of the step without remat; "
+          "x/p = overhead / predicted; peak = the planner's predicted live peak of the step)")
     print()
 
 
