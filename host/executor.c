@@ -617,6 +617,9 @@ static int switch_queues(clremat_trainer *t, const clremat_action *a)
     if (a->join) {
         cl_event e = NULL;
         err = clEnqueueMarkerWithWaitList(t->side_queue, 0, NULL, &e);
+        /* an event another queue waits on must be submitted: flush its queue */
+        if (err == CL_SUCCESS)
+            err = clFlush(t->side_queue);
         if (err == CL_SUCCESS)
             err = clFlush(t->side_queue);
         if (err == CL_SUCCESS)
