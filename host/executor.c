@@ -621,8 +621,6 @@ static int switch_queues(clremat_trainer *t, const clremat_action *a)
         if (err == CL_SUCCESS)
             err = clFlush(t->side_queue);
         if (err == CL_SUCCESS)
-            err = clFlush(t->side_queue);
-        if (err == CL_SUCCESS)
             err = clEnqueueBarrierWithWaitList(ctx->queue, 1, &e, NULL);
         if (e)
             clReleaseEvent(e);
