@@ -1,9 +1,10 @@
 /* gemm.h: the GEMM paths behind clremat_gemm (layers.h) -- the native
  * kernels of kernels.cl written for CPU-class devices and CLBlast for GPUs --
- * their per-device choice (forced, or by a calibration cached per device and
- * driver version), the dense epilogue fused into the native kernel, the
- * workspace CLBlast needs (taken from the pool, planned by the cost model),
- * and the on-disk cache directory shared with the program-binary cache. */
+ * their per-device choice (forced, or by a calibration cached per device,
+ * driver version and kernels source), the dense epilogue fused into the
+ * native kernel, the workspace CLBlast needs (taken from the pool, planned
+ * by the cost model), and the on-disk cache directory shared with the
+ * program-binary cache. */
 #ifndef CLREMAT_GEMM_H
 #define CLREMAT_GEMM_H
 

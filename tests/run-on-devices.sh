@@ -5,10 +5,12 @@
 # ($CLREMAT_TOOL; CLREMAT_DEVICE narrows the list); a CLREMAT_TEST_DEVICE
 # already set picks that one device only. Slow implementations (Mesa
 # rusticl, Clover, oclgrind) run with CLREMAT_TEST_REDUCED=1 (small shapes,
-# few steps) and, unless set, CLREMAT_GEMM=clblast (see below). Exit: 0
-# when every run passed, 77 when every run skipped, else the first failing
-# status. Each run's output goes to stdout (the
-# test's .log) under a header naming the device.
+# few steps). The GEMM path is left to the library (CLREMAT_GEMM if set,
+# else the cached per-device calibration, which picks CLBlast on llvmpipe
+# and the native kernels on PoCL by measurement). Exit: 0 when every run
+# passed, 77 when every run skipped, else the first failing status. Each
+# run's output goes to stdout (the test's .log) under a header naming the
+# device.
 test_prog=$1
 shift
 
@@ -45,25 +47,14 @@ for dev in $devices; do
     rest=${dev#*|}
     platform=${rest%%|*}
     name=${rest#*|}
-    # On the slow implementations the end-to-end suites also take the
-    # CLBlast GEMM path unless CLREMAT_GEMM says otherwise: the calibration
-    # picks the native kernels on llvmpipe (0.46 against 0.35 GFLOP/s at
-    # 512^3), but at the models' sizes they are about 5x slower there (a
-    # transformer step at batch 8: 1.2 s against 0.24 s). test_gemm still
-    # runs both paths on every device.
-    gemm=${CLREMAT_GEMM:-}
     case "$platform" in
-        *rusticl*|*Clover*|*Oclgrind*|*oclgrind*) reduced=1; gemm=${CLREMAT_GEMM:-clblast} ;;
+        *rusticl*|*Clover*|*Oclgrind*|*oclgrind*) reduced=1 ;;
         *) reduced=${CLREMAT_TEST_REDUCED:-0} ;;
     esac
     note=""
-    [ "$reduced" = 1 ] && note=" (CLREMAT_TEST_REDUCED=1${gemm:+ CLREMAT_GEMM=$gemm})"
+    [ "$reduced" = 1 ] && note=" (CLREMAT_TEST_REDUCED=1)"
     echo "== $(basename "$test_prog") on device $id: $name [$platform]$note"
-    if [ -n "$gemm" ]; then
-        CLREMAT_TEST_DEVICE=$id CLREMAT_TEST_REDUCED=$reduced CLREMAT_GEMM=$gemm "$test_prog" "$@"
-    else
-        CLREMAT_TEST_DEVICE=$id CLREMAT_TEST_REDUCED=$reduced "$test_prog" "$@"
-    fi
+    CLREMAT_TEST_DEVICE=$id CLREMAT_TEST_REDUCED=$reduced "$test_prog" "$@"
     st=$?
     echo "== $(basename "$test_prog") on device $id: exit $st"
     if [ "$st" -eq 0 ]; then
