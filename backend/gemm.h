@@ -1,9 +1,10 @@
 /* gemm.h: the GEMM paths behind clremat_gemm (layers.h) -- the native
  * kernels of kernels.cl written for CPU-class devices and CLBlast for GPUs --
- * their per-device choice (forced, or by a calibration cached per device and
- * driver version), the dense epilogue fused into the native kernel, the
- * workspace CLBlast needs (taken from the pool, planned by the cost model),
- * and the on-disk cache directory shared with the program-binary cache. */
+ * their per-device choice (forced, or by a calibration cached per device,
+ * driver version and kernels source), the dense epilogue fused into the
+ * native kernel, the workspace CLBlast needs (taken from the pool, planned
+ * by the cost model), and the on-disk cache directory shared with the
+ * program-binary cache. */
 #ifndef CLREMAT_GEMM_H
 #define CLREMAT_GEMM_H
 
@@ -36,18 +37,67 @@ int clremat_gemm_dense(clremat_ctx *ctx, int64_t rows, int64_t in, int64_t units
 int clremat_layer_gemm_workspace(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batch,
                                  const clremat_layer_cost *costs, size_t *fwd, size_t *bwd);
 
-/** Times the native and CLBlast GEMMs on the context's device (a few
- * milliseconds plus CLBlast's first compile) and returns each in GFLOP/s
- * (0 when a path fails). Buffers come straight from OpenCL, not the pool:
+/** Number of GEMM shapes the calibration times (listed in gemm_select.c:
+ * a dense layer's forward x W, backward dY W^T and X^T dY at 256x256x256,
+ * and a batched attention product). */
+#define CLREMAT_GEMM_CAL_SHAPES 4
+
+/** Version of the calibration rule and of its cache files; part of the
+ * cache key and the file's first line, so files of another rule are never
+ * read. Bump it whenever what is measured or how it is decided changes. */
+#define CLREMAT_GEMM_CAL_VERSION 2
+
+/** One calibration of both GEMM paths on a device. */
+typedef struct {
+    double native_s[CLREMAT_GEMM_CAL_SHAPES];  /**< per shape: median warm time on the native path, s (0: failed) */
+    double clblast_s[CLREMAT_GEMM_CAL_SHAPES]; /**< per shape: median warm time on CLBlast, s (0: failed) */
+    double native_gflops;                      /**< all shapes' FLOPs over the native total (0: failed) */
+    double clblast_gflops;                     /**< the same on CLBlast (0: failed) */
+    double seconds;                            /**< wall time the calibration took, compiles included */
+} clremat_gemm_calibration;
+
+/** The calibration's decision from measured times (seconds per shape, n
+ * shapes): CLREMAT_GEMM_CLBLAST when every CLBlast time is valid (finite,
+ * > 0) and either a native time is not or CLBlast's total is smaller;
+ * otherwise CLREMAT_GEMM_NATIVE (ties and double failures included). Pure. */
+int clremat_gemm_decide(const double *native_s, const double *clblast_s, int n);
+
+/** Median of the n values of v (reordered in place; the mean of the middle
+ * two when n is even); 0 when n < 1. */
+double clremat_gemm_median(double *v, int n);
+
+/** Times both GEMM paths on the context's device: CLREMAT_GEMM_CAL_SHAPES
+ * shapes, one warm-up round (first-launch compiles of both paths, CLBlast's
+ * included, fall there) and then three timed rounds, the paths alternating
+ * within each round; fills cal with each shape's median (0 where a path
+ * failed). Buffers (about 1 MiB) come straight from OpenCL, not the pool:
  * this probe runs before anything is planned and frees them at once. */
+int clremat_gemm_calibrate_times(clremat_ctx *ctx, clremat_gemm_calibration *cal);
+
+/** clremat_gemm_calibrate_times reduced to GFLOP/s of each path over all
+ * shapes (0 when a path fails). */
 int clremat_gemm_calibrate(clremat_ctx *ctx, double *native_gflops, double *clblast_gflops);
 
-/** Path of the context's GEMM cache file (per device and driver); 0 when
- * there is no usable cache directory. */
+/** Writes the text of a cache file (format CLREMAT_GEMM_CAL_VERSION) for
+ * the device, driver and kernels-source hash recording path and cal (the
+ * per-shape times only when cal->seconds > 0) into out; its length, or -1
+ * when it does not fit. Pure. */
+int clremat_gemm_cache_format(char *out, size_t len, const char *device, const char *driver, uint64_t kernels,
+                              int path, const clremat_gemm_calibration *cal);
+
+/** The path a cache file's text records, when it has this format version's
+ * first line and names this device, driver and kernels-source hash; else 0
+ * (the caller recalibrates). Pure. */
+int clremat_gemm_cache_parse(const char *text, const char *device, const char *driver, uint64_t kernels);
+
+/** Path of the context's GEMM cache file (its name hashes platform,
+ * device, driver and device versions, CLREMAT_GEMM_CAL_VERSION and the
+ * kernels source); 0 when there is no usable cache directory. */
 int clremat_gemm_cache_file(const clremat_ctx *ctx, char *out, size_t len);
 
 /** The path recorded in the cache file for this device and driver; 0 when
- * the file is missing, does not parse, or names another device or driver. */
+ * the file is missing, does not parse, is of another format version, or
+ * names another device, driver or kernels source (clremat_gemm_cache_parse). */
 int clremat_gemm_cache_load(const clremat_ctx *ctx);
 
 /** Records a calibration (path and GFLOP/s of both) atomically; 0 on success. */

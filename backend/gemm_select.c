@@ -1,20 +1,39 @@
 /* gemm_select.c: which GEMM path a context uses. Forced by
  * clremat_ctx_set_gemm or $CLREMAT_GEMM; otherwise chosen by a short
- * calibration (one 512^3 GEMM on each path, best of three after a warm-up)
- * whose result is cached in memory for the process and on disk per device
- * and driver version ($XDG_CACHE_HOME/clremat/gemm-<key>.txt, written
- * atomically). A cache file that does not parse or names another device or
- * driver is ignored and rewritten by a new calibration. */
+ * calibration whose result is cached in memory for the process and on disk
+ * per device, driver, rule version and kernels source
+ * ($XDG_CACHE_HOME/clremat/gemm-<key>.txt, written atomically). The
+ * calibration times both paths warm on shapes a model's layers use (a
+ * dense layer's three products forward and backward, a batched attention
+ * product): a warm-up round takes the first-launch compiles, then the
+ * median of three rounds per shape; the path with the smaller total wins
+ * (clremat_gemm_decide). A cache file that does not parse, is of another
+ * rule version or names another device, driver or kernels source is
+ * ignored and rewritten by a new calibration. */
 #include "gemm.h"
 #include <clblast_c.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define CAL_N 512
-#define CACHE_MAGIC "clremat-gemm-cache 1"
+#define CAL_REPS 3 /* timed rounds after the warm-up round */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define CACHE_MAGIC "clremat-gemm-cache " STR(CLREMAT_GEMM_CAL_VERSION)
+
+/* The calibration's shapes: row-major C (M x N) = op(A) op(B), batch
+ * matrices. Sizes of the bundled models' layers, rounded up. */
+static const struct cal_shape {
+    int tA, tB, M, N, K, batch;
+} cal_shapes[CLREMAT_GEMM_CAL_SHAPES] = {
+    {0, 0, 256, 256, 256, 1}, /* dense forward: Y = X W */
+    {0, 1, 256, 256, 256, 1}, /* dense backward: dX = dY W^T */
+    {1, 0, 256, 256, 256, 1}, /* dense backward: dW = X^T dY */
+    {0, 1, 32, 32, 32, 64},   /* attention scores per head: Q K^T, batched */
+};
 
 /* This process's earlier choices, by device and driver key. */
 static struct { uint64_t key; int path; } memo[16];
@@ -61,13 +80,55 @@ int clremat_ctx_set_gemm(clremat_ctx *ctx, clremat_gemm_path path)
 
 clremat_gemm_path clremat_ctx_gemm(clremat_ctx *ctx) { return clremat_gemm_resolve(ctx); }
 
-/* Key of the device and driver: platform, device name, driver and device versions. */
+/* Hash of the kernels source: a change to the native kernels recalibrates. */
+static uint64_t kernels_hash(void)
+{
+    return clremat_hash64(0, clremat_kernels_source, strlen(clremat_kernels_source));
+}
+
+/* Key of the cache file: platform, device name, driver and device versions,
+ * the rule version and the kernels source. */
 static uint64_t device_key(const clremat_ctx *ctx)
 {
     uint64_t h = clremat_hash64(0, ctx->info.platform, strlen(ctx->info.platform) + 1);
     h = clremat_hash64(h, ctx->info.name, strlen(ctx->info.name) + 1);
     h = clremat_hash64(h, ctx->info.driver_version, strlen(ctx->info.driver_version) + 1);
-    return clremat_hash64(h, ctx->info.device_version, strlen(ctx->info.device_version) + 1);
+    h = clremat_hash64(h, ctx->info.device_version, strlen(ctx->info.device_version) + 1);
+    h = clremat_hash64(h, CACHE_MAGIC, sizeof CACHE_MAGIC);
+    return clremat_hash64(h, &(uint64_t){kernels_hash()}, sizeof(uint64_t));
+}
+
+static int valid_time(double t) { return isfinite(t) && t > 0; }
+
+int clremat_gemm_decide(const double *native_s, const double *clblast_s, int n)
+{
+    double nat = 0, clb = 0;
+    int nat_ok = n > 0, clb_ok = n > 0;
+    for (int i = 0; i < n; i++) {
+        if (valid_time(native_s[i]))
+            nat += native_s[i];
+        else
+            nat_ok = 0;
+        if (valid_time(clblast_s[i]))
+            clb += clblast_s[i];
+        else
+            clb_ok = 0;
+    }
+    return clb_ok && (!nat_ok || clb < nat) ? CLREMAT_GEMM_CLBLAST : CLREMAT_GEMM_NATIVE;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double clremat_gemm_median(double *v, int n)
+{
+    if (n < 1)
+        return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 int clremat_gemm_cache_file(const clremat_ctx *ctx, char *out, size_t len)
@@ -78,47 +139,112 @@ int clremat_gemm_cache_file(const clremat_ctx *ctx, char *out, size_t len)
     return snprintf(out, len, "%s/gemm-%016" PRIx64 ".txt", dir, device_key(ctx)) < (int)len;
 }
 
+/* Appends " %.3f" of each time in ms to out at *at; 0 when it does not fit. */
+static int put_times(char *out, size_t len, size_t *at, const char *name, const double *s)
+{
+    int n = snprintf(out + *at, len - *at, "%s", name);
+    if (n < 0 || (size_t)n >= len - *at)
+        return 0;
+    *at += (size_t)n;
+    for (int i = 0; i < CLREMAT_GEMM_CAL_SHAPES; i++) {
+        n = snprintf(out + *at, len - *at, " %.3f", s[i] * 1e3);
+        if (n < 0 || (size_t)n >= len - *at)
+            return 0;
+        *at += (size_t)n;
+    }
+    n = snprintf(out + *at, len - *at, "\n");
+    if (n < 0 || (size_t)n >= len - *at)
+        return 0;
+    *at += (size_t)n;
+    return 1;
+}
+
+int clremat_gemm_cache_format(char *out, size_t len, const char *device, const char *driver, uint64_t kernels,
+                              int path, const clremat_gemm_calibration *cal)
+{
+    size_t at;
+    int n = snprintf(out, len,
+                     CACHE_MAGIC "\ndevice %s\ndriver %s\nkernels %016" PRIx64 "\npath %s\nnative_gflops %.3f\n"
+                                 "clblast_gflops %.3f\n",
+                     device, driver, kernels, clremat_gemm_path_name(path), cal->native_gflops, cal->clblast_gflops);
+    if (n < 0 || (size_t)n >= len)
+        return -1;
+    at = (size_t)n;
+    if (cal->seconds > 0) {
+        if (!put_times(out, len, &at, "native_ms", cal->native_s) || !put_times(out, len, &at, "clblast_ms",
+                                                                                 cal->clblast_s))
+            return -1;
+        n = snprintf(out + at, len - at, "calibration_s %.3f\n", cal->seconds);
+        if (n < 0 || (size_t)n >= len - at)
+            return -1;
+        at += (size_t)n;
+    }
+    return (int)at;
+}
+
+/* 1 when the line [p, p+n) is exactly "<key> <value>". */
+static int line_is(const char *p, size_t n, const char *key, const char *value)
+{
+    size_t k = strlen(key), v = strlen(value);
+    return n == k + 1 + v && memcmp(p, key, k) == 0 && p[k] == ' ' && memcmp(p + k + 1, value, v) == 0;
+}
+
+int clremat_gemm_cache_parse(const char *text, const char *device, const char *driver, uint64_t kernels)
+{
+    char khex[17];
+    int result = 0, ok_dev = 0, ok_drv = 0, ok_ker = 0, first = 1;
+    snprintf(khex, sizeof khex, "%016" PRIx64, kernels);
+    for (const char *p = text; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        if (first && !(n == strlen(CACHE_MAGIC) && memcmp(p, CACHE_MAGIC, n) == 0))
+            return 0; /* another format version, or not a cache file */
+        first = 0;
+        ok_dev |= line_is(p, n, "device", device);
+        ok_drv |= line_is(p, n, "driver", driver);
+        ok_ker |= line_is(p, n, "kernels", khex);
+        if (line_is(p, n, "path", "native"))
+            result = CLREMAT_GEMM_NATIVE;
+        else if (line_is(p, n, "path", "clblast"))
+            result = CLREMAT_GEMM_CLBLAST;
+        p = nl ? nl + 1 : p + n;
+    }
+    return ok_dev && ok_drv && ok_ker ? result : 0;
+}
+
 int clremat_gemm_cache_load(const clremat_ctx *ctx)
 {
-    char path[4200], line[512], want[512];
-    int result = 0, ok_dev = 0, ok_drv = 0;
+    char path[4200], text[4096];
+    size_t n;
     FILE *f;
     if (!clremat_gemm_cache_file(ctx, path, sizeof path) || !(f = fopen(path, "r")))
         return 0;
-    if (!fgets(line, sizeof line, f) || strncmp(line, CACHE_MAGIC, strlen(CACHE_MAGIC)) != 0)
-        goto done;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = 0;
-        snprintf(want, sizeof want, "device %s", ctx->info.name);
-        if (strcmp(line, want) == 0)
-            ok_dev = 1;
-        snprintf(want, sizeof want, "driver %s", ctx->info.driver_version);
-        if (strcmp(line, want) == 0)
-            ok_drv = 1;
-        if (strcmp(line, "path native") == 0)
-            result = CLREMAT_GEMM_NATIVE;
-        else if (strcmp(line, "path clblast") == 0)
-            result = CLREMAT_GEMM_CLBLAST;
-    }
-    if (!ok_dev || !ok_drv)
-        result = 0;
-done:
+    n = fread(text, 1, sizeof text - 1, f);
     fclose(f);
-    return result;
+    text[n] = 0;
+    if (strlen(text) != n) /* a NUL inside: not ours */
+        return 0;
+    return clremat_gemm_cache_parse(text, ctx->info.name, ctx->info.driver_version, kernels_hash());
+}
+
+/* Writes the cache file of a calibration; 0 on success. */
+static int cache_store_cal(const clremat_ctx *ctx, int path_choice, const clremat_gemm_calibration *cal)
+{
+    char path[4200], text[2048];
+    int n;
+    if (!clremat_gemm_cache_file(ctx, path, sizeof path))
+        return -1;
+    n = clremat_gemm_cache_format(text, sizeof text, ctx->info.name, ctx->info.driver_version, kernels_hash(),
+                                  path_choice, cal);
+    if (n <= 0)
+        return -1;
+    return clremat_write_atomic(path, text, (size_t)n);
 }
 
 int clremat_gemm_cache_store(const clremat_ctx *ctx, int path_choice, double native, double clblast)
 {
-    char path[4200], text[1024];
-    int n;
-    if (!clremat_gemm_cache_file(ctx, path, sizeof path))
-        return -1;
-    n = snprintf(text, sizeof text,
-                 CACHE_MAGIC "\ndevice %s\ndriver %s\npath %s\nnative_gflops %.3f\nclblast_gflops %.3f\n",
-                 ctx->info.name, ctx->info.driver_version, clremat_gemm_path_name(path_choice), native, clblast);
-    if (n <= 0 || (size_t)n >= sizeof text)
-        return -1;
-    return clremat_write_atomic(path, text, (size_t)n);
+    clremat_gemm_calibration cal = {.native_gflops = native, .clblast_gflops = clblast};
+    return cache_store_cal(ctx, path_choice, &cal);
 }
 
 static double now_s(void)
@@ -128,40 +254,49 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Best of three timed GEMMs (after one warm-up) on the current path, GFLOP/s. */
-static double time_path(clremat_ctx *ctx, clremat_buf *a, clremat_buf *b, clremat_buf *c)
+/* Wall time of one GEMM of shape s on the context's current path, enqueue
+ * to completion, in seconds; 0 when it fails. */
+static double time_shape(clremat_ctx *ctx, const struct cal_shape *s, clremat_buf *a, clremat_buf *b, clremat_buf *c)
 {
-    double best = 0;
-    for (int r = 0; r < 4; r++) {
-        double t0 = now_s(), dt;
-        if (clremat_gemm(ctx, 0, 0, CAL_N, CAL_N, CAL_N, 1.0f, a, 0, CAL_N, 0, b, 0, CAL_N, 0, 0.0f, c, 0, CAL_N, 0,
-                         1) != CLREMAT_OK ||
-            clFinish(ctx->active_queue) != CL_SUCCESS)
-            return 0;
-        dt = now_s() - t0;
-        if (r > 0 && (best == 0 || dt < best))
-            best = dt;
-    }
-    return best > 0 ? 2.0 * CAL_N * CAL_N * (double)CAL_N / best * 1e-9 : 0;
+    int64_t lda = s->tA ? s->M : s->K, ldb = s->tB ? s->K : s->N;
+    double t0 = now_s();
+    if (clremat_gemm(ctx, s->tA, s->tB, s->M, s->N, s->K, 1.0f, a, 0, lda, (int64_t)s->M * s->K, b, 0, ldb,
+                     (int64_t)s->K * s->N, 0.0f, c, 0, s->N, (int64_t)s->M * s->N, s->batch) != CLREMAT_OK ||
+        clFinish(ctx->active_queue) != CL_SUCCESS)
+        return 0;
+    return now_s() - t0;
 }
 
-int clremat_gemm_calibrate(clremat_ctx *ctx, double *native_gflops, double *clblast_gflops)
+int clremat_gemm_calibrate_times(clremat_ctx *ctx, clremat_gemm_calibration *cal)
 {
-    const size_t bytes = (size_t)CAL_N * CAL_N * sizeof(float);
+    static const int paths[2] = {CLREMAT_GEMM_NATIVE, CLREMAT_GEMM_CLBLAST};
+    double times[2][CLREMAT_GEMM_CAL_SHAPES][CAL_REPS], flops = 0, start = now_s();
+    size_t elems = 0, ws = 0, bytes;
     clremat_buf bufs[4];
     cl_mem mem[4] = {NULL, NULL, NULL, NULL};
-    int saved_path = ctx->gemm_path, saved_prof = ctx->profiling, st = CLREMAT_OK;
+    int saved_path = ctx->gemm_path, saved_prof = ctx->profiling, st = CLREMAT_OK, failed[2] = {0, 0};
     clremat_buf *saved_ws = ctx->gemm_ws;
-    size_t ws;
-    float *host = malloc(bytes);
-    *native_gflops = *clblast_gflops = 0;
-    if (!host)
-        return clremat_fail(ctx, CL_OUT_OF_HOST_MEMORY, "out of host memory");
-    for (size_t i = 0; i < (size_t)CAL_N * CAL_N; i++)
-        host[i] = (float)(i % 7) * 0.125f - 0.375f;
+    float *host = NULL;
+    memset(cal, 0, sizeof *cal);
     ctx->profiling = 0;
     ctx->gemm_path = CLREMAT_GEMM_CLBLAST;
-    ws = clremat_gemm_workspace(ctx, 0, 0, CAL_N, CAL_N, CAL_N, 0, CAL_N, 0, 0, CAL_N, 0, 0, CAL_N, 0, 1);
+    for (int s = 0; s < CLREMAT_GEMM_CAL_SHAPES; s++) {
+        const struct cal_shape *c = &cal_shapes[s];
+        size_t e = (size_t)c->batch * (size_t)(c->M > c->N ? c->M : c->N) * (size_t)(c->K > c->N ? c->K : c->N);
+        size_t w = c->batch != 1 ? 0
+                                 : clremat_gemm_workspace(ctx, c->tA, c->tB, c->M, c->N, c->K, 0, c->tA ? c->M : c->K,
+                                                          0, 0, c->tB ? c->K : c->N, 0, 0, c->N, 0, 1);
+        elems = e > elems ? e : elems;
+        ws = w > ws ? w : ws;
+        flops += 2.0 * c->M * c->N * (double)c->K * c->batch;
+    }
+    bytes = elems * sizeof(float);
+    if (!(host = malloc(bytes))) {
+        st = clremat_fail(ctx, CL_OUT_OF_HOST_MEMORY, "GEMM calibration: out of host memory");
+        goto done;
+    }
+    for (size_t i = 0; i < elems; i++)
+        host[i] = (float)(i % 7) * 0.125f - 0.375f;
     for (int i = 0; i < 4; i++) {
         cl_int err;
         size_t sz = i < 3 ? bytes : (ws ? ws : 4);
@@ -174,10 +309,29 @@ int clremat_gemm_calibrate(clremat_ctx *ctx, double *native_gflops, double *clbl
         bufs[i] = (clremat_buf){mem[i], sz, sz, "calibration"};
     }
     ctx->gemm_ws = &bufs[3];
-    ctx->gemm_path = CLREMAT_GEMM_NATIVE;
-    *native_gflops = time_path(ctx, &bufs[0], &bufs[1], &bufs[2]);
-    ctx->gemm_path = CLREMAT_GEMM_CLBLAST;
-    *clblast_gflops = time_path(ctx, &bufs[0], &bufs[1], &bufs[2]);
+    /* round 0 is the warm-up (first launches compile); the paths alternate
+     * within each round so a change of load hits both alike */
+    for (int r = 0; r <= CAL_REPS; r++)
+        for (int p = 0; p < 2; p++) {
+            ctx->gemm_path = paths[p];
+            for (int s = 0; s < CLREMAT_GEMM_CAL_SHAPES && !failed[p]; s++) {
+                double t = time_shape(ctx, &cal_shapes[s], &bufs[0], &bufs[1], &bufs[2]);
+                if (t <= 0)
+                    failed[p] = 1;
+                else if (r > 0)
+                    times[p][s][r - 1] = t;
+            }
+        }
+    for (int s = 0; s < CLREMAT_GEMM_CAL_SHAPES; s++) {
+        cal->native_s[s] = failed[0] ? 0 : clremat_gemm_median(times[0][s], CAL_REPS);
+        cal->clblast_s[s] = failed[1] ? 0 : clremat_gemm_median(times[1][s], CAL_REPS);
+    }
+    for (int p = 0; p < 2; p++) {
+        double total = 0;
+        for (int s = 0; s < CLREMAT_GEMM_CAL_SHAPES; s++)
+            total += p ? cal->clblast_s[s] : cal->native_s[s];
+        *(p ? &cal->clblast_gflops : &cal->native_gflops) = failed[p] || total <= 0 ? 0 : flops / total * 1e-9;
+    }
 done:
     clFinish(ctx->active_queue);
     for (int i = 0; i < 4; i++)
@@ -187,6 +341,16 @@ done:
     ctx->gemm_ws = saved_ws;
     ctx->profiling = saved_prof;
     free(host);
+    cal->seconds = now_s() - start;
+    return st;
+}
+
+int clremat_gemm_calibrate(clremat_ctx *ctx, double *native_gflops, double *clblast_gflops)
+{
+    clremat_gemm_calibration cal;
+    int st = clremat_gemm_calibrate_times(ctx, &cal);
+    *native_gflops = cal.native_gflops;
+    *clblast_gflops = cal.clblast_gflops;
     return st;
 }
 
@@ -220,7 +384,7 @@ clremat_gemm_path clremat_gemm_resolve(clremat_ctx *ctx)
     clremat_gemm_path forced;
     uint64_t key;
     int path;
-    double native, clblast;
+    clremat_gemm_calibration cal;
     if (ctx->gemm_path != CLREMAT_GEMM_AUTO)
         return (clremat_gemm_path)ctx->gemm_path;
     if (ctx->dry_run) /* never calibrate inside a dry run */
@@ -234,10 +398,12 @@ clremat_gemm_path clremat_gemm_resolve(clremat_ctx *ctx)
             return settle(ctx, memo[i].path);
     path = clremat_gemm_cache_load(ctx);
     if (!path) {
-        if (clremat_gemm_calibrate(ctx, &native, &clblast) != CLREMAT_OK)
-            native = 1, clblast = 0;
-        path = clblast > native ? CLREMAT_GEMM_CLBLAST : CLREMAT_GEMM_NATIVE;
-        clremat_gemm_cache_store(ctx, path, native, clblast);
+        /* a path that failed has times of 0 and loses; a calibration
+         * that could not run (no memory for its buffers) is not cached */
+        int st = clremat_gemm_calibrate_times(ctx, &cal);
+        path = clremat_gemm_decide(cal.native_s, cal.clblast_s, CLREMAT_GEMM_CAL_SHAPES);
+        if (st == CLREMAT_OK)
+            cache_store_cal(ctx, path, &cal);
     }
     if (n_memo < (int)(sizeof memo / sizeof memo[0])) {
         memo[n_memo].key = key;

@@ -606,7 +606,10 @@ static void drop_profile(clremat_ctx *ctx)
  * released buffers are quarantined (kernels on the other queue may still use
  * them); recompute actions go to the side queue, which first waits for the
  * marker; a join makes the compute queue wait for the side queue and closes
- * the window. */
+ * the window. A queue is flushed after enqueuing an event the other queue
+ * waits on: OpenCL requires it for cross-queue waits, and implementations
+ * that do not submit unflushed work on their own (Mesa's rusticl) otherwise
+ * deadlock at the next blocking call. */
 static int switch_queues(clremat_trainer *t, const clremat_action *a)
 {
     clremat_ctx *ctx = t->ctx;

@@ -5,9 +5,12 @@
 # ($CLREMAT_TOOL; CLREMAT_DEVICE narrows the list); a CLREMAT_TEST_DEVICE
 # already set picks that one device only. Slow implementations (Mesa
 # rusticl, Clover, oclgrind) run with CLREMAT_TEST_REDUCED=1 (small shapes,
-# few steps). Exit: 0 when every run passed, 77 when every run skipped,
-# else the first failing status. Each run's output goes to stdout (the
-# test's .log) under a header naming the device.
+# few steps). The GEMM path is left to the library (CLREMAT_GEMM if set,
+# else the cached per-device calibration, which picks CLBlast on llvmpipe
+# and the native kernels on PoCL by measurement). Exit: 0 when every run
+# passed, 77 when every run skipped, else the first failing status. Each
+# run's output goes to stdout (the test's .log) under a header naming the
+# device.
 test_prog=$1
 shift
 

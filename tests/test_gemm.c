@@ -311,8 +311,11 @@ START_TEST(test_clblast_workspace_enforced)
 }
 END_TEST
 
-/* Path names parse; CLREMAT_GEMM forces the path of a new context; a
- * corrupt cache file is ignored and replaced by a calibration. */
+/* Path names parse; CLREMAT_GEMM forces the path of a new context; the
+ * cache file round-trips, a file of the previous format version (same
+ * device and driver) or a corrupt one is ignored, and a fresh context with
+ * an empty cache calibrates, caches its decision (the one
+ * clremat_gemm_decide makes from the recorded times) and reads it back. */
 START_TEST(test_path_parse_and_cache)
 {
     clremat_gemm_path p;
@@ -352,9 +355,45 @@ START_TEST(test_path_parse_and_cache)
         fputs("\xff\xfe not a cache", f);
         fclose(f);
         ck_assert_int_eq(clremat_gemm_cache_load(ctx), 0);
+        /* the previous rule's file for this very device and driver */
+        f = fopen(path, "w");
+        fprintf(f, "clremat-gemm-cache %d\ndevice %s\ndriver %s\npath clblast\n", CLREMAT_GEMM_CAL_VERSION - 1,
+                ctx->info.name, ctx->info.driver_version);
+        fclose(f);
+        ck_assert_int_eq(clremat_gemm_cache_load(ctx), 0);
         ck_assert_int_eq(clremat_gemm_calibrate(ctx, &nat, &clb), CLREMAT_OK);
         ck_assert(nat > 0);
         ck_assert(clb > 0);
+        ck_assert_int_eq(remove(path), 0);
+    }
+    clremat_ctx_destroy(ctx);
+    /* a fresh context on an empty cache: AUTO calibrates and writes the file */
+    TEST_OPEN_CTX(ctx, 0);
+    {
+        char path[4200], text[4096];
+        double nat[CLREMAT_GEMM_CAL_SHAPES], clb[CLREMAT_GEMM_CAL_SHAPES];
+        _Static_assert(CLREMAT_GEMM_CAL_SHAPES == 4, "the sscanf calls below read four times");
+        clremat_gemm_path got = clremat_ctx_gemm(ctx);
+        size_t n;
+        FILE *f;
+        const char *p;
+        ck_assert(got == CLREMAT_GEMM_NATIVE || got == CLREMAT_GEMM_CLBLAST);
+        ck_assert_int_eq(clremat_gemm_cache_file(ctx, path, sizeof path), 1);
+        ck_assert_int_eq(clremat_gemm_cache_load(ctx), (int)got);
+        f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        n = fread(text, 1, sizeof text - 1, f);
+        fclose(f);
+        text[n] = 0;
+        /* the recorded per-shape times give the same decision */
+        p = strstr(text, "\nnative_ms ");
+        ck_assert_ptr_nonnull(p);
+        ck_assert_int_eq(sscanf(p, " native_ms %lf %lf %lf %lf", &nat[0], &nat[1], &nat[2], &nat[3]), 4);
+        p = strstr(text, "\nclblast_ms ");
+        ck_assert_ptr_nonnull(p);
+        ck_assert_int_eq(sscanf(p, " clblast_ms %lf %lf %lf %lf", &clb[0], &clb[1], &clb[2], &clb[3]), 4);
+        ck_assert_int_eq(clremat_gemm_decide(nat, clb, CLREMAT_GEMM_CAL_SHAPES), (int)got);
+        fprintf(stderr, "%s: calibration picked %s:\n%s", ctx->info.name, clremat_gemm_path_name(got), text);
     }
     clremat_ctx_destroy(ctx);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
