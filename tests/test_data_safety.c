@@ -171,16 +171,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s;
     TCase *tc;
-    if (!test_have_device()) {
-        fprintf(stderr, "no OpenCL device: skipping\n");
-        return TEST_SKIP;
-    }
-    s = suite_create("data_safety");
-    tc = tcase_create("data_safety");
-    tcase_set_timeout(tc, 600);
+    Suite *s = test_suite("data_safety", 600, &tc);
     tcase_add_test(tc, test_save_atomic_load_rejects_damage);
-    suite_add_tcase(s, tc);
-    return test_run_suite(s);
+    return test_run_device_suite(s);
 }

@@ -230,8 +230,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("planner");
-    TCase *tc = tcase_create("planner");
+    TCase *tc;
+    Suite *s = test_suite("planner", 0, &tc);
     tcase_add_test(tc, test_none_keeps_everything_needed);
     tcase_add_test(tc, test_full_discards_internals_keeps_inputs);
     tcase_add_test(tc, test_activations_mode);
@@ -240,6 +240,5 @@ int main(void)
     tcase_add_test(tc, test_remat_block_always_wrapped);
     tcase_add_test(tc, test_policy_parse_errors);
     tcase_add_test(tc, test_deep_chain_full_lowers_peak);
-    suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

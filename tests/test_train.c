@@ -238,15 +238,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s;
     TCase *tc;
-    if (!test_have_device()) {
-        fprintf(stderr, "no OpenCL device: skipping\n");
-        return TEST_SKIP;
-    }
-    s = suite_create("train");
-    tc = tcase_create("train");
-    tcase_set_timeout(tc, 900);
+    Suite *s = test_suite("train", 900, &tc);
     /* slow devices (CLREMAT_TEST_REDUCED): only the two cheapest models
      * (resnet_mlp, regression) train to convergence; the others still run
      * there in test_remat, test_faults and test_soak */
@@ -255,6 +248,5 @@ int main(void)
     tcase_add_test(tc, test_save_load_next_step);
     tcase_add_test(tc, test_cli_errors);
     tcase_add_test(tc, test_nonfinite_stops);
-    suite_add_tcase(s, tc);
-    return test_run_suite(s);
+    return test_run_device_suite(s);
 }
