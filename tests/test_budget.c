@@ -612,7 +612,8 @@ START_TEST(test_pareto_front_and_svg)
     remove(path);
     snprintf(path, sizeof path, "%s/missing/front.svg", dir);
     ck_assert_int_eq(clremat_pareto_svg(path, NULL, NULL, pts, n, marks, nm), CLREMAT_ERR_IO);
-    ck_assert_ptr_nonnull(strstr(clremat_last_error(), "missing/front.svg.tmp"));
+    ck_assert_ptr_nonnull(strstr(clremat_last_error(), "missing/front.svg"));
+    ck_assert_ptr_nonnull(strstr(clremat_last_error(), "No such file or directory"));
     rmdir(dir);
     free(pts);
     free(marks);
