@@ -176,41 +176,24 @@ START_TEST(test_nonfinite_stops)
 }
 END_TEST
 
-/* Runs the clremat command; returns its exit status and its stderr in err. */
-static int run_tool(const char *args, char *err, size_t len)
-{
-    char cmd[2048];
-    FILE *p;
-    size_t n;
-    int st;
-    const char *tool = getenv("CLREMAT_TOOL");
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/null", tool ? tool : "tools/clremat", args);
-    p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    n = fread(err, 1, len - 1, p);
-    err[n] = 0;
-    st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 START_TEST(test_cli_errors)
 {
     char err[4096], args[1200];
-    ck_assert_int_ne(run_tool("train /nonexistent/model.json --steps 1", err, sizeof err), 0);
+    ck_assert_int_ne(test_run_tool("train /nonexistent/model.json --steps 1", err, sizeof err), 0);
     ck_assert_ptr_nonnull(strstr(err, "/nonexistent/model.json"));
     snprintf(args, sizeof args, "train %s --steps 1 --remat list_of_layers:nope --quiet", model_path("mlp_deep.json"));
-    ck_assert_int_ne(run_tool(args, err, sizeof err), 0);
+    ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
     ck_assert_ptr_nonnull(strstr(err, "'nope'"));
     snprintf(args, sizeof args, "train %s --steps 1 --memory-limit 1KiB --quiet", model_path("mlp_deep.json"));
-    ck_assert_int_ne(run_tool(args, err, sizeof err), 0);
+    ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
     ck_assert_ptr_nonnull(strstr(err, "needs"));
     snprintf(args, sizeof args, "train %s --steps 1 --data sequence --quiet", model_path("mlp_deep.json"));
-    ck_assert_int_ne(run_tool(args, err, sizeof err), 0);
+    ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
     ck_assert_ptr_nonnull(strstr(err, "sequence"));
     snprintf(args, sizeof args, "train %s --batch zero", model_path("mlp_deep.json"));
-    ck_assert_int_ne(run_tool(args, err, sizeof err), 0);
+    ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
     ck_assert_ptr_nonnull(strstr(err, "--batch"));
-    ck_assert_int_ne(run_tool("--device no-such-device devices", err, sizeof err), 0);
+    ck_assert_int_ne(test_run_tool("--device no-such-device devices", err, sizeof err), 0);
     ck_assert_ptr_nonnull(strstr(err, "devices are"));
     /* a malformed model file: file:line:column and what was expected */
     {
@@ -224,12 +207,12 @@ START_TEST(test_cli_errors)
         ck_assert_int_eq(write(fd, bad, strlen(bad)), (int)strlen(bad));
         close(fd);
         snprintf(args, sizeof args, "train %s --steps 1 --quiet", path);
-        ck_assert_int_ne(run_tool(args, err, sizeof err), 0);
+        ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
         snprintf(want, sizeof want, "%s:3:", path);
         ck_assert_msg(strstr(err, want) != NULL, "%s", err);
         ck_assert_ptr_nonnull(strstr(err, "units"));
         snprintf(args, sizeof args, "plan %s", path);
-        ck_assert_int_ne(run_tool(args, err, sizeof err), 0);
+        ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
         ck_assert_msg(strstr(err, want) != NULL, "%s", err);
         unlink(path);
     }

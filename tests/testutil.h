@@ -1,7 +1,8 @@
 /* testutil.h: helpers shared by the Check suites: building and running a
  * suite with the project's conventions (test_suite, test_run_suite,
- * test_run_device_suite), and finding out (in a forked child, since OpenCL
- * runtimes do not survive fork) whether any OpenCL device exists. */
+ * test_run_device_suite), running the clremat command (test_run_tool), and
+ * finding out (in a forked child, since OpenCL runtimes do not survive
+ * fork) whether any OpenCL device exists. */
 #ifndef CLREMAT_TESTUTIL_H
 #define CLREMAT_TESTUTIL_H
 
@@ -66,6 +67,26 @@ static inline int test_run_device_suite(Suite *s)
         return TEST_SKIP;
     }
     return test_run_suite(s);
+}
+
+/* Runs the clremat command ($CLREMAT_TOOL, else tools/clremat) with args
+ * (a shell word list); returns its exit status (-1 if it did not exit) and
+ * its stderr, NUL-terminated and cut to len - 1 bytes, in err. */
+static inline int test_run_tool(const char *args, char *err, size_t len)
+{
+    char cmd[4096];
+    FILE *p;
+    size_t n;
+    int st;
+    const char *tool = getenv("CLREMAT_TOOL");
+    int w = snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/null", tool ? tool : "tools/clremat", args);
+    ck_assert_msg(w > 0 && (size_t)w < sizeof cmd, "command line too long: %s", args);
+    p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    n = fread(err, 1, len - 1, p);
+    err[n] = 0;
+    st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 /* 1 when $CLREMAT_TEST_REDUCED is set and not "0": device tests then use
