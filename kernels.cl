@@ -231,58 +231,72 @@ __kernel void clremat_adam_step(const int n, const float lr, const float b1, con
 #define CLREMAT_INV_SQRT2 0.7071067811865476f
 #define CLREMAT_INV_SQRT_2PI 0.3989422804014327f
 
-/* act(x). Every kernel that produces an activation output calls this, so a
- * recomputed activation has the same bits as the forward's. */
-float clremat_act_apply(const int act, const float x)
-{
-    switch (act) {
-    case CLREMAT_ACT_RELU:
-        return x > 0.0f ? x : 0.0f;
-    case CLREMAT_ACT_GELU_TANH:
-        return 0.5f * x * (1.0f + tanh(CLREMAT_SQRT_2_OVER_PI * (x + CLREMAT_GELU_C * x * x * x)));
-    case CLREMAT_ACT_GELU_EXACT:
-        return 0.5f * x * (1.0f + erf(x * CLREMAT_INV_SQRT2));
-    case CLREMAT_ACT_TANH:
-        return tanh(x);
-    case CLREMAT_ACT_SIGMOID:
-        return 1.0f / (1.0f + exp(-x));
-    case CLREMAT_ACT_SILU:
-        return x / (1.0f + exp(-x));
-    default:
-        return x;
+/* The activations and their derivatives are written once, as macros that
+ * define a function for an element type T (float or float8: OpenCL C 1.2
+ * has no generics). select(a, b, c) is c ? b : a for float and int
+ * conditions as for float8 and int8 ones, and the scalar literals widen to
+ * T, so both instances compute the same expressions.
+ * CLREMAT_DEFINE_ACT(NAME, T): T NAME(act, x) = act(x).
+ * CLREMAT_DEFINE_DACT(NAME, T): T NAME(act, x) = act'(x), the derivative
+ * computed from the activation's input. */
+#define CLREMAT_DEFINE_ACT(NAME, T)                                                                     \
+    T NAME(const int act, const T x)                                                                    \
+    {                                                                                                   \
+        switch (act) {                                                                                  \
+        case CLREMAT_ACT_RELU:                                                                          \
+            return select((T)0.0f, x, x > 0.0f);                                                        \
+        case CLREMAT_ACT_GELU_TANH:                                                                     \
+            return 0.5f * x * (1.0f + tanh(CLREMAT_SQRT_2_OVER_PI * (x + CLREMAT_GELU_C * x * x * x))); \
+        case CLREMAT_ACT_GELU_EXACT:                                                                    \
+            return 0.5f * x * (1.0f + erf(x * CLREMAT_INV_SQRT2));                                      \
+        case CLREMAT_ACT_TANH:                                                                          \
+            return tanh(x);                                                                             \
+        case CLREMAT_ACT_SIGMOID:                                                                       \
+            return 1.0f / (1.0f + exp(-x));                                                             \
+        case CLREMAT_ACT_SILU:                                                                          \
+            return x / (1.0f + exp(-x));                                                                \
+        default:                                                                                        \
+            return x;                                                                                   \
+        }                                                                                               \
     }
-}
 
-/* act'(x), the derivative computed from the activation's input. */
-float clremat_act_deriv(const int act, const float x)
-{
-    switch (act) {
-    case CLREMAT_ACT_RELU:
-        return x > 0.0f ? 1.0f : 0.0f;
-    case CLREMAT_ACT_GELU_TANH: {
-        const float u = CLREMAT_SQRT_2_OVER_PI * (x + CLREMAT_GELU_C * x * x * x);
-        const float t = tanh(u);
-        return 0.5f * (1.0f + t) +
-               0.5f * x * (1.0f - t * t) * CLREMAT_SQRT_2_OVER_PI * (1.0f + 3.0f * CLREMAT_GELU_C * x * x);
+#define CLREMAT_DEFINE_DACT(NAME, T)                                                                    \
+    T NAME(const int act, const T x)                                                                    \
+    {                                                                                                   \
+        switch (act) {                                                                                  \
+        case CLREMAT_ACT_RELU:                                                                          \
+            return select((T)0.0f, (T)1.0f, x > 0.0f);                                                  \
+        case CLREMAT_ACT_GELU_TANH: {                                                                   \
+            const T u = CLREMAT_SQRT_2_OVER_PI * (x + CLREMAT_GELU_C * x * x * x);                      \
+            const T t = tanh(u);                                                                        \
+            return 0.5f * (1.0f + t) +                                                                  \
+                   0.5f * x * (1.0f - t * t) * CLREMAT_SQRT_2_OVER_PI * (1.0f + 3.0f * CLREMAT_GELU_C * x * x); \
+        }                                                                                               \
+        case CLREMAT_ACT_GELU_EXACT:                                                                    \
+            return 0.5f * (1.0f + erf(x * CLREMAT_INV_SQRT2)) + x * CLREMAT_INV_SQRT_2PI * exp(-0.5f * x * x); \
+        case CLREMAT_ACT_TANH: {                                                                        \
+            const T t = tanh(x);                                                                        \
+            return 1.0f - t * t;                                                                        \
+        }                                                                                               \
+        case CLREMAT_ACT_SIGMOID: {                                                                     \
+            const T s = 1.0f / (1.0f + exp(-x));                                                        \
+            return s * (1.0f - s);                                                                      \
+        }                                                                                               \
+        case CLREMAT_ACT_SILU: {                                                                        \
+            const T s = 1.0f / (1.0f + exp(-x));                                                        \
+            return s * (1.0f + x * (1.0f - s));                                                         \
+        }                                                                                               \
+        default:                                                                                        \
+            return (T)1.0f;                                                                             \
+        }                                                                                               \
     }
-    case CLREMAT_ACT_GELU_EXACT:
-        return 0.5f * (1.0f + erf(x * CLREMAT_INV_SQRT2)) + x * CLREMAT_INV_SQRT_2PI * exp(-0.5f * x * x);
-    case CLREMAT_ACT_TANH: {
-        const float t = tanh(x);
-        return 1.0f - t * t;
-    }
-    case CLREMAT_ACT_SIGMOID: {
-        const float s = 1.0f / (1.0f + exp(-x));
-        return s * (1.0f - s);
-    }
-    case CLREMAT_ACT_SILU: {
-        const float s = 1.0f / (1.0f + exp(-x));
-        return s * (1.0f + x * (1.0f - s));
-    }
-    default:
-        return 1.0f;
-    }
-}
+
+/* act(x) on one float (the eight-wide clremat_act8 is what the kernels use
+ * for activation outputs; see the H6 section). */
+CLREMAT_DEFINE_ACT(clremat_act_apply, float)
+
+/* act'(x) on one float (clremat_act_bwd). */
+CLREMAT_DEFINE_DACT(clremat_act_deriv, float)
 
 /* Declared here, defined with the eight-wide activations (H6 section). */
 float clremat_act1(const int act, const float x);
@@ -698,56 +712,11 @@ __kernel void seq_loss_finish(const int n, const int has_correct, const float di
  * and recomputation give the same bits. The switch is outside the vector
  * arithmetic, so the math builtins run on float8.
  * ====================================================================== */
-float8 clremat_act8(const int act, const float8 x)
-{
-    switch (act) {
-    case CLREMAT_ACT_RELU:
-        return select((float8)0.0f, x, x > 0.0f);
-    case CLREMAT_ACT_GELU_TANH:
-        return 0.5f * x * (1.0f + tanh(CLREMAT_SQRT_2_OVER_PI * (x + CLREMAT_GELU_C * x * x * x)));
-    case CLREMAT_ACT_GELU_EXACT:
-        return 0.5f * x * (1.0f + erf(x * CLREMAT_INV_SQRT2));
-    case CLREMAT_ACT_TANH:
-        return tanh(x);
-    case CLREMAT_ACT_SIGMOID:
-        return 1.0f / (1.0f + exp(-x));
-    case CLREMAT_ACT_SILU:
-        return x / (1.0f + exp(-x));
-    default:
-        return x;
-    }
-}
+/* act(x) on eight elements (CLREMAT_DEFINE_ACT above). */
+CLREMAT_DEFINE_ACT(clremat_act8, float8)
 
 /* act'(x) on eight elements (the backward; no bit-identity constraint). */
-float8 clremat_dact8(const int act, const float8 x)
-{
-    switch (act) {
-    case CLREMAT_ACT_RELU:
-        return select((float8)0.0f, (float8)1.0f, x > 0.0f);
-    case CLREMAT_ACT_GELU_TANH: {
-        const float8 u = CLREMAT_SQRT_2_OVER_PI * (x + CLREMAT_GELU_C * x * x * x);
-        const float8 t = tanh(u);
-        return 0.5f * (1.0f + t) +
-               0.5f * x * (1.0f - t * t) * CLREMAT_SQRT_2_OVER_PI * (1.0f + 3.0f * CLREMAT_GELU_C * x * x);
-    }
-    case CLREMAT_ACT_GELU_EXACT:
-        return 0.5f * (1.0f + erf(x * CLREMAT_INV_SQRT2)) + x * CLREMAT_INV_SQRT_2PI * exp(-0.5f * x * x);
-    case CLREMAT_ACT_TANH: {
-        const float8 t = tanh(x);
-        return 1.0f - t * t;
-    }
-    case CLREMAT_ACT_SIGMOID: {
-        const float8 e = 1.0f / (1.0f + exp(-x));
-        return e * (1.0f - e);
-    }
-    case CLREMAT_ACT_SILU: {
-        const float8 e = 1.0f / (1.0f + exp(-x));
-        return e * (1.0f + x * (1.0f - e));
-    }
-    default:
-        return (float8)1.0f;
-    }
-}
+CLREMAT_DEFINE_DACT(clremat_dact8, float8)
 
 /* act of one float, computed by clremat_act8 (lane 0), so it matches the
  * eight-wide kernels bit for bit. */

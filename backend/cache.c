@@ -1,7 +1,9 @@
 /* cache.c: the on-disk cache directory of clremat ($XDG_CACHE_HOME/clremat,
  * else $HOME/.cache/clremat), a 64-bit FNV-1a hash for cache keys, and
- * atomic file writes (temporary file, then rename), shared by the GEMM
+ * whole-buffer atomic file writes (atomic_file.c), shared by the GEMM
  * calibration cache and the program-binary cache. */
+#include "atomic_file.h"
+#include "backend.h"
 #include "gemm.h"
 #include <errno.h>
 #include <stdio.h>
@@ -54,29 +56,9 @@ uint64_t clremat_hash64(uint64_t h, const void *data, size_t n)
 
 int clremat_write_atomic(const char *path, const void *data, size_t n)
 {
-    char tmp[4200];
-    int fd, ok;
-    FILE *f;
-    if (snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", path) >= (int)sizeof tmp)
+    clremat_afile a;
+    if (clremat_afile_open(&a, path) != CLREMAT_OK)
         return -1;
-    fd = mkstemp(tmp);
-    if (fd < 0)
-        return -1;
-    f = fdopen(fd, "wb");
-    if (!f) {
-        close(fd);
-        unlink(tmp);
-        return -1;
-    }
-    ok = fwrite(data, 1, n, f) == n;
-    ok = fflush(f) == 0 && ok;
-    ok = fsync(fileno(f)) == 0 && ok;
-    ok = fclose(f) == 0 && ok;
-    if (ok)
-        chmod(tmp, 0644);
-    if (!ok || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    fwrite(data, 1, n, a.f); /* a short write leaves the stream's error flag set: commit fails */
+    return clremat_afile_commit(&a) == CLREMAT_OK ? 0 : -1;
 }

@@ -1,8 +1,9 @@
 /* fuzz_cli.c: fuzz target for the clremat command line. The input is a
  * command line with one argument per line ("clremat" is put in front); it
  * goes through the same parse-only entries the command uses
- * (tools/cli_options.c) and, where the command would go on, through the
- * validation the run starts with (remat mode, optimizer). Nothing is run. */
+ * (tools/cli_options.c: train, plan, devices, compare) and, where the
+ * command would go on, through the validation the run starts with (remat
+ * modes, optimizer). Nothing is run. */
 #include "fuzz.h"
 #include "cli.h"
 #include "optim.h"
@@ -19,6 +20,21 @@ static void check_run_options(const char *remat, const char *optimizer)
     clremat_opt_config opt;
     (void)clremat_policy_parse(remat, &pol);
     (void)clremat_opt_defaults(optimizer ? optimizer : "adam", &opt);
+}
+
+/* compare's validation: its mode list split as the run splits it, then
+ * each mode and the optimizer like a single run's. */
+static void check_compare_options(const char *modes, const char *optimizer)
+{
+    char **v = NULL;
+    int n = 0;
+    if (clremat_split_modes(modes, &v, &n) != CLREMAT_OK)
+        return;
+    for (int i = 0; i < n; i++) {
+        check_run_options(v[i], optimizer);
+        free(v[i]);
+    }
+    free(v);
 }
 
 int fuzz_cli(const uint8_t *data, size_t size)
@@ -56,6 +72,10 @@ int fuzz_cli(const uint8_t *data, size_t size)
         } else if (!strcmp(sub[0], "devices")) {
             cli_devices_opts o;
             (void)cli_devices_parse(&g, n, sub, &o);
+        } else if (!strcmp(sub[0], "compare")) {
+            cli_compare_opts o;
+            if (cli_compare_parse(&g, n, sub, &o) == CLI_CONTINUE)
+                check_compare_options(o.cfg.modes, o.cfg.optimizer);
         }
     }
     free(text);

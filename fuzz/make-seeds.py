@@ -80,6 +80,13 @@ cmds = [
     "plan\nm.json\n--remat\nfull\n--batch\n32\n--json\n--actions",
     "plan\nm.json\n--remat\nbudget:3MiB\n--optimizer\nsgd", "plan\nm.json\n--remat\nauto",
     "plan\nm.json\n--remat\nlist_of_layers:a,b,c/d", "plan",
+    "compare\n--help", "compare\nmodels/regression.json\n--steps\n4\n--warmup\n1\n--batch\n8\n--json",
+    "--device\ncpu\ncompare\nm.json\n--remat\nnone,full,list_of_layers:a,b,budget:1MiB,auto\n--quiet",
+    "compare\nm.json\n--devices\nall\n--memory-limit\n64MiB\n--costs\nmeasured\n--csv\nr.csv\n--svg\nr.svg",
+    "compare\nm.json\n--seed\n3\n--data\nsequence\n--optimizer\nsgd\n--lr\n0.05",
+    "compare\nm.json\n--warmup\n20\n--steps\n20", "compare\nm.json\n--batch\n0",
+    "compare\nm.json\n--lr\ninf", "compare\nm.json\n--costs\ntime", "compare\nm.json\n--remat\n,",
+    "compare\nm.json\n--memory-limit\n0", "compare",
 ]
 for i, c in enumerate(cmds):
     put("cli", "%02d" % i, c)

@@ -1,16 +1,15 @@
 /* safetensors.c: reading (with full validation of header and offsets) and
- * atomic writing (temporary file, fsync, rename) of safetensors files. */
+ * atomic writing (backend/atomic_file.c: temporary file, fsync, rename) of
+ * safetensors files. */
+#include "atomic_file.h"
 #include "backend.h"
 #include "safetensors.h"
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #define ST_MAX_HEADER (100u << 20) /* the format's own limit on the JSON header */
 
@@ -401,103 +400,30 @@ fail:
     return st;
 }
 
-/* write(2) until everything is written. */
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
 int clremat_st_write(const char *path, const clremat_st_tensor *tensors, size_t n)
 {
-    char *hdr = NULL, *tmp = NULL, *dcopy = NULL, *bcopy = NULL;
-    const char *dir, *base;
+    char *hdr = NULL;
     size_t hlen = 0;
     uint64_t data_len = 0;
     unsigned char lenbuf[8];
-    int fd = -1, st, dfd;
+    clremat_afile a;
+    int st;
     if (!path || !*path || (n > 0 && !tensors))
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "clremat_st_write: NULL argument");
     if ((st = build_header(path, tensors, n, &hdr, &hlen, &data_len)) != CLREMAT_OK)
         return st;
-    dcopy = strdup(path);
-    bcopy = strdup(path);
-    if (!dcopy || !bcopy) {
-        st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory", path);
+    if ((st = clremat_afile_open(&a, path)) != CLREMAT_OK)
         goto fail;
-    }
-    dir = dirname(dcopy);
-    base = basename(bcopy);
-    tmp = malloc(strlen(dir) + strlen(base) + 16);
-    if (!tmp) {
-        st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory", path);
-        goto fail;
-    }
-    sprintf(tmp, "%s/.%s.XXXXXX", dir, base);
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        st = clremat_set_error(CLREMAT_ERR_IO, "%s: cannot create a temporary file in '%s': %s", path, dir,
-                               strerror(errno));
-        free(tmp);
-        tmp = NULL; /* nothing was created */
-        goto fail;
-    }
-    if (fchmod(fd, 0644) != 0)
-        goto io_fail;
     put_le64(lenbuf, hlen);
-    if (write_all(fd, lenbuf, 8) != 0 || write_all(fd, hdr, hlen) != 0)
-        goto io_fail;
-    for (size_t i = 0; i < n; i++) {
+    fwrite(lenbuf, 1, 8, a.f);
+    fwrite(hdr, 1, hlen, a.f);
+    for (size_t i = 0; i < n && !ferror(a.f); i++) {
         size_t bytes = (size_t)tensors[i].elems * dtype_sizes[tensors[i].dtype];
-        if (bytes > 0 && write_all(fd, tensors[i].data, bytes) != 0)
-            goto io_fail;
+        if (bytes > 0)
+            fwrite(tensors[i].data, 1, bytes, a.f);
     }
-    if (fsync(fd) != 0)
-        goto io_fail;
-    if (close(fd) != 0) {
-        fd = -1;
-        goto io_fail;
-    }
-    fd = -1;
-    if (rename(tmp, path) != 0) {
-        st = clremat_set_error(CLREMAT_ERR_IO, "%s: cannot rename the temporary file into place: %s", path,
-                               strerror(errno));
-        goto fail;
-    }
-    free(tmp);
-    tmp = NULL;
-    /* make the rename itself durable; failure here leaves a complete file */
-    dfd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        (void)fsync(dfd);
-        close(dfd);
-    }
-    free(hdr);
-    free(dcopy);
-    free(bcopy);
-    return CLREMAT_OK;
-io_fail:
-    st = clremat_set_error(CLREMAT_ERR_IO, "%s: writing %llu bytes failed: %s", path,
-                           (unsigned long long)(8 + hlen + data_len), strerror(errno));
+    st = clremat_afile_commit(&a); /* a failed write above makes it fail and remove the file */
 fail:
-    if (fd >= 0)
-        close(fd);
-    if (tmp) {
-        unlink(tmp);
-        free(tmp);
-    }
     free(hdr);
-    free(dcopy);
-    free(bcopy);
     return st;
 }

@@ -1,10 +1,10 @@
 /* pareto_svg.c: writes a Pareto sweep as an SVG plot (pure C, stdio): peak
  * bytes on x, recompute cost on y, the front as a step line through its
  * points and the Keras-style modes as labelled squares. The file is written
- * to PATH.tmp and renamed, so PATH is never left half-written. */
+ * atomically (backend/atomic_file.c), so PATH is never left half-written. */
 #include "plan.h"
+#include "atomic_file.h"
 #include "backend.h"
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,37 +169,11 @@ static void body(FILE *f, const char *title, const char *cost_unit, const clrema
 int clremat_pareto_svg(const char *path, const char *title, const char *cost_unit,
                        const clremat_pareto_point *pts, int n, const clremat_pareto_mark *marks, int n_marks)
 {
-    size_t len = strlen(path);
-    char *tmp = malloc(len + 5);
-    FILE *f;
-    int rc = CLREMAT_OK;
-    if (!tmp)
-        return clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory writing %s", path);
-    memcpy(tmp, path, len);
-    memcpy(tmp + len, ".tmp", 5);
-    f = fopen(tmp, "w");
-    if (!f) {
-        rc = clremat_set_error(CLREMAT_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-        goto done;
-    }
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    body(f, title, cost_unit, pts, n, marks, n_marks);
-    if (ferror(f)) {
-        rc = clremat_set_error(CLREMAT_ERR_IO, "writing %s failed: %s", tmp, strerror(errno));
-        fclose(f);
-        remove(tmp);
-        goto done;
-    }
-    if (fclose(f) != 0) {
-        rc = clremat_set_error(CLREMAT_ERR_IO, "writing %s failed: %s", tmp, strerror(errno));
-        remove(tmp);
-        goto done;
-    }
-    if (rename(tmp, path) != 0) {
-        rc = clremat_set_error(CLREMAT_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-        remove(tmp);
-    }
-done:
-    free(tmp);
-    return rc;
+    clremat_afile a;
+    int rc = clremat_afile_open(&a, path);
+    if (rc != CLREMAT_OK)
+        return rc;
+    fprintf(a.f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    body(a.f, title, cost_unit, pts, n, marks, n_marks);
+    return clremat_afile_commit(&a);
 }

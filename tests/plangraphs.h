@@ -1,6 +1,6 @@
 /* plangraphs.h: hand-built graphs and hand-written costs shared by the
- * planner tests that need no device (test_simulate, test_budget): the
- * graphs of test_planner.c, residual chains, deep chains, and a seeded
+ * planner tests that need no device (test_planner, test_simulate,
+ * test_budget): small hand-built graphs, residual chains, deep chains, and a seeded
  * random generator of graphs (blocks, nesting, residual adds) and of chain
  * costs. Costs are written from the layer semantics, independent of
  * backend/. */
@@ -33,12 +33,12 @@ clremat_layer pg_addl(const char *name, int a, int b);
 /** Appends a layer, failing the test on error. */
 void pg_add(clremat_graph *g, clremat_layer l);
 
-/** Costs of test_planner.c's fake_costs: output bytes batch*elems*4, dense
- * with activation keeps its pre-activation (slot 1), losses 8 bytes with a
+/** Hand-written costs (test_planner's expectations rely on them): output
+ * bytes batch*elems*4, dense with activation keeps its pre-activation (slot 1), losses 8 bytes with a
  * batch*4 forward workspace, FLOPs = output bytes (backward twice that). */
 void pg_fake_costs(const clremat_graph *g, int64_t batch, clremat_layer_cost *c);
 
-/** The graphs of test_planner.c: chain (d0..d2 gelu, d3, loss), acts
+/** Hand-built graphs: chain (d0..d2 gelu, d3, loss), acts
  * (dense gelu, dense, activation, dense, loss), boundary (larger_than), and
  * nested (pre, outer{d_a, inner{d_b, d_c}, d_d}, head, loss). */
 clremat_graph *pg_chain(void);

@@ -121,6 +121,37 @@ static void ref_linear(int rows, int K, int N, const double *in, const double *w
         }
 }
 
+/* Backward of ref_linear for upstream dout [rows, N]: din [rows, K] =
+ * dout w^T, dw [K, N] = in^T dout, db [N] = column sums of dout (each may
+ * be NULL). */
+static void ref_linear_bwd(int rows, int K, int N, const double *in, const double *w, const double *dout,
+                           double *din, double *dw, double *db)
+{
+    if (din)
+        for (int r = 0; r < rows; r++)
+            for (int k = 0; k < K; k++) {
+                double s = 0;
+                for (int n = 0; n < N; n++)
+                    s += dout[(size_t)r * N + n] * w[(size_t)k * N + n];
+                din[(size_t)r * K + k] = s;
+            }
+    if (dw)
+        for (int k = 0; k < K; k++)
+            for (int n = 0; n < N; n++) {
+                double s = 0;
+                for (int r = 0; r < rows; r++)
+                    s += in[(size_t)r * K + k] * dout[(size_t)r * N + n];
+                dw[(size_t)k * N + n] = s;
+            }
+    if (db)
+        for (int n = 0; n < N; n++) {
+            double s = 0;
+            for (int r = 0; r < rows; r++)
+                s += dout[(size_t)r * N + n];
+            db[n] = s;
+        }
+}
+
 /* Probabilities of one (b, h): P[i][j] (T x T). */
 static void ref_attn_probs(const ref_attn *a, const double *qkv, int b, int h, double *P)
 {
@@ -193,28 +224,7 @@ void ref_attention_bwd(const ref_attn *a, const double *x, const double *wqkv, c
     double *dS = malloc(sizeof(double) * (size_t)T * T);
     ref_attention_fwd(a, x, wqkv, bqkv, wo, bo, out, q, NULL, cx);
     /* output projection */
-    for (int r = 0; r < rows; r++)
-        for (int k = 0; k < D; k++) {
-            double s = 0;
-            for (int n = 0; n < D; n++)
-                s += dout[(size_t)r * D + n] * wo[(size_t)k * D + n];
-            dcx[(size_t)r * D + k] = s;
-        }
-    if (dwo)
-        for (int k = 0; k < D; k++)
-            for (int n = 0; n < D; n++) {
-                double s = 0;
-                for (int r = 0; r < rows; r++)
-                    s += cx[(size_t)r * D + k] * dout[(size_t)r * D + n];
-                dwo[(size_t)k * D + n] = s;
-            }
-    if (dbo)
-        for (int n = 0; n < D; n++) {
-            double s = 0;
-            for (int r = 0; r < rows; r++)
-                s += dout[(size_t)r * D + n];
-            dbo[n] = s;
-        }
+    ref_linear_bwd(rows, D, D, cx, wo, dout, dcx, dwo, dbo);
     /* per head */
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
@@ -252,29 +262,7 @@ void ref_attention_bwd(const ref_attn *a, const double *x, const double *wqkv, c
 #undef DQ
         }
     /* input projection */
-    if (dx)
-        for (int r = 0; r < rows; r++)
-            for (int k = 0; k < D; k++) {
-                double s = 0;
-                for (int n = 0; n < D3; n++)
-                    s += dq[(size_t)r * D3 + n] * wqkv[(size_t)k * D3 + n];
-                dx[(size_t)r * D + k] = s;
-            }
-    if (dwqkv)
-        for (int k = 0; k < D; k++)
-            for (int n = 0; n < D3; n++) {
-                double s = 0;
-                for (int r = 0; r < rows; r++)
-                    s += x[(size_t)r * D + k] * dq[(size_t)r * D3 + n];
-                dwqkv[(size_t)k * D3 + n] = s;
-            }
-    if (dbqkv)
-        for (int n = 0; n < D3; n++) {
-            double s = 0;
-            for (int r = 0; r < rows; r++)
-                s += dq[(size_t)r * D3 + n];
-            dbqkv[n] = s;
-        }
+    ref_linear_bwd(rows, D, D3, x, wqkv, dq, dx, dwqkv, dbqkv);
     free(out);
     free(q);
     free(cx);

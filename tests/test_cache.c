@@ -148,17 +148,9 @@ END_TEST
 
 int main(void)
 {
-    Suite *s;
     TCase *tc;
-    if (!test_have_device()) {
-        fprintf(stderr, "no OpenCL device: skipping\n");
-        return TEST_SKIP;
-    }
-    s = suite_create("cache");
-    tc = tcase_create("cache");
-    tcase_set_timeout(tc, 300);
+    Suite *s = test_suite("cache", 300, &tc);
     tcase_add_test(tc, test_program_binary_cache);
     tcase_add_test(tc, test_atomic_write_and_hash);
-    suite_add_tcase(s, tc);
-    return test_run_suite(s);
+    return test_run_device_suite(s);
 }

@@ -116,14 +116,12 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("compare");
-    TCase *tc = tcase_create("compare");
-    tcase_set_timeout(tc, 300);
+    TCase *tc;
+    Suite *s = test_suite("compare", 300, &tc);
     tcase_add_test(tc, test_split_modes);
     if (test_have_device())
         tcase_add_test(tc, test_compare_outputs);
     else
         fprintf(stderr, "no OpenCL device: the compare run is skipped\n");
-    suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

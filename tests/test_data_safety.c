@@ -21,23 +21,6 @@ static const char *model(void)
     return path;
 }
 
-/* Runs the clremat command; returns its exit status, stderr in err. */
-static int run_tool(const char *args, char *err, size_t len)
-{
-    char cmd[4096];
-    FILE *p;
-    size_t n;
-    int st;
-    const char *tool = getenv("CLREMAT_TOOL");
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/null", tool ? tool : "tools/clremat", args);
-    p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    n = fread(err, 1, len - 1, p);
-    err[n] = 0;
-    st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static long file_size(const char *path)
 {
     struct stat sb;
@@ -96,12 +79,12 @@ START_TEST(test_save_atomic_load_rejects_damage)
 
     /* a good file, then a run that fails before saving leaves it untouched */
     snprintf(args, sizeof args, "train %s --steps 2 --batch 8 --quiet --save %s", model(), good);
-    ck_assert_msg(run_tool(args, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(test_run_tool(args, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(stray_files(keep), 0);
     blob = slurp(good, &len);
     ck_assert_int_gt(len, 16);
     snprintf(args, sizeof args, "train %s --steps 2 --batch 8 --quiet --memory-limit 1KiB --save %s", model(), good);
-    ck_assert_int_ne(run_tool(args, err, sizeof err), 0);
+    ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
     {
         long len2;
         unsigned char *again = slurp(good, &len2);
@@ -112,13 +95,13 @@ START_TEST(test_save_atomic_load_rejects_damage)
     /* saving into a folder that does not exist: an error naming it, no file */
     snprintf(args, sizeof args, "train %s --steps 1 --batch 8 --quiet --save %s/no/such/dir/w.safetensors", model(),
              dir);
-    ck_assert_int_ne(run_tool(args, err, sizeof err), 0);
+    ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
     ck_assert_msg(strstr(err, "/no/such/dir/w.safetensors") != NULL, "%s", err);
     ck_assert_int_eq(stray_files(keep), 0);
 
     /* the good file loads */
     snprintf(args, sizeof args, "train %s --steps 1 --batch 8 --quiet --load %s", model(), good);
-    ck_assert_msg(run_tool(args, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(test_run_tool(args, err, sizeof err) == 0, "%s", err);
 
     /* every kind of truncation is refused, naming the file */
     hlen = 0;
@@ -129,7 +112,7 @@ START_TEST(test_save_atomic_load_rejects_damage)
         for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
             spit(bad, blob, cuts[c]);
             snprintf(args, sizeof args, "train %s --steps 1 --batch 8 --quiet --load %s", model(), bad);
-            ck_assert_msg(run_tool(args, err, sizeof err) != 0, "a file cut at %ld of %ld bytes was accepted", cuts[c],
+            ck_assert_msg(test_run_tool(args, err, sizeof err) != 0, "a file cut at %ld of %ld bytes was accepted", cuts[c],
                           len);
             ck_assert_msg(strstr(err, bad) != NULL, "cut at %ld: message does not name the file: %s", cuts[c], err);
             ck_assert_msg(strstr(err, "truncated") != NULL || strstr(err, "header JSON invalid") != NULL,
@@ -143,12 +126,12 @@ START_TEST(test_save_atomic_load_rejects_damage)
         c[8] = '[';
         spit(bad, c, len);
         snprintf(args, sizeof args, "train %s --steps 1 --batch 8 --quiet --load %s", model(), bad);
-        ck_assert_int_ne(run_tool(args, err, sizeof err), 0);
+        ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
         ck_assert_msg(strstr(err, bad) != NULL && strstr(err, "header") != NULL, "%s", err);
         memcpy(c, blob, (size_t)len);
         c[7] = 0x7f;
         spit(bad, c, len);
-        ck_assert_int_ne(run_tool(args, err, sizeof err), 0);
+        ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
         ck_assert_msg(strstr(err, bad) != NULL && strstr(err, "header length") != NULL, "%s", err);
         memcpy(c, blob, (size_t)len);
         {
@@ -157,7 +140,7 @@ START_TEST(test_save_atomic_load_rejects_damage)
             h1[2] = '9'; /* "h9/...": no such layer, and h1's tensor is missing */
         }
         spit(bad, c, len);
-        ck_assert_int_ne(run_tool(args, err, sizeof err), 0);
+        ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
         ck_assert_msg(strstr(err, bad) != NULL && strstr(err, "h1/") != NULL, "%s", err);
         free(c);
     }
@@ -171,16 +154,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s;
     TCase *tc;
-    if (!test_have_device()) {
-        fprintf(stderr, "no OpenCL device: skipping\n");
-        return TEST_SKIP;
-    }
-    s = suite_create("data_safety");
-    tc = tcase_create("data_safety");
-    tcase_set_timeout(tc, 600);
+    Suite *s = test_suite("data_safety", 600, &tc);
     tcase_add_test(tc, test_save_atomic_load_rejects_damage);
-    suite_add_tcase(s, tc);
-    return test_run_suite(s);
+    return test_run_device_suite(s);
 }

@@ -137,20 +137,12 @@ END_TEST
 
 int main(void)
 {
-    Suite *s;
     TCase *tc;
-    if (!test_have_device()) {
-        fprintf(stderr, "no OpenCL device: skipping\n");
-        return TEST_SKIP;
-    }
-    s = suite_create("device");
-    tc = tcase_create("device");
-    tcase_set_timeout(tc, 300);
+    Suite *s = test_suite("device", 300, &tc);
     tcase_add_test(tc, test_list_and_select);
     tcase_add_test(tc, test_kernel_smoke);
     tcase_add_test(tc, test_device_pool_limit_and_reuse);
     tcase_add_test(tc, test_queues_and_errors);
     tcase_add_test(tc, test_build_failure_carries_log);
-    suite_add_tcase(s, tc);
-    return test_run_suite(s);
+    return test_run_device_suite(s);
 }

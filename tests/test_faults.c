@@ -269,18 +269,10 @@ END_TEST
 
 int main(void)
 {
-    Suite *s;
     TCase *tc;
-    if (!test_have_device()) {
-        fprintf(stderr, "no OpenCL device: skipping\n");
-        return TEST_SKIP;
-    }
-    s = suite_create("faults");
-    tc = tcase_create("faults");
-    tcase_set_timeout(tc, 900);
+    Suite *s = test_suite("faults", 900, &tc);
     tcase_add_loop_test(tc, test_every_allocation_fails_cleanly, 0, N_CASES);
     tcase_add_loop_test(tc, test_every_launch_fails_cleanly, 0, N_CASES);
     tcase_add_test(tc, test_missing_kernel);
-    suite_add_tcase(s, tc);
-    return test_run_suite(s);
+    return test_run_device_suite(s);
 }

@@ -99,10 +99,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("fuzz_replay");
-    TCase *tc = tcase_create("replay");
-    tcase_set_timeout(tc, 300);
+    TCase *tc;
+    Suite *s = test_suite("fuzz_replay", 300, &tc);
     tcase_add_loop_test(tc, test_replay, 0, (int)(sizeof targets / sizeof targets[0]));
-    suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -404,17 +404,13 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("gemm");
-    TCase *tc = tcase_create("gemm");
-    if (!test_have_device())
-        return TEST_SKIP;
-    tcase_set_timeout(tc, 300);
+    TCase *tc;
+    Suite *s = test_suite("gemm", 300, &tc);
     tcase_add_loop_test(tc, test_transposes_and_sizes, 0, 8);
     tcase_add_loop_test(tc, test_offsets_batches, 0, 3);
     tcase_add_loop_test(tc, test_rejects_out_of_bounds, 0, 2);
     tcase_add_loop_test(tc, test_dense_epilogue, 0, 2);
     tcase_add_loop_test(tc, test_clblast_workspace_enforced, 0, 1);
     tcase_add_test(tc, test_path_parse_and_cache);
-    suite_add_tcase(s, tc);
-    return test_run_suite(s);
+    return test_run_device_suite(s);
 }

@@ -1037,9 +1037,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("graph");
-    TCase *tc = tcase_create("graph");
-    tcase_set_timeout(tc, 60);
+    TCase *tc;
+    Suite *s = test_suite("graph", 60, &tc);
     tcase_add_test(tc, test_names_and_shapes);
     tcase_add_test(tc, test_c_api_mlp);
     tcase_add_test(tc, test_c_api_shapes_add_reshape_mse);
@@ -1054,6 +1053,5 @@ int main(void)
     tcase_add_test(tc, test_load_file_errors);
     tcase_add_test(tc, test_bundled_models);
     tcase_add_test(tc, test_docs_examples);
-    suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

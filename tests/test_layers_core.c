@@ -254,17 +254,13 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("layers_core");
-    TCase *tc = tcase_create("layers_core");
-    if (!test_have_device())
-        return TEST_SKIP;
-    tcase_set_timeout(tc, 300);
+    TCase *tc;
+    Suite *s = test_suite("layers_core", 300, &tc);
     tcase_add_test(tc, test_costs);
     tcase_add_test(tc, test_activation_layers);
     tcase_add_test(tc, test_dense_layers);
     tcase_add_test(tc, test_dropout_layers);
     tcase_add_test(tc, test_dropout_masks);
     tcase_add_test(tc, test_add_and_reshape);
-    suite_add_tcase(s, tc);
-    return test_run_suite(s);
+    return test_run_device_suite(s);
 }

@@ -150,16 +150,12 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("optim");
-    TCase *tc = tcase_create("optim");
-    if (!test_have_device())
-        return TEST_SKIP;
-    tcase_set_timeout(tc, 120);
+    TCase *tc;
+    Suite *s = test_suite("optim", 120, &tc);
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_sgd);
     tcase_add_test(tc, test_adam);
     tcase_add_test(tc, test_adamw);
     tcase_add_test(tc, test_elementwise);
-    suite_add_tcase(s, tc);
-    return test_run_suite(s);
+    return test_run_device_suite(s);
 }

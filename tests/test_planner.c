@@ -1,100 +1,21 @@
 /* test_planner.c: the planner on hand-built graphs with hand-written costs,
  * no device: which tensors each remat mode keeps or discards (nested blocks,
  * the larger_than boundary, unknown names, "remat": true blocks), and the
- * memory simulator's bookkeeping. */
+ * memory simulator's bookkeeping. The graphs and costs come from
+ * plangraphs.c (pg_chain, pg_acts, pg_boundary, pg_nested, pg_deep). */
 #include "testutil.h"
 #include "plan.h"
+#include "plangraphs.h"
 #include <stdio.h>
 #include <string.h>
 
 #define S CLREMAT_MAX_SLOTS
 
-static clremat_layer dense(const char *name, int64_t units, clremat_act act)
-{
-    clremat_layer l;
-    memset(&l, 0, sizeof l);
-    snprintf(l.name, sizeof l.name, "%s", name);
-    l.type = CLREMAT_DENSE;
-    l.units = units;
-    l.act = act;
-    l.use_bias = 1;
-    return l;
-}
-
-static clremat_layer simple(const char *name, clremat_layer_type type)
-{
-    clremat_layer l;
-    memset(&l, 0, sizeof l);
-    snprintf(l.name, sizeof l.name, "%s", name);
-    l.type = type;
-    l.act = type == CLREMAT_ACTIVATION ? CLREMAT_ACT_RELU : CLREMAT_ACT_NONE;
-    return l;
-}
-
-/* Costs written by hand from the layer semantics (independent of backend/). */
-static void fake_costs(const clremat_graph *g, int64_t batch, clremat_layer_cost *c)
-{
-    for (int l = 0; l < g->n_layers; l++) {
-        const clremat_layer *L = &g->layers[l];
-        size_t out = (size_t)(batch * clremat_shape_elems(&L->out_shape)) * 4;
-        memset(&c[l], 0, sizeof c[l]);
-        c[l].n_slots = 1;
-        c[l].slot_bytes[0] = out ? out : 8;
-        c[l].act_source = -1;
-        c[l].fwd_flops = (double)out;
-        c[l].bwd_flops = 2.0 * (double)out;
-        switch (L->type) {
-        case CLREMAT_DENSE:
-            c[l].bwd_needs_inputs = 1;
-            if (L->act != CLREMAT_ACT_NONE) {
-                c[l].n_slots = 2;
-                c[l].slot_bytes[1] = out;
-                c[l].bwd_needs_slots = 2;
-                c[l].act_source = 1;
-            }
-            break;
-        case CLREMAT_ACTIVATION:
-            c[l].bwd_needs_inputs = 1;
-            c[l].act_source = 0;
-            c[l].act_from_input = 1;
-            break;
-        case CLREMAT_SOFTMAX_CE:
-        case CLREMAT_MSE:
-            c[l].slot_bytes[0] = 8;
-            c[l].bwd_needs_inputs = 1;
-            c[l].fwd_temp_bytes = (size_t)batch * 4;
-            break;
-        default:
-            break;
-        }
-    }
-}
-
-static void add(clremat_graph *g, clremat_layer l)
-{
-    ck_assert_msg(clremat_graph_add_layer(g, &l) == CLREMAT_OK, "add %s: %s", l.name, g->error);
-}
-
-/* input [16] -> d0 gelu -> d1 gelu -> d2 gelu -> d3 (logits 4) -> loss */
-static clremat_graph *chain(void)
-{
-    clremat_graph *g = clremat_graph_new("chain");
-    clremat_shape in = {1, {16}};
-    clremat_graph_set_input(g, &in, 0);
-    add(g, dense("d0", 32, CLREMAT_ACT_GELU_TANH));
-    add(g, dense("d1", 32, CLREMAT_ACT_GELU_TANH));
-    add(g, dense("d2", 32, CLREMAT_ACT_GELU_TANH));
-    add(g, dense("d3", 4, CLREMAT_ACT_NONE));
-    add(g, simple("loss", CLREMAT_SOFTMAX_CE));
-    ck_assert_msg(clremat_graph_finalize(g) == CLREMAT_OK, "%s", g->error);
-    return g;
-}
-
 static int plan_mode(clremat_graph *g, int64_t batch, const char *mode, clremat_plan *p, clremat_layer_cost *c)
 {
     clremat_policy pol;
     clremat_plan_input in = {g, batch, c, 2, 8, NULL};
-    fake_costs(g, batch, c);
+    pg_fake_costs(g, batch, c);
     ck_assert_int_eq(clremat_policy_parse(mode, &pol), CLREMAT_OK);
     return clremat_plan_build(&in, &pol, p);
 }
@@ -123,7 +44,7 @@ static int count_actions(const clremat_plan *p, clremat_action_kind k, int layer
 
 START_TEST(test_none_keeps_everything_needed)
 {
-    clremat_graph *g = chain();
+    clremat_graph *g = pg_chain();
     clremat_layer_cost c[8];
     clremat_plan p;
     ck_assert_int_eq(plan_mode(g, 8, "none", &p, c), CLREMAT_OK);
@@ -145,7 +66,7 @@ END_TEST
 
 START_TEST(test_full_discards_internals_keeps_inputs)
 {
-    clremat_graph *g = chain();
+    clremat_graph *g = pg_chain();
     clremat_layer_cost c[8];
     clremat_plan pn, pf;
     ck_assert_int_eq(plan_mode(g, 8, "none", &pn, c), CLREMAT_OK);
@@ -169,17 +90,9 @@ END_TEST
 
 START_TEST(test_activations_mode)
 {
-    clremat_graph *g = clremat_graph_new("acts");
-    clremat_shape in = {1, {16}};
+    clremat_graph *g = pg_acts();
     clremat_layer_cost c[8];
     clremat_plan p;
-    clremat_graph_set_input(g, &in, 0);
-    add(g, dense("d0", 32, CLREMAT_ACT_GELU_TANH));
-    add(g, dense("d1", 32, CLREMAT_ACT_NONE));
-    add(g, simple("act", CLREMAT_ACTIVATION));
-    add(g, dense("d2", 4, CLREMAT_ACT_NONE));
-    add(g, simple("loss", CLREMAT_SOFTMAX_CE));
-    ck_assert_msg(clremat_graph_finalize(g) == CLREMAT_OK, "%s", g->error);
     ck_assert_int_eq(plan_mode(g, 4, "activations", &p, c), CLREMAT_OK);
     check_sim(&p);
     ck_assert(!p.kept[0 * S + 0]);  /* d0's gelu output: recomputed */
@@ -197,16 +110,9 @@ END_TEST
 START_TEST(test_larger_than_boundary)
 {
     /* batch 1: d_eq has exactly 40 output elements, d_more 41 */
-    clremat_graph *g = clremat_graph_new("boundary");
-    clremat_shape in = {1, {8}};
+    clremat_graph *g = pg_boundary();
     clremat_layer_cost c[8];
     clremat_plan p;
-    clremat_graph_set_input(g, &in, 0);
-    add(g, dense("d_eq", 40, CLREMAT_ACT_RELU));
-    add(g, dense("d_more", 41, CLREMAT_ACT_RELU));
-    add(g, dense("d_out", 3, CLREMAT_ACT_NONE));
-    add(g, simple("loss", CLREMAT_SOFTMAX_CE));
-    ck_assert_msg(clremat_graph_finalize(g) == CLREMAT_OK, "%s", g->error);
     ck_assert_int_eq(plan_mode(g, 1, "larger_than:40", &p, c), CLREMAT_OK);
     ck_assert(!p.wrapped_layer[0]);
     ck_assert(p.wrapped_layer[1]);
@@ -223,30 +129,9 @@ START_TEST(test_larger_than_boundary)
 }
 END_TEST
 
-/* input -> pre -> block outer { d_a, block inner { d_b, d_c }, d_d } -> head -> loss */
-static clremat_graph *nested(int inner_remat)
-{
-    clremat_graph *g = clremat_graph_new("nested");
-    clremat_shape in = {1, {8}};
-    clremat_graph_set_input(g, &in, 0);
-    add(g, dense("pre", 16, CLREMAT_ACT_RELU));
-    ck_assert_int_eq(clremat_graph_begin_block(g, "outer", 0), CLREMAT_OK);
-    add(g, dense("d_a", 16, CLREMAT_ACT_RELU));
-    ck_assert_int_eq(clremat_graph_begin_block(g, "inner", inner_remat), CLREMAT_OK);
-    add(g, dense("d_b", 16, CLREMAT_ACT_RELU));
-    add(g, dense("d_c", 16, CLREMAT_ACT_RELU));
-    ck_assert_int_eq(clremat_graph_end_block(g), CLREMAT_OK);
-    add(g, dense("d_d", 16, CLREMAT_ACT_RELU));
-    ck_assert_int_eq(clremat_graph_end_block(g), CLREMAT_OK);
-    add(g, dense("head", 3, CLREMAT_ACT_NONE));
-    add(g, simple("loss", CLREMAT_SOFTMAX_CE));
-    ck_assert_msg(clremat_graph_finalize(g) == CLREMAT_OK, "%s", g->error);
-    return g;
-}
-
 START_TEST(test_list_of_layers_block_and_nesting)
 {
-    clremat_graph *g = nested(0);
+    clremat_graph *g = pg_nested(0);
     clremat_layer_cost c[12];
     clremat_plan p;
     int pre = clremat_graph_find_layer(g, "pre"), da = clremat_graph_find_layer(g, "d_a");
@@ -287,7 +172,7 @@ END_TEST
 
 START_TEST(test_remat_block_always_wrapped)
 {
-    clremat_graph *g = nested(1);
+    clremat_graph *g = pg_nested(1);
     clremat_layer_cost c[12];
     clremat_plan p;
     int db = clremat_graph_find_layer(g, "d_b"), da = clremat_graph_find_layer(g, "d_a");
@@ -325,19 +210,9 @@ END_TEST
 
 START_TEST(test_deep_chain_full_lowers_peak)
 {
-    clremat_graph *g = clremat_graph_new("deep");
-    clremat_shape in = {1, {64}};
+    clremat_graph *g = pg_deep(40, 64); /* in 64 -> 40 x dense 64 gelu -> head -> loss */
     clremat_layer_cost *c;
     clremat_plan pn, pf;
-    char name[32];
-    clremat_graph_set_input(g, &in, 0);
-    for (int i = 0; i < 40; i++) {
-        snprintf(name, sizeof name, "d%d", i);
-        add(g, dense(name, 64, CLREMAT_ACT_GELU_TANH));
-    }
-    add(g, dense("head", 4, CLREMAT_ACT_NONE));
-    add(g, simple("loss", CLREMAT_SOFTMAX_CE));
-    ck_assert_msg(clremat_graph_finalize(g) == CLREMAT_OK, "%s", g->error);
     c = calloc((size_t)g->n_layers, sizeof *c);
     ck_assert_int_eq(plan_mode(g, 64, "none", &pn, c), CLREMAT_OK);
     ck_assert_int_eq(plan_mode(g, 64, "full", &pf, c), CLREMAT_OK);
@@ -355,8 +230,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("planner");
-    TCase *tc = tcase_create("planner");
+    TCase *tc;
+    Suite *s = test_suite("planner", 0, &tc);
     tcase_add_test(tc, test_none_keeps_everything_needed);
     tcase_add_test(tc, test_full_discards_internals_keeps_inputs);
     tcase_add_test(tc, test_activations_mode);
@@ -365,6 +240,5 @@ int main(void)
     tcase_add_test(tc, test_remat_block_always_wrapped);
     tcase_add_test(tc, test_policy_parse_errors);
     tcase_add_test(tc, test_deep_chain_full_lowers_peak);
-    suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

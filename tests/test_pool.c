@@ -223,8 +223,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("pool");
-    TCase *tc = tcase_create("pool");
+    TCase *tc;
+    Suite *s = test_suite("pool", 0, &tc);
     tcase_add_test(tc, test_reuse_and_high_water);
     tcase_add_test(tc, test_limit_refuses_and_pool_stays_usable);
     tcase_add_test(tc, test_device_failure_becomes_oom);
@@ -233,6 +233,5 @@ int main(void)
     tcase_add_test(tc, test_fault_injection);
     tcase_add_test(tc, test_timeline);
     tcase_add_test(tc, test_parse_bytes);
-    suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

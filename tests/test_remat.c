@@ -303,19 +303,11 @@ END_TEST
 
 int main(void)
 {
-    Suite *s;
     TCase *tc;
-    if (!test_have_device()) {
-        fprintf(stderr, "no OpenCL device: skipping\n");
-        return TEST_SKIP;
-    }
-    s = suite_create("remat");
-    tc = tcase_create("remat");
-    tcase_set_timeout(tc, 600);
+    Suite *s = test_suite("remat", 600, &tc);
     tcase_add_loop_test(tc, test_modes_bitwise_and_exact_peak, 0, (int)N_MODELS);
     tcase_add_test(tc, test_memory_limit);
     tcase_add_loop_test(tc, test_budget_plans_on_device, 0, (int)N_MODELS);
     tcase_add_test(tc, test_deep_chain_sqrt_budget);
-    suite_add_tcase(s, tc);
-    return test_run_suite(s);
+    return test_run_device_suite(s);
 }

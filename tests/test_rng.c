@@ -37,12 +37,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("rng");
-    TCase *tc = tcase_create("rng");
-    if (!test_have_device())
-        return TEST_SKIP;
-    tcase_set_timeout(tc, 120);
+    TCase *tc;
+    Suite *s = test_suite("rng", 120, &tc);
     tcase_add_test(tc, test_hash_matches_host);
-    suite_add_tcase(s, tc);
-    return test_run_suite(s);
+    return test_run_device_suite(s);
 }

@@ -285,13 +285,11 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("simulate");
-    TCase *tc = tcase_create("simulate");
-    tcase_set_timeout(tc, 120);
+    TCase *tc;
+    Suite *s = test_suite("simulate", 120, &tc);
     tcase_add_test(tc, test_replays_planner_graphs);
     tcase_add_test(tc, test_replays_random_graphs);
     tcase_add_test(tc, test_rejects_invalid_lists);
     tcase_add_test(tc, test_fixed_bytes_and_kept);
-    suite_add_tcase(s, tc);
     return test_run_suite(s);
 }

@@ -172,16 +172,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s;
     TCase *tc;
-    if (!test_have_device()) {
-        fprintf(stderr, "no OpenCL device: skipping\n");
-        return TEST_SKIP;
-    }
-    s = suite_create("soak");
-    tc = tcase_create("soak");
-    tcase_set_timeout(tc, getenv("CLREMAT_SOAK") ? 7200 : 600);
+    Suite *s = test_suite("soak", getenv("CLREMAT_SOAK") ? 7200 : 600, &tc);
     tcase_add_loop_test(tc, test_soak, 0, (int)(sizeof cases / sizeof cases[0]));
-    suite_add_tcase(s, tc);
-    return test_run_suite(s);
+    return test_run_device_suite(s);
 }

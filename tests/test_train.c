@@ -176,41 +176,24 @@ START_TEST(test_nonfinite_stops)
 }
 END_TEST
 
-/* Runs the clremat command; returns its exit status and its stderr in err. */
-static int run_tool(const char *args, char *err, size_t len)
-{
-    char cmd[2048];
-    FILE *p;
-    size_t n;
-    int st;
-    const char *tool = getenv("CLREMAT_TOOL");
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/null", tool ? tool : "tools/clremat", args);
-    p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    n = fread(err, 1, len - 1, p);
-    err[n] = 0;
-    st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 START_TEST(test_cli_errors)
 {
     char err[4096], args[1200];
-    ck_assert_int_ne(run_tool("train /nonexistent/model.json --steps 1", err, sizeof err), 0);
+    ck_assert_int_ne(test_run_tool("train /nonexistent/model.json --steps 1", err, sizeof err), 0);
     ck_assert_ptr_nonnull(strstr(err, "/nonexistent/model.json"));
     snprintf(args, sizeof args, "train %s --steps 1 --remat list_of_layers:nope --quiet", model_path("mlp_deep.json"));
-    ck_assert_int_ne(run_tool(args, err, sizeof err), 0);
+    ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
     ck_assert_ptr_nonnull(strstr(err, "'nope'"));
     snprintf(args, sizeof args, "train %s --steps 1 --memory-limit 1KiB --quiet", model_path("mlp_deep.json"));
-    ck_assert_int_ne(run_tool(args, err, sizeof err), 0);
+    ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
     ck_assert_ptr_nonnull(strstr(err, "needs"));
     snprintf(args, sizeof args, "train %s --steps 1 --data sequence --quiet", model_path("mlp_deep.json"));
-    ck_assert_int_ne(run_tool(args, err, sizeof err), 0);
+    ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
     ck_assert_ptr_nonnull(strstr(err, "sequence"));
     snprintf(args, sizeof args, "train %s --batch zero", model_path("mlp_deep.json"));
-    ck_assert_int_ne(run_tool(args, err, sizeof err), 0);
+    ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
     ck_assert_ptr_nonnull(strstr(err, "--batch"));
-    ck_assert_int_ne(run_tool("--device no-such-device devices", err, sizeof err), 0);
+    ck_assert_int_ne(test_run_tool("--device no-such-device devices", err, sizeof err), 0);
     ck_assert_ptr_nonnull(strstr(err, "devices are"));
     /* a malformed model file: file:line:column and what was expected */
     {
@@ -224,12 +207,12 @@ START_TEST(test_cli_errors)
         ck_assert_int_eq(write(fd, bad, strlen(bad)), (int)strlen(bad));
         close(fd);
         snprintf(args, sizeof args, "train %s --steps 1 --quiet", path);
-        ck_assert_int_ne(run_tool(args, err, sizeof err), 0);
+        ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
         snprintf(want, sizeof want, "%s:3:", path);
         ck_assert_msg(strstr(err, want) != NULL, "%s", err);
         ck_assert_ptr_nonnull(strstr(err, "units"));
         snprintf(args, sizeof args, "plan %s", path);
-        ck_assert_int_ne(run_tool(args, err, sizeof err), 0);
+        ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
         ck_assert_msg(strstr(err, want) != NULL, "%s", err);
         unlink(path);
     }
@@ -238,15 +221,8 @@ END_TEST
 
 int main(void)
 {
-    Suite *s;
     TCase *tc;
-    if (!test_have_device()) {
-        fprintf(stderr, "no OpenCL device: skipping\n");
-        return TEST_SKIP;
-    }
-    s = suite_create("train");
-    tc = tcase_create("train");
-    tcase_set_timeout(tc, 900);
+    Suite *s = test_suite("train", 900, &tc);
     /* slow devices (CLREMAT_TEST_REDUCED): only the two cheapest models
      * (resnet_mlp, regression) train to convergence; the others still run
      * there in test_remat, test_faults and test_soak */
@@ -255,6 +231,5 @@ int main(void)
     tcase_add_test(tc, test_save_load_next_step);
     tcase_add_test(tc, test_cli_errors);
     tcase_add_test(tc, test_nonfinite_stops);
-    suite_add_tcase(s, tc);
-    return test_run_suite(s);
+    return test_run_device_suite(s);
 }

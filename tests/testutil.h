@@ -1,10 +1,13 @@
-/* testutil.h: helpers shared by the Check suites: running a suite with the
- * project's conventions, and finding out (in a forked child, since OpenCL
- * runtimes do not survive fork) whether any OpenCL device exists. */
+/* testutil.h: helpers shared by the Check suites: building and running a
+ * suite with the project's conventions (test_suite, test_run_suite,
+ * test_run_device_suite), running the clremat command (test_run_tool), and
+ * finding out (in a forked child, since OpenCL runtimes do not survive
+ * fork) whether any OpenCL device exists. */
 #ifndef CLREMAT_TESTUTIL_H
 #define CLREMAT_TESTUTIL_H
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +29,22 @@ static inline int test_have_device(void)
     return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+/* Exit status telling automake the test was skipped. */
+#define TEST_SKIP 77
+
+/* A suite named name holding one test case of the same name, with a
+ * per-test timeout of timeout_s seconds (0: Check's default); *tc receives
+ * the test case, for the caller to add its tests to. */
+static inline Suite *test_suite(const char *name, double timeout_s, TCase **tc)
+{
+    Suite *s = suite_create(name);
+    *tc = tcase_create(name);
+    if (timeout_s > 0)
+        tcase_set_timeout(*tc, timeout_s);
+    suite_add_tcase(s, *tc);
+    return s;
+}
+
 /* Runs a suite and returns the process exit status (0 pass, 1 fail). */
 static inline int test_run_suite(Suite *s)
 {
@@ -37,6 +56,39 @@ static inline int test_run_suite(Suite *s)
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
+/* main()'s end for a suite that needs an OpenCL device: without one, says
+ * so on stderr, frees the suite and returns TEST_SKIP (77); otherwise runs
+ * it like test_run_suite (0 pass, 1 fail). */
+static inline int test_run_device_suite(Suite *s)
+{
+    if (!test_have_device()) {
+        srunner_free(srunner_create(s)); /* frees the suite */
+        fprintf(stderr, "no OpenCL device: skipping\n");
+        return TEST_SKIP;
+    }
+    return test_run_suite(s);
+}
+
+/* Runs the clremat command ($CLREMAT_TOOL, else tools/clremat) with args
+ * (a shell word list); returns its exit status (-1 if it did not exit) and
+ * its stderr, NUL-terminated and cut to len - 1 bytes, in err. */
+static inline int test_run_tool(const char *args, char *err, size_t len)
+{
+    char cmd[4096];
+    FILE *p;
+    size_t n;
+    int st;
+    const char *tool = getenv("CLREMAT_TOOL");
+    int w = snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/null", tool ? tool : "tools/clremat", args);
+    ck_assert_msg(w > 0 && (size_t)w < sizeof cmd, "command line too long: %s", args);
+    p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    n = fread(err, 1, len - 1, p);
+    err[n] = 0;
+    st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 /* 1 when $CLREMAT_TEST_REDUCED is set and not "0": device tests then use
  * small shapes and few steps (slow implementations such as rusticl on
  * llvmpipe, and oclgrind; see docs/testing.md). */
@@ -45,9 +97,6 @@ static inline int test_reduced(void)
     const char *v = getenv("CLREMAT_TEST_REDUCED");
     return v && *v && !(v[0] == '0' && v[1] == 0);
 }
-
-/* Exit status telling automake the test was skipped. */
-#define TEST_SKIP 77
 
 /* Opens a context on $CLREMAT_TEST_DEVICE (or the default device) inside a
  * test, failing the test with the library's message when it cannot. */

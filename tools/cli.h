@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "train.h"
+#include "compare.h"
 
 /** Options given before the subcommand ("clremat --device X devices"). */
 typedef struct cli_global {
@@ -37,6 +38,13 @@ typedef struct cli_devices_opts {
     int json;                   /**< --json */
 } cli_devices_opts;
 
+/** Options of `clremat compare`. */
+typedef struct cli_compare_opts {
+    clremat_compare_config cfg; /**< what to run (strings point into argv) */
+    int json;                   /**< --json */
+    const char *csv, *svg;      /**< --csv FILE, --svg FILE (NULL: none) */
+} cli_compare_opts;
+
 /** Prints the command's usage to f. */
 void cli_usage(FILE *f);
 
@@ -55,6 +63,10 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o);
 /** Parses `devices` options (argv[0] is "devices"). Returns CLI_CONTINUE or an exit status. */
 int cli_devices_parse(const cli_global *g, int argc, char **argv, cli_devices_opts *o);
 
+/** Parses `compare` options (argv[0] is "compare"); nothing is run or opened.
+ * Returns CLI_CONTINUE or an exit status. */
+int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_opts *o);
+
 /** `clremat devices [--json]`: lists every OpenCL device. */
 int cli_devices(const cli_global *g, int argc, char **argv);
 
@@ -69,6 +81,12 @@ int cli_compare(const cli_global *g, int argc, char **argv);
 
 /** Prints a JSON string literal (quoted and escaped) to f. */
 void cli_json_string(FILE *f, const char *s);
+
+/** Prints v as a JSON number ("%.9g") to f, or null when v is not finite. */
+void cli_json_num(FILE *f, double v);
+
+/** Prints the text before (such as ", \"p10\": ") and then cli_json_num(f, v). */
+void cli_json_member(FILE *f, const char *before, double v);
 
 /** Prints "error: <message>" to stderr and returns exit status 1. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

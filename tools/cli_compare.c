@@ -1,9 +1,9 @@
 /* cli_compare.c: `clremat compare MODEL`: runs the acceptance protocol over
- * devices and remat modes and prints a table, --json, --csv FILE, --svg FILE. */
+ * devices and remat modes and prints a table, --json, --csv FILE, --svg FILE.
+ * Its options are parsed in cli_options.c (cli_compare_parse). */
 #include "atomic_file.h"
 #include "cli.h"
 #include "compare.h"
-#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,14 +15,6 @@ static const char *status_word(const clremat_compare_run *r)
     if (r->status == CLREMAT_ERR_OUT_OF_MEMORY)
         return "does_not_fit";
     return "error";
-}
-
-static void json_num(FILE *f, double v)
-{
-    if (isfinite(v))
-        fprintf(f, "%.9g", v);
-    else
-        fputs("null", f);
 }
 
 static void print_json(FILE *f, const clremat_compare_config *cfg, const clremat_compare_run *runs, int n)
@@ -51,31 +43,22 @@ static void print_json(FILE *f, const clremat_compare_config *cfg, const clremat
         else
             fputs("null", f);
         fprintf(f, ", \"fits\": %s,\n   \"step_time_ms\": {\"median\": ", r->fits ? "true" : "false");
-        json_num(f, r->median_ms);
-        fputs(", \"p10\": ", f);
-        json_num(f, r->p10_ms);
-        fputs(", \"p90\": ", f);
-        json_num(f, r->p90_ms);
-        fputs("}, \"overhead_vs_none\": ", f);
-        json_num(f, r->overhead);
+        cli_json_num(f, r->median_ms);
+        cli_json_member(f, ", \"p10\": ", r->p10_ms);
+        cli_json_member(f, ", \"p90\": ", r->p90_ms);
+        cli_json_member(f, "}, \"overhead_vs_none\": ", r->overhead);
         fprintf(f, ", \"recompute_flops\": %.6g, \"recompute_share\": ", r->recompute_flops);
-        json_num(f, r->step_flops > 0 ? r->recompute_flops / r->step_flops : NAN);
-        fputs(",\n   \"final_loss\": ", f);
-        json_num(f, r->status == CLREMAT_OK ? r->final_loss : NAN);
-        fputs(", \"val_loss\": ", f);
-        json_num(f, r->status == CLREMAT_OK ? r->val_loss : NAN);
-        fputs(", \"val_accuracy\": ", f);
-        json_num(f, r->status == CLREMAT_OK ? r->val_accuracy : NAN);
+        cli_json_num(f, r->step_flops > 0 ? r->recompute_flops / r->step_flops : NAN);
+        cli_json_member(f, ",\n   \"final_loss\": ", r->status == CLREMAT_OK ? r->final_loss : NAN);
+        cli_json_member(f, ", \"val_loss\": ", r->status == CLREMAT_OK ? r->val_loss : NAN);
+        cli_json_member(f, ", \"val_accuracy\": ", r->status == CLREMAT_OK ? r->val_accuracy : NAN);
         fprintf(f, ",\n   \"numerics\": {\"finite\": %s, \"bitwise_equal_to_none\": %s, \"max_loss_diff_across_devices\": ",
                 r->finite ? "true" : "false",
                 r->bitwise_none < 0 ? "null" : r->bitwise_none ? "true" : "false");
-        json_num(f, r->max_device_diff);
+        cli_json_num(f, r->max_device_diff);
         fputs("},\n   \"losses\": [", f);
-        for (int64_t k = 0; k < r->n_losses; k++) {
-            if (k)
-                fputs(", ", f);
-            json_num(f, r->losses[k]);
-        }
+        for (int64_t k = 0; k < r->n_losses; k++)
+            cli_json_member(f, k ? ", " : "", r->losses[k]);
         fputs("]}", f);
     }
     fputs("\n]}\n", f);
@@ -146,95 +129,23 @@ static void print_table(const clremat_compare_run *runs, int n)
 
 int cli_compare(const cli_global *g, int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"devices", required_argument, NULL, 'D'}, {"device", required_argument, NULL, 'D'},
-        {"remat", required_argument, NULL, 'r'}, {"batch", required_argument, NULL, 'b'},
-        {"steps", required_argument, NULL, 's'}, {"warmup", required_argument, NULL, 'w'},
-        {"seed", required_argument, NULL, 'S'}, {"data", required_argument, NULL, 'd'},
-        {"optimizer", required_argument, NULL, 'o'}, {"lr", required_argument, NULL, 'l'},
-        {"memory-limit", required_argument, NULL, 'm'}, {"json", no_argument, NULL, 'j'},
-        {"csv", required_argument, NULL, 'c'}, {"svg", required_argument, NULL, 'v'},
-        {"quiet", no_argument, NULL, 'q'}, {"costs", required_argument, NULL, 'C'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    clremat_compare_config cfg = {0};
+    cli_compare_opts o;
     clremat_compare_run *runs = NULL;
-    const char *csv = NULL, *svg = NULL;
-    int json = 0, n = 0, c, st, rc = 0;
-    char *end;
-    long long v;
+    int n = 0, st, rc = 0;
 
-    cfg.devices = g->device ? g->device : "all";
-    cfg.modes = "none,full";
-    cfg.batch = 32;
-    cfg.steps = 20;
-    cfg.warmup = 3;
-    cfg.seed = 1;
-    cfg.optimizer = "adam";
-    cfg.progress = 1;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'D': cfg.devices = optarg; break;
-        case 'r': cfg.modes = optarg; break;
-        case 'b': case 's': case 'w': case 'S':
-            v = strtoll(optarg, &end, 10);
-            if (end == optarg || *end || v < (c == 'w' || c == 'S' ? 0 : 1))
-                return cli_error("option takes a %s integer, got '%s'", c == 'w' || c == 'S' ? "non-negative" : "positive",
-                                 optarg), 2;
-            if (c == 'b') cfg.batch = v;
-            else if (c == 's') cfg.steps = v;
-            else if (c == 'w') cfg.warmup = v;
-            else cfg.seed = (uint64_t)v;
-            break;
-        case 'd': cfg.data = optarg; break;
-        case 'o': cfg.optimizer = optarg; break;
-        case 'l':
-            cfg.lr = strtod(optarg, &end);
-            if (end == optarg || *end || !(cfg.lr > 0))
-                return cli_error("--lr takes a positive number, got '%s'", optarg), 2;
-            break;
-        case 'm':
-            if (clremat_parse_bytes(optarg, &cfg.memory_limit) || !cfg.memory_limit)
-                return cli_error("--memory-limit takes a byte count such as 512MiB, got '%s'", optarg), 2;
-            break;
-        case 'j': json = 1; break;
-        case 'c': csv = optarg; break;
-        case 'v': svg = optarg; break;
-        case 'q': cfg.progress = 0; break;
-        case 'C':
-            if (strcmp(optarg, "flops") && strcmp(optarg, "measured"))
-                return cli_error("--costs takes flops or measured, got '%s'", optarg), 2;
-            cfg.costs_measured = !strcmp(optarg, "measured");
-            break;
-        case 'h':
-            printf("usage: clremat compare MODEL [--devices all|SEL,SEL...] [--remat MODE,MODE...]\n"
-                   "       [--batch N] [--steps N] [--warmup N] [--seed N] [--data TASK|FILE] [--optimizer NAME]\n"
-                   "       [--lr X] [--memory-limit BYTES] [--costs flops|measured] [--json] [--csv FILE]\n"
-                   "       [--svg FILE] [--quiet]\n"
-                   "Runs the same model, data, batch and seed on each device and remat mode (default\n"
-                   "none,full on all devices, 20 steps with 3 warm-up steps excluded from timing) and\n"
-                   "reports peaks (predicted and measured), fit, step time, overhead against none,\n"
-                   "recompute share, losses, validation, and numerics checks.\n");
-            return 0;
-        default: return 2;
-        }
-    }
-    if (optind + 1 != argc)
-        return cli_error("compare: expected one MODEL argument"), 2;
-    if (cfg.warmup >= cfg.steps)
-        return cli_error("compare: --warmup (%lld) must be below --steps (%lld)", (long long)cfg.warmup,
-                         (long long)cfg.steps), 2;
-    cfg.model_path = argv[optind];
-    st = clremat_compare(&cfg, &runs, &n);
+    st = cli_compare_parse(g, argc, argv, &o);
+    if (st != CLI_CONTINUE)
+        return st;
+    st = clremat_compare(&o.cfg, &runs, &n);
     if (st != CLREMAT_OK)
         return cli_error("%s", clremat_last_error());
-    if (json)
-        print_json(stdout, &cfg, runs, n);
+    if (o.json)
+        print_json(stdout, &o.cfg, runs, n);
     else
         print_table(runs, n);
-    if (csv && write_csv(csv, runs, n) != CLREMAT_OK)
+    if (o.csv && write_csv(o.csv, runs, n) != CLREMAT_OK)
         rc = cli_error("%s", clremat_last_error());
-    if (svg && clremat_compare_svg(svg, cfg.model_path, runs, n) != CLREMAT_OK)
+    if (o.svg && clremat_compare_svg(o.svg, o.cfg.model_path, runs, n) != CLREMAT_OK)
         rc = cli_error("%s", clremat_last_error());
     for (int i = 0; i < n; i++)
         if (runs[i].status != CLREMAT_OK && runs[i].status != CLREMAT_ERR_OUT_OF_MEMORY)

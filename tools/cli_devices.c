@@ -1,28 +1,8 @@
-/* cli_devices.c: `clremat devices`, the device listing (table or JSON), and
- * the output helpers shared by the subcommands. */
+/* cli_devices.c: `clremat devices`, the device listing (table or JSON). */
 #include "cli.h"
 #include "clremat.h"
 #include <stdlib.h>
 #include <string.h>
-
-void cli_json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", f);
-        else if (c == '\t')
-            fputs("\\t", f);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
 
 static void print_json(const clremat_device_info *d, size_t n)
 {

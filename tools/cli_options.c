@@ -1,7 +1,8 @@
 /* cli_options.c: the command-line option parsing of the clremat command,
  * separate from running anything, so that the parsers can be fuzzed and
  * tested on their own (fuzz/fuzz_cli.c): the global options, and one
- * parse-only entry per subcommand. Also the error helper they share. */
+ * parse-only entry per subcommand (train, plan, devices, compare), with the
+ * value checks they share. Also the error helper. */
 #include "cli.h"
 #include "config.h"
 #include <getopt.h>
@@ -122,6 +123,37 @@ static int parse_i64(const char *opt, const char *v, int64_t min, int64_t *out)
     return 0;
 }
 
+/* Parses --memory-limit's value (a non-zero byte count); returns 0 or prints an error. */
+static int parse_memory_limit(const char *v, uint64_t *out)
+{
+    if (clremat_parse_bytes(v, out) || *out == 0) {
+        cli_error("--memory-limit takes a byte count such as 512MiB, got '%s'", v);
+        return -1;
+    }
+    return 0;
+}
+
+/* Checks --gemm's value (native, clblast or auto); returns 0 or prints an error. */
+static int check_gemm(const char *v)
+{
+    if (strcmp(v, "native") && strcmp(v, "clblast") && strcmp(v, "auto")) {
+        cli_error("--gemm takes native, clblast or auto, got '%s'", v);
+        return -1;
+    }
+    return 0;
+}
+
+/* Parses --costs' value into *measured (flops 0, measured 1); returns 0 or prints an error. */
+static int parse_costs(const char *v, int *measured)
+{
+    if (strcmp(v, "flops") && strcmp(v, "measured")) {
+        cli_error("--costs takes flops or measured, got '%s'", v);
+        return -1;
+    }
+    *measured = !strcmp(v, "measured");
+    return 0;
+}
+
 int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_config *cfg, int *json)
 {
     static const struct option opts[] = {
@@ -166,22 +198,11 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         case 'L': cfg->load = optarg; break;
         case 'V': cfg->save = optarg; break;
         case 'r': cfg->remat = optarg; break;
-        case 'm':
-            if (clremat_parse_bytes(optarg, &cfg->memory_limit) || cfg->memory_limit == 0)
-                return cli_error("--memory-limit takes a byte count such as 512MiB, got '%s'", optarg), 2;
-            break;
+        case 'm': if (parse_memory_limit(optarg, &cfg->memory_limit)) return 2; break;
         case 'p': cfg->profile = 1; break;
-        case 'C':
-            if (strcmp(optarg, "flops") && strcmp(optarg, "measured"))
-                return cli_error("--costs takes flops or measured, got '%s'", optarg), 2;
-            cfg->costs_measured = !strcmp(optarg, "measured");
-            break;
+        case 'C': if (parse_costs(optarg, &cfg->costs_measured)) return 2; break;
         case 'O': cfg->overlap = 1; break;
-        case 'G':
-            if (strcmp(optarg, "native") && strcmp(optarg, "clblast") && strcmp(optarg, "auto"))
-                return cli_error("--gemm takes native, clblast or auto, got '%s'", optarg), 2;
-            cfg->gemm = optarg;
-            break;
+        case 'G': if (check_gemm(optarg)) return 2; cfg->gemm = optarg; break;
         case 'j': *json = 1; break;
         case 'q': cfg->progress = 0; break;
         case 'h': return train_usage(stdout);
@@ -221,25 +242,15 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'r': o->remat = optarg; break;
-        case 'b':
-            if (parse_i64("--batch", optarg, 1, &o->batch))
-                return 2;
-            break;
+        case 'b': if (parse_i64("--batch", optarg, 1, &o->batch)) return 2; break;
         case 'o': o->optimizer = optarg; break;
         case 'j': o->json = 1; break;
         case 'a': o->actions = 1; break;
         case 'd': o->device = optarg; break; /* only its memory size is used (auto) */
-        case 'm':
-            if (clremat_parse_bytes(optarg, &o->memory_limit) || !o->memory_limit)
-                return cli_error("--memory-limit takes a byte count such as 512MiB, got '%s'", optarg), 2;
-            break;
+        case 'm': if (parse_memory_limit(optarg, &o->memory_limit)) return 2; break;
         case 'p': o->pareto = 1; break;
         case 'O': o->overlap = 1; break;
-        case 'G':
-            if (strcmp(optarg, "native") && strcmp(optarg, "clblast") && strcmp(optarg, "auto"))
-                return cli_error("--gemm takes native, clblast or auto, got '%s'", optarg), 2;
-            o->gemm = optarg;
-            break;
+        case 'G': if (check_gemm(optarg)) return 2; o->gemm = optarg; break;
         case 'v': o->svg = optarg; break;
         case 'n':
             if (parse_i64("--points", optarg, 2, &v) || v > 10000)
@@ -295,5 +306,83 @@ int cli_devices_parse(const cli_global *g, int argc, char **argv, cli_devices_op
     }
     if (optind < argc)
         return cli_error("devices: unexpected argument '%s'", argv[optind]);
+    return CLI_CONTINUE;
+}
+
+/* -------------------------------------------------------------- compare */
+
+int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_opts *o)
+{
+    static const struct option opts[] = {
+        {"devices", required_argument, NULL, 'D'}, {"device", required_argument, NULL, 'D'},
+        {"remat", required_argument, NULL, 'r'}, {"batch", required_argument, NULL, 'b'},
+        {"steps", required_argument, NULL, 's'}, {"warmup", required_argument, NULL, 'w'},
+        {"seed", required_argument, NULL, 'S'}, {"data", required_argument, NULL, 'd'},
+        {"optimizer", required_argument, NULL, 'o'}, {"lr", required_argument, NULL, 'l'},
+        {"memory-limit", required_argument, NULL, 'm'}, {"json", no_argument, NULL, 'j'},
+        {"csv", required_argument, NULL, 'c'}, {"svg", required_argument, NULL, 'v'},
+        {"quiet", no_argument, NULL, 'q'}, {"costs", required_argument, NULL, 'C'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    clremat_compare_config *cfg = &o->cfg;
+    int c;
+    char *end;
+    long long v;
+
+    memset(o, 0, sizeof *o);
+    cfg->devices = g->device ? g->device : "all";
+    cfg->modes = "none,full";
+    cfg->batch = 32;
+    cfg->steps = 20;
+    cfg->warmup = 3;
+    cfg->seed = 1;
+    cfg->optimizer = "adam";
+    cfg->progress = 1;
+    getopt_reset();
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'D': cfg->devices = optarg; break;
+        case 'r': cfg->modes = optarg; break;
+        case 'b': case 's': case 'w': case 'S':
+            v = strtoll(optarg, &end, 10);
+            if (end == optarg || *end || v < (c == 'w' || c == 'S' ? 0 : 1))
+                return cli_error("option takes a %s integer, got '%s'", c == 'w' || c == 'S' ? "non-negative" : "positive",
+                                 optarg), 2;
+            if (c == 'b') cfg->batch = v;
+            else if (c == 's') cfg->steps = v;
+            else if (c == 'w') cfg->warmup = v;
+            else cfg->seed = (uint64_t)v;
+            break;
+        case 'd': cfg->data = optarg; break;
+        case 'o': cfg->optimizer = optarg; break;
+        case 'l': /* unlike train, an infinite rate is not refused here */
+            cfg->lr = strtod(optarg, &end);
+            if (end == optarg || *end || !(cfg->lr > 0))
+                return cli_error("--lr takes a positive number, got '%s'", optarg), 2;
+            break;
+        case 'm': if (parse_memory_limit(optarg, &cfg->memory_limit)) return 2; break;
+        case 'j': o->json = 1; break;
+        case 'c': o->csv = optarg; break;
+        case 'v': o->svg = optarg; break;
+        case 'q': cfg->progress = 0; break;
+        case 'C': if (parse_costs(optarg, &cfg->costs_measured)) return 2; break;
+        case 'h':
+            printf("usage: clremat compare MODEL [--devices all|SEL,SEL...] [--remat MODE,MODE...]\n"
+                   "       [--batch N] [--steps N] [--warmup N] [--seed N] [--data TASK|FILE] [--optimizer NAME]\n"
+                   "       [--lr X] [--memory-limit BYTES] [--costs flops|measured] [--json] [--csv FILE]\n"
+                   "       [--svg FILE] [--quiet]\n"
+                   "Runs the same model, data, batch and seed on each device and remat mode (default\n"
+                   "none,full on all devices, 20 steps with 3 warm-up steps excluded from timing) and\n"
+                   "reports peaks (predicted and measured), fit, step time, overhead against none,\n"
+                   "recompute share, losses, validation, and numerics checks.\n");
+            return 0;
+        default: return 2;
+        }
+    }
+    if (optind + 1 != argc)
+        return cli_error("compare: expected one MODEL argument"), 2;
+    if (cfg->warmup >= cfg->steps)
+        return cli_error("compare: --warmup (%lld) must be below --steps (%lld)", (long long)cfg->warmup,
+                         (long long)cfg->steps), 2;
+    cfg->model_path = argv[optind];
     return CLI_CONTINUE;
 }

@@ -6,14 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void json_num(FILE *f, double v)
-{
-    if (isfinite(v))
-        fprintf(f, "%.9g", v);
-    else
-        fputs("null", f);
-}
-
 static void print_json(const clremat_train_config *cfg, const clremat_train_result *r)
 {
     printf("{\"model\": ");
@@ -32,27 +24,16 @@ static void print_json(const clremat_train_config *cfg, const clremat_train_resu
            (long long)cfg->batch, (long long)r->steps_run, (long long)cfg->warmup, (unsigned long long)cfg->seed);
     cli_json_string(stdout, cfg->optimizer ? cfg->optimizer : "adam");
     printf(",\n \"losses\": [");
-    for (int64_t i = 0; i < r->steps_run; i++) {
-        if (i)
-            printf(", ");
-        json_num(stdout, r->losses[i]);
-    }
-    printf("],\n \"final_loss\": ");
-    json_num(stdout, r->final_loss);
-    printf(", \"val_loss\": ");
-    json_num(stdout, r->val_loss);
-    printf(", \"val_accuracy\": ");
-    json_num(stdout, r->val_accuracy);
-    printf(",\n \"step_time_ms\": {\"median\": ");
-    json_num(stdout, r->median_ms);
-    printf(", \"p10\": ");
-    json_num(stdout, r->p10_ms);
-    printf(", \"p90\": ");
-    json_num(stdout, r->p90_ms);
-    printf(", \"min\": ");
-    json_num(stdout, r->min_ms);
-    printf(", \"max\": ");
-    json_num(stdout, r->max_ms);
+    for (int64_t i = 0; i < r->steps_run; i++)
+        cli_json_member(stdout, i ? ", " : "", r->losses[i]);
+    cli_json_member(stdout, "],\n \"final_loss\": ", r->final_loss);
+    cli_json_member(stdout, ", \"val_loss\": ", r->val_loss);
+    cli_json_member(stdout, ", \"val_accuracy\": ", r->val_accuracy);
+    cli_json_member(stdout, ",\n \"step_time_ms\": {\"median\": ", r->median_ms);
+    cli_json_member(stdout, ", \"p10\": ", r->p10_ms);
+    cli_json_member(stdout, ", \"p90\": ", r->p90_ms);
+    cli_json_member(stdout, ", \"min\": ", r->min_ms);
+    cli_json_member(stdout, ", \"max\": ", r->max_ms);
     printf("},\n \"memory\": {\"predicted_peak_bytes\": %llu, \"measured_peak_bytes\": %llu, "
            "\"reserved_peak_bytes\": %llu, \"fixed_bytes\": %llu, \"param_bytes\": %llu, "
            "\"kept_activation_bytes\": %llu, \"buffers_created_after_first_step\": %llu},\n",
@@ -62,7 +43,7 @@ static void print_json(const clremat_train_config *cfg, const clremat_train_resu
            (unsigned long long)r->buffers_created_after_first_step);
     printf(" \"flops\": {\"step\": %.6g, \"recompute\": %.6g, \"recompute_share\": ", r->step_flops,
            r->recompute_flops);
-    json_num(stdout, r->step_flops > 0 ? r->recompute_flops / r->step_flops : 0);
+    cli_json_num(stdout, r->step_flops > 0 ? r->recompute_flops / r->step_flops : 0);
     printf("}, \"recompute_actions\": %d,\n \"stopped\": ", r->n_recompute_actions);
     if (r->stopped_nonfinite)
         cli_json_string(stdout, r->message);
