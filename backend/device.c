@@ -2,6 +2,7 @@
  * device selection ("P:D", a type, or a name substring). */
 #include "backend.h"
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,12 +77,29 @@ static cl_int platform_ids(cl_uint n, cl_platform_id *p, cl_uint *np)
 #define platform_ids clGetPlatformIDs
 #endif
 
+/* PoCL's CPU driver leaves the placement of its worker threads to the OS.
+ * For short kernels (a 256^3 GEMM runs for about 0.3 ms) the woken workers
+ * were often found on one core, so the launch ran at one core's speed: on a
+ * 2-core machine the native GEMM reached 60-80 GFLOP/s at 256^3 and 512^3
+ * in most processes, 115-140 with each worker pinned to its own core
+ * (POCL_AFFINITY=1), and training steps were no slower pinned
+ * (bench/README.md). So it is set, before PoCL is loaded by the first
+ * clGetPlatformIDs, unless the environment already says otherwise
+ * (POCL_AFFINITY=0 turns it off; docs/environment.md). */
+static void set_runtime_defaults(void)
+{
+    setenv("POCL_AFFINITY", "1", 0);
+}
+
 /* Calls fn for every device; stops early when fn returns non-zero. */
 static int for_each_device(int (*fn)(void *, cl_platform_id, cl_device_id, unsigned, unsigned), void *user)
 {
     cl_uint np = 0;
     cl_platform_id *plats = NULL;
-    cl_int err = platform_ids(0, NULL, &np);
+    cl_int err;
+    static pthread_once_t defaults_once = PTHREAD_ONCE_INIT;
+    pthread_once(&defaults_once, set_runtime_defaults);
+    err = platform_ids(0, NULL, &np);
     if (err == CL_PLATFORM_NOT_FOUND_KHR || np == 0)
         return CLREMAT_OK;
     if (err != CL_SUCCESS)
