@@ -18,6 +18,8 @@
 #define GEMM_LOCAL 8    /* work-group is GEMM_LOCAL x GEMM_LOCAL items */
 #define GC_MC 288       /* largest C block of one clremat_gemm_cpu work-group (kernels.cl) */
 #define GC_NC 256
+#define GC_MR 6         /* register tile of clremat_gemm_cpu: GC_MR rows x GC_NR columns */
+#define GC_NR 16
 
 /* Checks one operand stored rows x cols with leading dim ld, batch stride s,
  * starting at off: inside buf for every matrix of the batch. */
@@ -60,6 +62,17 @@ static int check_args(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     return CLREMAT_OK;
 }
 
+/* The block size that splits n into as many blocks as blocks of at most
+ * maxb need, evenly, rounded up to a multiple of unit (the micro-tile) and
+ * never above maxb. The result of the GEMM does not depend on it. */
+static cl_int even_block(int64_t n, cl_int maxb, cl_int unit)
+{
+    const int64_t blocks = (n + maxb - 1) / maxb;
+    int64_t b = (n + blocks - 1) / blocks;
+    b = (b + unit - 1) / unit * unit;
+    return b < maxb ? (cl_int)b : maxb;
+}
+
 /* The native kernel, optionally with the dense epilogue (bias, act, out). */
 static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
                       const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa, const clremat_buf *B,
@@ -82,6 +95,10 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
         else
             bn /= 2;
     }
+    /* the same number of blocks, of even size: 1024 rows in blocks of 288
+     * would leave a last block of 160 and one compute unit idle at the end */
+    bm = even_block(M, bm, GC_MR);
+    bn = even_block(N, bn, GC_NR);
     global[0] = (size_t)((N + bn - 1) / bn);
     global[1] = (size_t)((M + bm - 1) / bm);
     global[2] = (size_t)batch;
