@@ -66,16 +66,6 @@ static const char *shape_str(const clremat_shape *s, char *buf, size_t len)
     return shape_fmt(s->dims, s->rank, buf, len);
 }
 
-static int shape_eq(const clremat_shape *a, const clremat_shape *b)
-{
-    if (a->rank != b->rank)
-        return 0;
-    for (int i = 0; i < a->rank; i++)
-        if (a->dims[i] != b->dims[i])
-            return 0;
-    return 1;
-}
-
 static uint32_t hash_at(uint64_t seed, uint32_t tag, int64_t index, uint32_t elem)
 {
     uint64_t s = seed ^ ((uint64_t)index >> 32) * 0x9e3779b97f4a7c15ULL;
@@ -178,7 +168,7 @@ static int check_task(const clremat_graph *g, const char *task, task_kind kind)
         if (!io->input_ids || io->input.rank != 1)
             return clremat_set_error(CLREMAT_ERR_MISMATCH,
                                      "task '%s' needs token-id input [T] but the model's input is %s", task, in);
-        if (!io->labels_ids || !shape_eq(&io->labels, &io->input))
+        if (!io->labels_ids || !clremat_shape_eq(&io->labels, &io->input))
             return clremat_set_error(CLREMAT_ERR_MISMATCH,
                                      "task '%s' needs one class id per token, labels [%lld], but the model's labels "
                                      "are %s",

@@ -99,7 +99,7 @@ const char *clremat_shape_str(const clremat_shape *s, char *buf, size_t len)
     return buf;
 }
 
-static int shape_eq(const clremat_shape *a, const clremat_shape *b)
+int clremat_shape_eq(const clremat_shape *a, const clremat_shape *b)
 {
     if (a->rank != b->rank)
         return 0;
@@ -515,7 +515,7 @@ static int infer_layer(clremat_graph *g, int l)
         break;
     case CLREMAT_ADD: {
         const clremat_shape *b = &L->in_shape[1];
-        if (!shape_eq(in, b) && !shape_is_suffix(in, b))
+        if (!clremat_shape_eq(in, b) && !shape_is_suffix(in, b))
             return SHAPE_FAIL("layer '%s': input has shape %s but the second input has shape %s (add needs "
                               "equal shapes, or the second shape a suffix of the first)", L->name,
                               clremat_shape_str(in, sa, sizeof sa), clremat_shape_str(b, sb, sizeof sb));

@@ -156,6 +156,9 @@ int clremat_graph_finalize(clremat_graph *g);
 /** Elements of a per-sample shape. */
 int64_t clremat_shape_elems(const clremat_shape *s);
 
+/** 1 when a and b have the same rank and dimensions, else 0. */
+int clremat_shape_eq(const clremat_shape *a, const clremat_shape *b);
+
 /** Formats a shape as "[a, b, c]" into buf. */
 const char *clremat_shape_str(const clremat_shape *s, char *buf, size_t len);
 

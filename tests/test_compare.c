@@ -114,11 +114,26 @@ START_TEST(test_compare_outputs)
 }
 END_TEST
 
+/* Bad numbers are refused before a device is opened, as train refuses them. */
+START_TEST(test_compare_rejects_bad_numbers)
+{
+    static const char *args[] = {"--lr inf", "--lr 0", "--lr -1", "--lr nan", "--lr 1e999", "--lr x"};
+    const char *models = getenv("CLREMAT_MODELS");
+    char cmd[1024], err[2048];
+    for (size_t i = 0; i < sizeof args / sizeof args[0]; i++) {
+        snprintf(cmd, sizeof cmd, "compare %s/mlp_deep.json %s", models ? models : "models", args[i]);
+        ck_assert_int_eq(test_run_tool(cmd, err, sizeof err), 2);
+        ck_assert_msg(strstr(err, "--lr takes a positive number") != NULL, "%s: %s", cmd, err);
+    }
+}
+END_TEST
+
 int main(void)
 {
     TCase *tc;
     Suite *s = test_suite("compare", 300, &tc);
     tcase_add_test(tc, test_split_modes);
+    tcase_add_test(tc, test_compare_rejects_bad_numbers);
     if (test_have_device())
         tcase_add_test(tc, test_compare_outputs);
     else

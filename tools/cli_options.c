@@ -354,9 +354,9 @@ int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_op
             break;
         case 'd': cfg->data = optarg; break;
         case 'o': cfg->optimizer = optarg; break;
-        case 'l': /* unlike train, an infinite rate is not refused here */
+        case 'l':
             cfg->lr = strtod(optarg, &end);
-            if (end == optarg || *end || !(cfg->lr > 0))
+            if (end == optarg || *end || !(cfg->lr > 0) || !isfinite(cfg->lr))
                 return cli_error("--lr takes a positive number, got '%s'", optarg), 2;
             break;
         case 'm': if (parse_memory_limit(optarg, &cfg->memory_limit)) return 2; break;
