@@ -41,9 +41,12 @@ static void push_sched(slist *l, const int *a, int na, const int *b, int nb, con
     }
     s.n = na + nb + nc;
     s.op = malloc(sizeof(int) * (size_t)(s.n + 1));
-    memcpy(s.op, a, sizeof(int) * (size_t)na);
-    memcpy(s.op + na, b, sizeof(int) * (size_t)nb);
-    memcpy(s.op + na + nb, c, sizeof(int) * (size_t)nc);
+    if (na) /* an empty part may be NULL, which memcpy must not be given */
+        memcpy(s.op, a, sizeof(int) * (size_t)na);
+    if (nb)
+        memcpy(s.op + na, b, sizeof(int) * (size_t)nb);
+    if (nc)
+        memcpy(s.op + na + nb, c, sizeof(int) * (size_t)nc);
     l->v[l->n++] = s;
 }
 
