@@ -16,6 +16,7 @@ typedef struct pool_entry {
     int quarantined;    /* freed while quarantine was on: not reusable yet */
     void *fence;        /* free buffer: its last use completes at this fence (NULL: none) */
     void *fence_queue;  /* the queue it was released from */
+    uint64_t fence_seq; /* when it was released with the fence (earlier: less to wait for) */
 } pool_entry;
 
 struct clremat_pool {
@@ -177,8 +178,9 @@ int clremat_pool_alloc(clremat_pool *p, size_t bytes, const char *tag, clremat_b
         return oom(p, bytes, tag, NULL);
 
     /* Reuse: the smallest cached buffer that fits with at most 1/8 slack;
-     * among those of that capacity, one that needs no wait for a fence (the
-     * capacities reused, hence reserved bytes, do not depend on fences). */
+     * among those of that capacity, one that needs no wait for a fence, else
+     * the one released earliest (the capacities reused, hence reserved
+     * bytes, do not depend on fences). */
     for (size_t i = 0; i < p->n_entries; i++) {
         pool_entry *c = p->entries[i];
         if (c->in_use || c->quarantined || c->buf.capacity < bytes || c->buf.capacity - bytes > bytes / 8)
@@ -186,7 +188,8 @@ int clremat_pool_alloc(clremat_pool *p, size_t bytes, const char *tag, clremat_b
         if (best == SIZE_MAX || c->buf.capacity < p->entries[best]->buf.capacity)
             best = i;
         else if (c->buf.capacity == p->entries[best]->buf.capacity && p->entries[best]->fence &&
-                 needs_wait(p, p->entries[best]) && !needs_wait(p, c))
+                 needs_wait(p, p->entries[best]) &&
+                 (!needs_wait(p, c) || c->fence_seq < p->entries[best]->fence_seq))
             best = i;
     }
     if (best != SIZE_MAX) {
@@ -279,6 +282,7 @@ void clremat_pool_release_fenced(clremat_pool *p, clremat_buf *buf, void *fence)
     }
     e->fence = fence;
     e->fence_queue = p->queue;
+    e->fence_seq = p->seq;
     p->n_fences++;
 }
 

@@ -337,6 +337,32 @@ START_TEST(test_fence_preference_never_grows)
 }
 END_TEST
 
+/* All fitting buffers of the same capacity pending: the one released first
+ * (least of the other queue's work to wait for) is taken. */
+START_TEST(test_fence_earliest_pending)
+{
+    fake_alloc f;
+    fence_log l;
+    clremat_pool *p = make_pool(&f, 0, 0);
+    fake_fence fs[3] = {{0, 1}, {0, 1}, {0, 1}};
+    clremat_buf *b[3], *x;
+    set_ops(p, &l);
+    clremat_pool_set_queue(p, &QA);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(clremat_pool_alloc(p, 512, "t", &b[i]), CLREMAT_OK);
+    clremat_pool_release_fenced(p, b[2], &fs[2]);
+    clremat_pool_release_fenced(p, b[0], &fs[0]);
+    clremat_pool_release_fenced(p, b[1], &fs[1]);
+    clremat_pool_set_queue(p, &QB);
+    ck_assert_int_eq(clremat_pool_alloc(p, 512, "x", &x), CLREMAT_OK);
+    ck_assert_ptr_eq(x, b[2]);
+    ck_assert_ptr_eq(l.last_fence, &fs[2]);
+    clremat_pool_release(p, x);
+    clremat_pool_free_all(p);
+    ck_assert_int_eq(fs[0].refs + fs[1].refs + fs[2].refs, 0);
+}
+END_TEST
+
 /* clear_fences, set_fence_ops(NULL) and free_all let go of every fence; a
  * failed wait leaves the pool as it was; without fence ops a fence is not
  * kept (it stays the caller's). */
@@ -480,6 +506,7 @@ int main(void)
     tcase_add_test(tc, test_timeline);
     tcase_add_test(tc, test_fence_same_queue_other_queue);
     tcase_add_test(tc, test_fence_preference_never_grows);
+    tcase_add_test(tc, test_fence_earliest_pending);
     tcase_add_test(tc, test_fence_release_paths);
     tcase_add_test(tc, test_fences_do_not_change_reserved);
     tcase_add_test(tc, test_parse_bytes);
