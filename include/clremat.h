@@ -155,7 +155,8 @@ void clremat_pool_release(clremat_pool *pool, clremat_buf *buf);
 /** Quarantine on: buffers released from now on stop counting as live at
  * once but are not handed out again until quarantine is turned off (they
  * may still be in use by commands running on another queue). Off: they
- * become reusable. */
+ * become reusable. Kept for compatibility: the executor uses fences
+ * (clremat_pool_release_fenced), which cost no memory. */
 void clremat_pool_quarantine(clremat_pool *pool, int on);
 
 /* Fences (overlapped execution on several queues). A buffer released while
