@@ -2,7 +2,9 @@
  * from here. It caches freed buffers for reuse, counts live and reserved
  * bytes with their high-water marks, records a live-bytes timeline, enforces
  * a byte limit, and can inject allocation faults for tests. It knows nothing
- * of OpenCL: the allocator it is given does the real work. */
+ * of OpenCL: the allocator it is given does the real work, and the fence
+ * operations it is given (if any) make one queue wait for a buffer released
+ * by another (overlapped execution). */
 #include "clremat.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,9 @@ typedef struct pool_entry {
     clremat_buf buf;    /* first member: a clremat_buf* is a pool_entry* */
     int in_use;
     int quarantined;    /* freed while quarantine was on: not reusable yet */
+    void *fence;        /* free buffer: its last use completes at this fence (NULL: none) */
+    void *fence_queue;  /* the queue it was released from */
+    uint64_t fence_seq; /* when it was released with the fence (earlier: less to wait for) */
 } pool_entry;
 
 struct clremat_pool {
@@ -22,6 +27,11 @@ struct clremat_pool {
     size_t n_entries, cap_entries;
     uint64_t fail_countdown;    /* fault injection: 0 off */
     int quarantine;             /* releases are held back from reuse */
+    clremat_fence_ops fence_ops;
+    int has_fence_ops;
+    void *queue;                /* the queue allocations are for and releases come from */
+    size_t n_fences;
+    uint64_t fence_waits;
     int recording;
     clremat_pool_event *timeline;
     size_t n_timeline, cap_timeline;
@@ -40,9 +50,36 @@ clremat_pool *clremat_pool_new(const clremat_allocator *allocator, uint64_t limi
     return p;
 }
 
+static void drop_fence(clremat_pool *p, pool_entry *e)
+{
+    if (!e->fence)
+        return;
+    if (p->has_fence_ops && p->fence_ops.release)
+        p->fence_ops.release(p->fence_ops.user, e->fence);
+    e->fence = NULL;
+    e->fence_queue = NULL;
+    p->n_fences--;
+}
+
+/* 1 if handing e to the current queue needs a wait for its fence. A fence
+ * found completed is dropped. */
+static int needs_wait(clremat_pool *p, pool_entry *e)
+{
+    if (!e->fence)
+        return 0;
+    if (e->fence_queue == p->queue || !p->has_fence_ops || (p->fence_ops.done && p->fence_ops.done(p->fence_ops.user, e->fence))) {
+        drop_fence(p, e);
+        return 0;
+    }
+    return 1;
+}
+
 static void release_entry(clremat_pool *p, size_t i)
 {
     pool_entry *e = p->entries[i];
+    /* dropping a buffer the device may still use: the allocator's release
+     * (clReleaseMemObject) defers the free until its commands finish */
+    drop_fence(p, e);
     p->allocator.release(p->allocator.user, e->buf.mem);
     p->st.reserved_bytes -= e->buf.capacity;
     if (e->in_use)
@@ -140,15 +177,36 @@ int clremat_pool_alloc(clremat_pool *p, size_t bytes, const char *tag, clremat_b
     if (p->st.limit && p->st.live_bytes + bytes > p->st.limit)
         return oom(p, bytes, tag, NULL);
 
-    /* Reuse: the smallest cached buffer that fits with at most 1/8 slack. */
+    /* Reuse: the smallest cached buffer that fits with at most 1/8 slack;
+     * among those of that capacity, one that needs no wait for a fence, else
+     * the one released earliest (the capacities reused, hence reserved
+     * bytes, do not depend on fences). */
     for (size_t i = 0; i < p->n_entries; i++) {
         pool_entry *c = p->entries[i];
         if (c->in_use || c->quarantined || c->buf.capacity < bytes || c->buf.capacity - bytes > bytes / 8)
             continue;
         if (best == SIZE_MAX || c->buf.capacity < p->entries[best]->buf.capacity)
             best = i;
+        else if (c->buf.capacity == p->entries[best]->buf.capacity && p->entries[best]->fence &&
+                 needs_wait(p, p->entries[best]) &&
+                 (!needs_wait(p, c) || c->fence_seq < p->entries[best]->fence_seq))
+            best = i;
     }
     if (best != SIZE_MAX) {
+        pool_entry *c = p->entries[best];
+        if (needs_wait(p, c)) {
+            int st = p->fence_ops.wait ? p->fence_ops.wait(p->fence_ops.user, c->fence, c->fence_queue, p->queue)
+                                       : CLREMAT_ERR_INTERNAL;
+            if (st != CLREMAT_OK) { /* the buffer stays free, fence and all */
+                p->st.failed++;
+                snprintf(p->last_error, sizeof p->last_error,
+                         "allocating %zu bytes for %s: waiting for the queue that released the buffer failed (%s)",
+                         bytes, tag ? tag : "buffer", clremat_status_str(st));
+                return st;
+            }
+            p->fence_waits++;
+            drop_fence(p, c);
+        }
         p->st.reused++;
         mark_live(p, p->entries[best], bytes, tag);
         *out = &p->entries[best]->buf;
@@ -207,6 +265,50 @@ void clremat_pool_release(clremat_pool *p, clremat_buf *buf)
     p->st.live_bytes -= buf->bytes;
     record(p, -(int64_t)buf->bytes, buf->tag);
 }
+
+void clremat_pool_release_fenced(clremat_pool *p, clremat_buf *buf, void *fence)
+{
+    pool_entry *e = (pool_entry *)buf;
+    if (buf && e->in_use)
+        clremat_pool_release(p, buf);
+    else
+        e = NULL;
+    if (!fence || !p->has_fence_ops) /* no fence operations: the fence stays the caller's */
+        return;
+    if (!e) { /* nothing released: the pool has no use for the fence */
+        if (p->fence_ops.release)
+            p->fence_ops.release(p->fence_ops.user, fence);
+        return;
+    }
+    e->fence = fence;
+    e->fence_queue = p->queue;
+    e->fence_seq = p->seq;
+    p->n_fences++;
+}
+
+void clremat_pool_set_fence_ops(clremat_pool *p, const clremat_fence_ops *ops)
+{
+    if (!ops) {
+        clremat_pool_clear_fences(p);
+        p->has_fence_ops = 0;
+        memset(&p->fence_ops, 0, sizeof p->fence_ops);
+        return;
+    }
+    p->fence_ops = *ops;
+    p->has_fence_ops = 1;
+}
+
+void clremat_pool_set_queue(clremat_pool *p, void *queue) { p->queue = queue; }
+
+void clremat_pool_clear_fences(clremat_pool *p)
+{
+    for (size_t i = 0; i < p->n_entries && p->n_fences; i++)
+        drop_fence(p, p->entries[i]);
+}
+
+size_t clremat_pool_fence_count(const clremat_pool *p) { return p->n_fences; }
+
+uint64_t clremat_pool_fence_waits(const clremat_pool *p) { return p->fence_waits; }
 
 void clremat_pool_quarantine(clremat_pool *p, int on)
 {

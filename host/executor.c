@@ -148,11 +148,71 @@ static clremat_graph *eval_copy(const clremat_graph *g)
     return e;
 }
 
+/* Releases the n buffers *bs[i] (NULL ones skipped). While an overlap
+ * window is open, kernels on the active queue may still use them and the
+ * other queue may be handed them next: they carry a fence, one marker event
+ * enqueued after their last use (clremat_pool_release_fenced). Where the
+ * marker cannot be made, the queue is finished instead. */
+static void release_many(clremat_trainer *t, clremat_buf **bs[], int n)
+{
+    clremat_pool *pool = t->ctx->pool;
+    cl_event ev = NULL;
+    int any = 0;
+    for (int i = 0; i < n; i++)
+        any |= *bs[i] != NULL;
+    if (any && t->window && clEnqueueMarkerWithWaitList(t->ctx->active_queue, 0, NULL, &ev) != CL_SUCCESS) {
+        ev = NULL;
+        clFinish(t->ctx->active_queue);
+    }
+    for (int i = 0; i < n; i++) {
+        if (*bs[i] && ev) {
+            clRetainEvent(ev);
+            clremat_pool_release_fenced(pool, *bs[i], ev);
+        } else {
+            clremat_pool_release(pool, *bs[i]);
+        }
+        *bs[i] = NULL;
+    }
+    if (ev)
+        clReleaseEvent(ev);
+}
+
 static void release(clremat_trainer *t, clremat_buf **b)
 {
-    clremat_pool_release(t->ctx->pool, *b);
-    *b = NULL;
+    clremat_buf **bs[1] = {b};
+    release_many(t, bs, 1);
 }
+
+/* Fence operations of overlapped trainers: fences are OpenCL events, queues
+ * command queues. A queue that waits on another's event flushes that queue
+ * first (see switch_queues). Stateless: every trainer of a context shares them. */
+static int fence_done(void *user, void *fence)
+{
+    cl_int s = CL_QUEUED;
+    (void)user;
+    return clGetEventInfo((cl_event)fence, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof s, &s, NULL) == CL_SUCCESS &&
+           s == CL_COMPLETE;
+}
+
+static int fence_wait(void *user, void *fence, void *fence_queue, void *queue)
+{
+    cl_event ev = (cl_event)fence;
+    cl_int err = CL_SUCCESS;
+    (void)user;
+    if (fence_queue)
+        err = clFlush((cl_command_queue)fence_queue);
+    if (err == CL_SUCCESS)
+        err = clEnqueueBarrierWithWaitList((cl_command_queue)queue, 1, &ev, NULL);
+    return err;
+}
+
+static void fence_release(void *user, void *fence)
+{
+    (void)user;
+    clReleaseEvent((cl_event)fence);
+}
+
+static const clremat_fence_ops cl_fence_ops = {fence_done, fence_wait, fence_release, NULL};
 
 /* Releases every tensor of a step (after a failure mid-step). */
 static void release_step_tensors(clremat_trainer *t)
@@ -164,6 +224,19 @@ static void release_step_tensors(clremat_trainer *t)
     release(t, &t->temp);
     release(t, &t->gemm_ws);
     t->ctx->gemm_ws = NULL;
+}
+
+/* Closes an overlap window whatever happened: the recompute queue finished,
+ * launches back on the compute queue, no fence left in the pool. */
+static void close_window(clremat_trainer *t)
+{
+    if (!t->side_queue)
+        return;
+    clFinish(t->side_queue);
+    t->ctx->active_queue = t->ctx->queue;
+    t->window = 0;
+    clremat_pool_set_queue(t->ctx->pool, t->ctx->queue);
+    clremat_pool_clear_fences(t->ctx->pool);
 }
 
 void clremat_trainer_free(clremat_trainer *t)
@@ -201,7 +274,7 @@ void clremat_trainer_free(clremat_trainer *t)
     if (t->marker)
         clReleaseEvent(t->marker);
     if (t->side_queue) {
-        clFinish(t->side_queue);
+        close_window(t);
         clReleaseCommandQueue(t->side_queue);
     }
     clremat_plan_free(&t->plan);
@@ -351,6 +424,7 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
         int fell = 0;
         if ((st = clremat_ctx_open_queue(ctx, CL_QUEUE_PROFILING_ENABLE, &t->side_queue, &fell)))
             goto fail;
+        clremat_pool_set_fence_ops(ctx->pool, &cl_fence_ops);
     }
     if (limit && live + t->plan.peak_bytes > limit) {
         char hint[1024];
@@ -428,8 +502,8 @@ static int alloc_workspace(clremat_trainer *t, size_t temp_bytes, size_t gemm_by
 
 static void release_workspace(clremat_trainer *t)
 {
-    release(t, &t->temp);
-    release(t, &t->gemm_ws);
+    clremat_buf **bs[2] = {&t->temp, &t->gemm_ws};
+    release_many(t, bs, 2); /* one fence for both */
     t->ctx->gemm_ws = NULL;
 }
 
@@ -602,14 +676,16 @@ static void drop_profile(clremat_ctx *ctx)
     ctx->n_prof = 0;
 }
 
-/* Overlapped plans: a marker on the compute queue opens a window in which
- * released buffers are quarantined (kernels on the other queue may still use
- * them); recompute actions go to the side queue, which first waits for the
- * marker; a join makes the compute queue wait for the side queue and closes
- * the window. A queue is flushed after enqueuing an event the other queue
- * waits on: OpenCL requires it for cross-queue waits, and implementations
- * that do not submit unflushed work on their own (Mesa's rusticl) otherwise
- * deadlock at the next blocking call. */
+/* Overlapped plans: a marker on the compute queue opens a window; recompute
+ * actions go to the side queue, which first waits for the marker; a join
+ * makes the compute queue wait for the side queue and closes the window.
+ * Inside the window buffers are released with a fence (release_many) and
+ * the pool makes a queue wait for the other queue's fence before reusing
+ * its buffer; at the join every fence is settled. A queue is flushed after
+ * enqueuing an event the other queue waits on: OpenCL requires it for
+ * cross-queue waits, and implementations that do not submit unflushed work
+ * on their own (Mesa's rusticl) otherwise deadlock at the next blocking
+ * call. */
 static int switch_queues(clremat_trainer *t, const clremat_action *a)
 {
     clremat_ctx *ctx = t->ctx;
@@ -624,7 +700,10 @@ static int switch_queues(clremat_trainer *t, const clremat_action *a)
             err = clEnqueueBarrierWithWaitList(ctx->queue, 1, &e, NULL);
         if (e)
             clReleaseEvent(e);
-        clremat_pool_quarantine(ctx->pool, 0);
+        if (err == CL_SUCCESS) { /* everything after this on either queue follows every release before */
+            t->window = 0;
+            clremat_pool_clear_fences(ctx->pool);
+        }
     }
     if (err == CL_SUCCESS && a->marker) {
         if (t->marker)
@@ -633,7 +712,7 @@ static int switch_queues(clremat_trainer *t, const clremat_action *a)
         err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &t->marker);
         if (err == CL_SUCCESS)
             err = clFlush(ctx->queue);
-        clremat_pool_quarantine(ctx->pool, 1);
+        t->window = 1;
     }
     if (err == CL_SUCCESS && a->queue == 1 && ctx->active_queue != t->side_queue) {
         err = clEnqueueBarrierWithWaitList(t->side_queue, t->marker ? 1 : 0, t->marker ? &t->marker : NULL, NULL);
@@ -641,6 +720,7 @@ static int switch_queues(clremat_trainer *t, const clremat_action *a)
     } else if (a->queue == 0) {
         ctx->active_queue = ctx->queue;
     }
+    clremat_pool_set_queue(ctx->pool, ctx->active_queue);
     if (err != CL_SUCCESS)
         return clremat_fail(ctx, err, "synchronizing the recompute queue failed: %s", clremat_status_str(err));
     return CLREMAT_OK;
@@ -691,11 +771,7 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
             break;
         }
     }
-    if (t->side_queue) { /* back to one queue, whatever happened */
-        clFinish(t->side_queue);
-        t->ctx->active_queue = t->ctx->queue;
-        clremat_pool_quarantine(t->ctx->pool, 0);
-    }
+    close_window(t); /* back to one queue, whatever happened */
     if (st != CLREMAT_OK) {
         release_step_tensors(t);
         drop_profile(t->ctx);

@@ -155,8 +155,58 @@ void clremat_pool_release(clremat_pool *pool, clremat_buf *buf);
 /** Quarantine on: buffers released from now on stop counting as live at
  * once but are not handed out again until quarantine is turned off (they
  * may still be in use by commands running on another queue). Off: they
- * become reusable. */
+ * become reusable. Kept for compatibility: the executor uses fences
+ * (clremat_pool_release_fenced), which cost no memory. */
 void clremat_pool_quarantine(clremat_pool *pool, int on);
+
+/* Fences (overlapped execution on several queues). A buffer released while
+ * commands on its queue may still use it carries a fence (an OpenCL event
+ * enqueued after those commands, or any handle the fence operations
+ * understand) and the queue it was released from. When the pool hands such a
+ * buffer to a different queue before the fence has completed, it asks the
+ * fence operations to make that queue wait for the fence first. Queues are
+ * opaque handles (a cl_command_queue); the pool only compares them. */
+
+/** How the pool tests, waits for and lets go of fences. */
+typedef struct clremat_fence_ops {
+    /** 1 when the fence has completed, else 0 (an error counts as pending). */
+    int (*done)(void *user, void *fence);
+    /** Makes queue wait for fence, released from fence_queue, before the
+     * commands enqueued on queue from now on; returns a status. */
+    int (*wait)(void *user, void *fence, void *fence_queue, void *queue);
+    /** Drops the pool's reference to the fence. */
+    void (*release)(void *user, void *fence);
+    void *user;
+} clremat_fence_ops;
+
+/** Installs the fence operations (copied); NULL removes them after letting
+ * go of every fence held. Fenced releases need them. */
+void clremat_pool_set_fence_ops(clremat_pool *pool, const clremat_fence_ops *ops);
+
+/** Sets the queue that will use the buffers clremat_pool_alloc hands out and
+ * that clremat_pool_release_fenced releases from (NULL by default). */
+void clremat_pool_set_queue(clremat_pool *pool, void *queue);
+
+/** Like clremat_pool_release, but the buffer's last use completes at fence,
+ * on the pool's current queue. The pool owns the fence reference from now
+ * on (without fence operations installed it keeps no fence: the reference
+ * stays the caller's). Live
+ * bytes drop at once; the buffer is reusable at once: the same queue reuses
+ * it without waiting (in-order), another queue waits for the fence. Among
+ * fitting free buffers of equal capacity the pool prefers one that needs no
+ * wait, so which sizes are reused, and thus reserved bytes, do not depend on
+ * fences. */
+void clremat_pool_release_fenced(clremat_pool *pool, clremat_buf *buf, void *fence);
+
+/** Lets go of every fence held: the queues have synchronized (joined or
+ * finished) so nothing released before needs waiting for. */
+void clremat_pool_clear_fences(clremat_pool *pool);
+
+/** Fences now held by free buffers (for tests and leak checks). */
+size_t clremat_pool_fence_count(const clremat_pool *pool);
+
+/** Hand-outs so far that had to wait for another queue's fence. */
+uint64_t clremat_pool_fence_waits(const clremat_pool *pool);
 
 /** Gives cached free buffers back to the allocator (reserved drops to live). */
 void clremat_pool_trim(clremat_pool *pool);

@@ -114,12 +114,13 @@ int clremat_plan_from_flags(const clremat_plan_input *in, const unsigned char *w
                             clremat_plan *out);
 
 /** Overlap (planner/overlap.c): lets each recomputation run on a second
- * queue while the previous segment's backward runs. The backward segment's
- * frees move after the recomputation (the buffers are still in use by the
- * running backward, so they cannot be handed to the recomputation), which
- * costs memory: the plan is re-simulated, so its peak includes it. Segments
- * where that would change what the recomputation allocates stay sequential.
- * Replaces *plan on success. */
+ * queue while the previous segment's backward runs. The order of actions,
+ * hence every allocation and free and the predicted peak, stays that of the
+ * sequential plan; only the actions' queue, marker and join flags are set.
+ * The executor makes the overlap safe with fenced releases (a buffer freed
+ * by the running backward is handed to the recomputation only after a wait
+ * for its last use). Pairs where the recomputation would rewrite a live
+ * tensor the backward reads stay sequential. Changes *plan in place. */
 int clremat_plan_overlap(const clremat_plan_input *in, clremat_plan *plan);
 
 /** Human name of an action kind. */

@@ -8,7 +8,8 @@
  * update, that step's loss and parameters are bitwise those of a step that
  * never failed. Also a kernels.cl override that builds but lacks a kernel.
  * With CLREMAT_TEST_REDUCED (slow devices) every 7th k is tried, plus the
- * first and last. */
+ * first and last. The overlapped case (recompute on a second queue) also
+ * checks that no fence is left in the pool after a failed step. */
 #include "testutil.h"
 #include "data.h"
 #include "executor.h"
@@ -20,11 +21,13 @@
 
 typedef struct fault_case {
     const char *model, *mode;
+    int overlap;            /* recompute on a second queue */
 } fault_case;
 
 static const fault_case cases[] = {
-    {"transformer.json", "full"},
-    {"transformer.json", "list_of_layers:encoder_block"},
+    {"transformer.json", "full", 0},
+    {"transformer.json", "list_of_layers:encoder_block", 0},
+    {"transformer.json", "list_of_layers:encoder_block", 1},
 };
 #define N_CASES (int)(sizeof cases / sizeof cases[0])
 
@@ -50,12 +53,14 @@ typedef struct fixture {
     clremat_opt_config opt;
     clremat_dataset d;
     float *x, *y;
+    int overlap;
 } fixture;
 
 static void setup(fixture *f, const fault_case *c)
 {
     char path[1024];
     memset(f, 0, sizeof *f);
+    f->overlap = c->overlap;
     TEST_OPEN_CTX(f->ctx, 0);
     model_path(c->model, path, sizeof path);
     ck_assert_msg(clremat_graph_load(path, &f->g) == CLREMAT_OK, "%s", clremat_last_error());
@@ -80,8 +85,10 @@ static void teardown(fixture *f)
 static clremat_trainer *new_trainer(fixture *f)
 {
     clremat_trainer *t = NULL;
-    ck_assert_msg(clremat_trainer_new(f->ctx, f->g, BATCH, &f->pol, &f->opt, 5, &t) == CLREMAT_OK, "%s",
-                  clremat_ctx_last_error(f->ctx));
+    ck_assert_msg(clremat_trainer_new_costs(f->ctx, f->g, BATCH, &f->pol, &f->opt, 5, NULL, f->overlap, &t) ==
+                      CLREMAT_OK,
+                  "%s", clremat_ctx_last_error(f->ctx));
+    ck_assert(!f->overlap || t->plan.n_overlapped > 0);
     return t;
 }
 
@@ -119,6 +126,8 @@ static void check_recovery(fixture *f, clremat_trainer *t, uint64_t fixed, const
                            const char *what, uint64_t k)
 {
     float loss, correct;
+    ck_assert_msg(clremat_pool_fence_count(f->ctx->pool) == 0, "%s %llu: %zu fences left after the failed step",
+                  what, (unsigned long long)k, clremat_pool_fence_count(f->ctx->pool));
     ck_assert_msg(clremat_pool_get_stats(f->ctx->pool).live_bytes == fixed,
                   "%s %llu: %llu live bytes after the failed step, fixed %llu", what, (unsigned long long)k,
                   (unsigned long long)clremat_pool_get_stats(f->ctx->pool).live_bytes, (unsigned long long)fixed);
@@ -172,7 +181,8 @@ START_TEST(test_every_allocation_fails_cleanly)
         clremat_trainer_free(t);
         ck_assert_uint_eq(clremat_pool_get_stats(f.ctx->pool).live_bytes, 0);
     }
-    fprintf(stderr, "%s %s: %llu allocations per step, %llu injected\n", cases[_i].model, cases[_i].mode,
+    fprintf(stderr, "%s %s%s: %llu allocations per step, %llu injected\n", cases[_i].model, cases[_i].mode,
+            cases[_i].overlap ? "+overlap" : "",
             (unsigned long long)r.allocs, (unsigned long long)tried);
     free(r.params);
     teardown(&f);
@@ -210,8 +220,8 @@ START_TEST(test_every_launch_fails_cleanly)
         clremat_trainer_free(t);
         ck_assert_uint_eq(clremat_pool_get_stats(f.ctx->pool).live_bytes, 0);
     }
-    fprintf(stderr, "%s %s: %llu launches per step (%llu in the update), %llu injected\n", cases[_i].model,
-            cases[_i].mode, (unsigned long long)r.launches, (unsigned long long)r.update_launches,
+    fprintf(stderr, "%s %s%s: %llu launches per step (%llu in the update), %llu injected\n", cases[_i].model,
+            cases[_i].mode, cases[_i].overlap ? "+overlap" : "", (unsigned long long)r.launches, (unsigned long long)r.update_launches,
             (unsigned long long)tried);
     free(r.params);
     teardown(&f);

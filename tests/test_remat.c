@@ -3,7 +3,9 @@
  * included), measured high-water of live bytes equal to the planner's
  * prediction to the byte, lower peaks for full and block remat, recompute
  * launches where (and only where) the plan puts them, and the memory limit:
- * a plan that does not fit is refused with the numbers and a suggestion. */
+ * a plan that does not fit is refused with the numbers and a suggestion.
+ * Overlapped modes ("MODE+overlap") cost nothing: the same predicted,
+ * measured and reserved peaks as MODE run sequentially. */
 #include "testutil.h"
 #include "data.h"
 #include "executor.h"
@@ -40,8 +42,9 @@ static clremat_graph *load_model(const char *file)
 typedef struct run_out {
     float loss[STEPS];
     float *params;
-    uint64_t predicted, measured;
-    int n_recompute_actions;
+    uint64_t predicted, measured, reserved;
+    int n_recompute_actions, n_overlapped;
+    uint64_t fence_waits;           /* hand-outs that waited for the other queue */
     clremat_layer_profile *profile;
 } run_out;
 
@@ -58,11 +61,13 @@ static void run_mode(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *
     snprintf(base_mode, sizeof base_mode, "%.*s", plus ? (int)(plus - mode) : (int)strlen(mode), mode);
     ck_assert_int_eq(clremat_policy_parse(base_mode, &pol), CLREMAT_OK);
     ck_assert_int_eq(clremat_opt_defaults("adam", &opt), 0);
+    clremat_pool_trim(ctx->pool); /* the reserved peak of this run alone, from an empty cache */
     ck_assert_msg(clremat_trainer_new_costs(ctx, g, BATCH, &pol, &opt, 7, NULL, plus != NULL, &t) == CLREMAT_OK,
                   "%s: %s", mode, clremat_ctx_last_error(ctx));
     if (plus)
         ck_assert(t->plan.overlap && t->side_queue != NULL);
     clremat_pool_reset_peaks(ctx->pool);
+    out->fence_waits = clremat_pool_fence_waits(ctx->pool);
     for (int s = 0; s < STEPS; s++) {
         float correct;
         clremat_data_batch(&d->train, 7, s, BATCH, x, y);
@@ -70,7 +75,11 @@ static void run_mode(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *
         ck_assert_msg(clremat_trainer_step(t, x, y, &out->loss[s], &correct) == CLREMAT_OK, "%s step %d: %s", mode,
                       s, clremat_ctx_last_error(ctx));
         ck_assert(isfinite(out->loss[s]));
+        ck_assert_uint_eq(clremat_pool_fence_count(ctx->pool), 0); /* every fence settled by the step's end */
     }
+    out->fence_waits = clremat_pool_fence_waits(ctx->pool) - out->fence_waits;
+    out->reserved = clremat_pool_get_stats(ctx->pool).reserved_peak;
+    out->n_overlapped = t->plan.n_overlapped;
     out->predicted = t->plan.peak_bytes;
     out->measured = clremat_pool_get_stats(ctx->pool).live_peak;
     out->n_recompute_actions = t->plan.n_recompute_actions;
@@ -95,7 +104,7 @@ static void check_model(const model_case *m)
     clremat_dataset d;
     char modes[8][128];
     int n_modes = 0;
-    run_out base, r;
+    run_out base, r, seq[8];
     size_t pbytes = (size_t)clremat_graph_param_elems(g) * sizeof(float);
 
     TEST_OPEN_CTX(ctx, 0);
@@ -123,6 +132,24 @@ static void check_model(const model_case *m)
                       modes[i]);
         ck_assert_msg(r.measured == r.predicted, "%s %s: measured peak %llu, predicted %llu", m->file, modes[i],
                       (unsigned long long)r.measured, (unsigned long long)r.predicted);
+        seq[i] = r;
+        if (strstr(modes[i], "+overlap")) { /* overlap costs no memory: the sequential run's peaks */
+            const run_out *q = NULL;
+            for (int j = 0; j < i; j++)
+                if (strncmp(modes[j], modes[i], strlen(modes[j])) == 0 && !strcmp(modes[i] + strlen(modes[j]), "+overlap"))
+                    q = &seq[j];
+            ck_assert_ptr_nonnull(q);
+            ck_assert_msg(r.predicted == q->predicted && r.measured == q->measured,
+                          "%s %s: peak %llu (predicted %llu), sequentially %llu (predicted %llu)", m->file, modes[i],
+                          (unsigned long long)r.measured, (unsigned long long)r.predicted,
+                          (unsigned long long)q->measured, (unsigned long long)q->predicted);
+            ck_assert_msg(r.reserved == q->reserved, "%s %s: reserved peak %llu, sequentially %llu", m->file,
+                          modes[i], (unsigned long long)r.reserved, (unsigned long long)q->reserved);
+            ck_assert_msg(r.n_overlapped > 0, "%s %s: nothing overlapped", m->file, modes[i]);
+            fprintf(stderr, "%s %s: %d runs overlapped, %llu cross-queue waits, peak %llu, reserved %llu\n", m->file,
+                    modes[i], r.n_overlapped, (unsigned long long)r.fence_waits, (unsigned long long)r.measured,
+                    (unsigned long long)r.reserved);
+        }
         if (!strcmp(modes[i], "full") && strcmp(m->file, "regression.json"))
             ck_assert_msg(r.measured < base.measured, "%s full: peak %llu not below none's %llu", m->file,
                           (unsigned long long)r.measured, (unsigned long long)base.measured);

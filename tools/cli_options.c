@@ -101,7 +101,7 @@ static int train_usage(FILE *f)
         "  --gemm PATH          native | clblast | auto: GEMM kernels (default auto: cached\n"
         "                       per-device calibration; also $CLREMAT_GEMM)\n"
         "  --overlap            recompute on a second queue, overlapping the previous segment's\n"
-        "                       backward (its extra memory is in the prediction)\n"
+        "                       backward, at no extra memory (same peak as without)\n"
         "  --profile            per-layer device time of the last step\n"
         "  --json               machine-readable report on stdout (docs/json-output.md)\n"
         "  --quiet              no progress on stderr\n");
