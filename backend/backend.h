@@ -58,6 +58,10 @@ struct clremat_ctx {
     clremat_buf *gemm_ws;           /**< GEMM workspace of the running action (CLBlast path) or NULL */
     int dry_run;                    /**< 1: nothing is enqueued; clremat_gemm records workspace needs */
     size_t dry_ws;                  /**< largest GEMM workspace asked for during a dry run */
+    /* native GEMM blocks compiled into the program (clremat_gemm_cpu's
+     * GC_MC, GC_NC, GC_KC), chosen to fit the device's local memory */
+    int gemm_mc, gemm_nc, gemm_kc;
+    char build_options[128];        /**< clBuildProgram options of the program */
 };
 
 /** Sets the context's last error (printf-style) and returns status. ctx may be

@@ -2,6 +2,8 @@
  * compute queue, extra queues with property fallback, the memory pool over
  * OpenCL buffers, and blocking host<->device copies. */
 #include "backend.h"
+#include <clblast_c.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,10 @@ int clremat_ctx_open_queue(clremat_ctx *ctx, cl_command_queue_properties wanted,
     return CLREMAT_OK;
 }
 
+/* Contexts alive in this process (see clremat_ctx_destroy). */
+static int live_contexts;
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+
 int clremat_ctx_create(const char *selection, uint64_t mem_limit, clremat_ctx **out)
 {
     clremat_ctx *ctx;
@@ -68,9 +74,13 @@ int clremat_ctx_create(const char *selection, uint64_t mem_limit, clremat_ctx **
         ctx->context = clCreateContext(props, 1, &ctx->device, NULL, NULL, &err);
     }
     if (err != CL_SUCCESS) {
+        ctx->context = NULL;
         st = clremat_fail(ctx, err, "clCreateContext on %s failed: %s", ctx->info.name, clremat_status_str(err));
         goto fail;
     }
+    pthread_mutex_lock(&live_lock);
+    live_contexts++;
+    pthread_mutex_unlock(&live_lock);
     st = clremat_ctx_open_queue(ctx, CL_QUEUE_PROFILING_ENABLE, &ctx->queue, &ctx->queue_fell_back);
     if (st != CLREMAT_OK)
         goto fail;
@@ -97,8 +107,21 @@ fail_quiet:
 
 void clremat_ctx_destroy(clremat_ctx *ctx)
 {
+    int last;
     if (!ctx)
         return;
+    pthread_mutex_lock(&live_lock);
+    last = ctx->context && --live_contexts == 0;
+    pthread_mutex_unlock(&live_lock);
+    /* CLBlast keeps compiled programs (holding the context) in caches of its
+     * own that are destroyed at process exit, after the OpenCL runtime may
+     * be gone: under Oclgrind that release corrupted the heap ("corrupted
+     * double-linked list" at exit of every process that used CLBlast). The
+     * last context releases them while the runtime is alive. A later
+     * context rebuilds CLBlast's kernels (PoCL's own kernel cache keeps
+     * that cheap). */
+    if (last)
+        CLBlastClearCache();
     if (ctx->queue)
         clFinish(ctx->queue);
     for (size_t i = 0; i < ctx->n_prof; i++)

@@ -16,8 +16,6 @@
 
 #define GEMM_TILE 32    /* C tile of one work-group (kernels.cl GEMM_TM/GEMM_TN) */
 #define GEMM_LOCAL 8    /* work-group is GEMM_LOCAL x GEMM_LOCAL items */
-#define GC_MC 288       /* largest C block of one clremat_gemm_cpu work-group (kernels.cl) */
-#define GC_NC 256
 #define GC_MR 6         /* register tile of clremat_gemm_cpu: GC_MR rows x GC_NR columns */
 #define GC_NR 16
 
@@ -86,7 +84,7 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     cl_mem mbias = bias ? clremat_mem(bias) : mC, mout = out ? clremat_mem(out) : mC;
     size_t global[3], local[3] = {1, 1, 1};
     const int64_t want = 4 * (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1);
-    cl_int bm = GC_MC, bn = GC_NC;
+    cl_int bm = ctx->gemm_mc, bn = ctx->gemm_nc; /* the largest blocks compiled in (backend/program.c) */
     /* big blocks amortize packing; halve them (bm stays a multiple of 6,
      * bn of 16) until there are work-groups for every compute unit */
     while (((N + bn - 1) / bn) * ((M + bm - 1) / bm) * batch < want && (bm > 36 || bn > 32)) {

@@ -37,13 +37,39 @@ static char *read_file(const char *path, size_t *len)
 }
 
 #define BUILD_OPTIONS "-cl-std=CL1.2"
+
+/* Native GEMM blocks (kernels.cl, clremat_gemm_cpu: GC_MC x GC_KC of A and
+ * GC_KC x GC_NC of B in local memory), largest first: the first whose
+ * panels fit the device's local memory is compiled in. 288/256/256 needs
+ * 557056 bytes (CPU devices such as PoCL offer 1 MiB or more); devices with
+ * 32 KiB (Mesa's llvmpipe, Oclgrind) get 48/64/64 (28672 bytes). MC is a
+ * multiple of the 6-row register tile, NC of its 16 columns. */
+static const int gemm_blocks[][3] = {{288, 256, 256}, {144, 128, 128}, {96, 64, 128}, {48, 64, 64}, {24, 32, 32},
+                                     {6, 16, 16}};
+
+/* Picks the native GEMM blocks for the device and the build options that
+ * compile them in. */
+static void choose_build_options(clremat_ctx *ctx)
+{
+    cl_ulong local = 0;
+    size_t n = sizeof gemm_blocks / sizeof gemm_blocks[0], i = 0;
+    if (clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL) != CL_SUCCESS)
+        local = 0;
+    while (i + 1 < n && (cl_ulong)(gemm_blocks[i][0] + gemm_blocks[i][1]) * (cl_ulong)gemm_blocks[i][2] * 4 > local)
+        i++;
+    ctx->gemm_mc = gemm_blocks[i][0];
+    ctx->gemm_nc = gemm_blocks[i][1];
+    ctx->gemm_kc = gemm_blocks[i][2];
+    snprintf(ctx->build_options, sizeof ctx->build_options, "%s -DGC_MC=%d -DGC_NC=%d -DGC_KC=%d", BUILD_OPTIONS,
+             ctx->gemm_mc, ctx->gemm_nc, ctx->gemm_kc);
+}
 #define BIN_MAGIC "clremat-program-binary 2\n"
 
 /* Key of a program build: device, driver, source and options. */
 static uint64_t build_key(const clremat_ctx *ctx, const char *src, size_t len)
 {
     const char *parts[] = {ctx->info.platform, ctx->info.name, ctx->info.driver_version, ctx->info.device_version,
-                           BUILD_OPTIONS};
+                           ctx->build_options};
     uint64_t h = 0;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         h = clremat_hash64(h, parts[i], strlen(parts[i]) + 1);
@@ -90,7 +116,7 @@ static int load_binary(clremat_ctx *ctx, const char *path)
         ctx->program = NULL;
         return 0;
     }
-    if (clBuildProgram(ctx->program, 1, &ctx->device, BUILD_OPTIONS, NULL, NULL) != CL_SUCCESS) {
+    if (clBuildProgram(ctx->program, 1, &ctx->device, ctx->build_options, NULL, NULL) != CL_SUCCESS) {
         clReleaseProgram(ctx->program);
         ctx->program = NULL;
         return 0;
@@ -138,6 +164,7 @@ int clremat_build_program(clremat_ctx *ctx)
         src = owned;
         origin = override;
     }
+    choose_build_options(ctx);
     /* the binary cache: same device, driver, source and options */
     cached = binary_path(build_key(ctx, src, len), bpath, sizeof bpath);
     if (cached && load_binary(ctx, bpath))
@@ -147,7 +174,7 @@ int clremat_build_program(clremat_ctx *ctx)
         st = clremat_fail(ctx, err, "clCreateProgramWithSource (%s) failed: %s", origin, clremat_status_str(err));
         goto done;
     }
-    err = clBuildProgram(ctx->program, 1, &ctx->device, BUILD_OPTIONS, NULL, NULL);
+    err = clBuildProgram(ctx->program, 1, &ctx->device, ctx->build_options, NULL, NULL);
     if (err != CL_SUCCESS) {
         char log[CLREMAT_ERRMSG_LEN - 256];
         size_t loglen = 0;
