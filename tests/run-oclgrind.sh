@@ -19,7 +19,7 @@ for t in $tests; do
     start=$(date +%s)
     # Oclgrind is the only platform its runtime shows: device 0:0. It is
     # slow, so Check's per-test timeouts are stretched.
-    CLREMAT_TEST_REDUCED=1 CLREMAT_TEST_DEVICE=0:0 CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-20} \
+    CLREMAT_TEST_OCLGRIND=1 CLREMAT_TEST_REDUCED=1 CLREMAT_TEST_DEVICE=0:0 CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-20} \
         oclgrind --data-races --check-api ${OCLGRIND_FLAGS:-} "$t" >"$log" 2>&1
     st=$?
     # Oclgrind's diagnostics: kernel errors carry a "\tKernel: NAME" line,
