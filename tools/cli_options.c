@@ -123,6 +123,16 @@ static int parse_i64(const char *opt, const char *v, int64_t min, int64_t *out)
     return 0;
 }
 
+/* Parses --lr's value (a finite positive number); returns 0 or prints an error. */
+static int parse_lr(const char *v, double *out)
+{
+    char *end;
+    *out = strtod(v, &end);
+    if (end == v || *end || !(*out > 0) || !isfinite(*out))
+        return cli_error("--lr takes a positive number, got '%s'", v), 1;
+    return 0;
+}
+
 /* Parses --memory-limit's value (a non-zero byte count); returns 0 or prints an error. */
 static int parse_memory_limit(const char *v, uint64_t *out)
 {
@@ -169,7 +179,6 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int c;
     int64_t v;
-    char *end;
 
     memset(cfg, 0, sizeof *cfg);
     *json = 0;
@@ -189,9 +198,8 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         case 'w': if (parse_i64("--warmup", optarg, 0, &cfg->warmup)) return 2; break;
         case 'S': if (parse_i64("--seed", optarg, 0, &v)) return 2; cfg->seed = (uint64_t)v; break;
         case 'l':
-            cfg->lr = strtod(optarg, &end);
-            if (end == optarg || *end || !(cfg->lr > 0) || !isfinite(cfg->lr))
-                return cli_error("--lr takes a positive number, got '%s'", optarg), 2;
+            if (parse_lr(optarg, &cfg->lr))
+                return 2;
             break;
         case 'o': cfg->optimizer = optarg; break;
         case 'D': cfg->data = optarg; break;
@@ -355,9 +363,8 @@ int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_op
         case 'd': cfg->data = optarg; break;
         case 'o': cfg->optimizer = optarg; break;
         case 'l':
-            cfg->lr = strtod(optarg, &end);
-            if (end == optarg || *end || !(cfg->lr > 0) || !isfinite(cfg->lr))
-                return cli_error("--lr takes a positive number, got '%s'", optarg), 2;
+            if (parse_lr(optarg, &cfg->lr))
+                return 2;
             break;
         case 'm': if (parse_memory_limit(optarg, &cfg->memory_limit)) return 2; break;
         case 'j': o->json = 1; break;
