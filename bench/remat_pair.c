@@ -41,25 +41,6 @@ static double cpu_ms(void)
            1e-3 * ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec);
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median of n values (sorts a copy). */
-static double median(const double *v, int n)
-{
-    double *c = malloc(sizeof *c * (size_t)n), m;
-    if (!c)
-        return 0.0;
-    memcpy(c, v, sizeof *c * (size_t)n);
-    qsort(c, (size_t)n, sizeof *c, cmp_d);
-    m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
-    free(c);
-    return m;
-}
-
 static void usage(void)
 {
     fprintf(stderr, "usage: remat_pair [--device SEL] [--gemm native|clblast|auto] [--batch N] [--optimizer O]\n"
@@ -189,8 +170,9 @@ int main(int argc, char **argv)
         printf("%s\n  {\"mode\": \"%s\", \"wall_ms\": %.4f, \"cpu_ms\": %.4f, \"wall_ratio\": %.5f, "
                "\"cpu_ratio\": %.5f, \"step_flops\": %.6g, \"recompute_flops\": %.6g, \"predicted_share\": %.6f, "
                "\"predicted_peak_bytes\": %llu}",
-               m ? "," : "", modes[m], median(wall[m], (int)rounds), median(cpu[m], (int)rounds),
-               median(ratio[m], (int)rounds), median(cratio[m], (int)rounds), p->step_flops, p->recompute_flops,
+               m ? "," : "", modes[m], clremat_gemm_median(wall[m], (int)rounds),
+               clremat_gemm_median(cpu[m], (int)rounds), clremat_gemm_median(ratio[m], (int)rounds),
+               clremat_gemm_median(cratio[m], (int)rounds), p->step_flops, p->recompute_flops,
                base > 0 ? p->recompute_flops / base : 0.0, (unsigned long long)p->peak_bytes);
     }
     printf("\n]}\n");
