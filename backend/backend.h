@@ -9,15 +9,14 @@
 #include <CL/cl_ext.h>
 #include <stdarg.h>
 #include "clremat.h"
-
-#define CLREMAT_ERRMSG_LEN 8192
+#include "error.h"
 
 /** One profiled launch: which layer, which phase, and its device time. */
 typedef struct clremat_profile_rec {
     int layer;              /**< layer index, -1 for non-layer work */
     int phase;              /**< clremat_phase */
     cl_event event;         /**< released after collection */
-    char kname[40];         /**< kernel name (h6: per-kernel breakdown of the profile) */
+    char kname[40];         /**< kernel name (the per-kernel breakdown of the profile) */
 } clremat_profile_rec;
 
 /** What a launch is part of, for the per-layer profile. */
@@ -53,7 +52,7 @@ struct clremat_ctx {
     clremat_profile_rec *prof;
     size_t n_prof, cap_prof;
     char last_error[CLREMAT_ERRMSG_LEN];
-    /* h6-perf: GEMM path and workspace */
+    /* GEMM path and workspace */
     int gemm_path;                  /**< clremat_gemm_path; AUTO until resolved */
     clremat_buf *gemm_ws;           /**< GEMM workspace of the running action (CLBlast path) or NULL */
     int dry_run;                    /**< 1: nothing is enqueued; clremat_gemm records workspace needs */
@@ -68,9 +67,6 @@ struct clremat_ctx {
  * NULL, then the thread's last error is set. */
 int clremat_fail(clremat_ctx *ctx, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-
-/** Sets the thread's last error (printf-style) and returns status. */
-int clremat_set_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /** Looks up (and caches) a kernel of the context's program by name. */
 int clremat_kernel(clremat_ctx *ctx, const char *name, cl_kernel *out);

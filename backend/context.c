@@ -161,7 +161,7 @@ int clremat_finish(clremat_ctx *ctx)
 int clremat_write(clremat_ctx *ctx, clremat_buf *buf, size_t offset, size_t bytes, const void *src)
 {
     cl_int err;
-    if (ctx->dry_run) /* h6: workspace dry run enqueues nothing */
+    if (ctx->dry_run) /* a workspace dry run enqueues nothing */
         return CLREMAT_OK;
     if (offset + bytes > buf->bytes)
         return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "write of %zu bytes at %zu past a %zu-byte buffer (%s)",

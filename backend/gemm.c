@@ -1,223 +1,27 @@
-/* gemm.c: clremat_gemm, the batched row-major single-precision GEMM every
- * matrix layer uses, dispatched to the context's GEMM path (gemm.h):
- *  - native: clremat_gemm_cpu of kernels.cl (register tiles, K blocking,
- *    packing in local memory), with the dense epilogue fused in;
- *  - clblast: CLBlastSgemmWithTempBuffer for single GEMMs, its workspace
- *    taken from ctx->gemm_ws (pool memory the plan accounted for; a call
- *    whose workspace was not planned fails rather than let CLBlast
- *    allocate), and the local-memory tiled kernel clremat_gemm_tiled for
- *    batched calls (GPU-friendly, no workspace).
- * Checks sizes, leading dimensions and that every matrix of the batch lies
- * inside its buffer before launching. In a dry run (ctx->dry_run) nothing
- * is enqueued; the workspace each call would need is recorded instead. */
+/* gemm.c: clremat_gemm and clremat_gemm_dense, the entry points every
+ * matrix layer calls: they resolve the context's GEMM path (gemm_select.c)
+ * and run the call on it (gemm_paths.c). */
 #include "gemm.h"
-#include "kernel_run.h"
-#include <clblast_c.h>
-
-#define GEMM_TILE 32    /* C tile of one work-group (kernels.cl GEMM_TM/GEMM_TN) */
-#define GEMM_LOCAL 8    /* work-group is GEMM_LOCAL x GEMM_LOCAL items */
-#define GC_MR 6         /* register tile of clremat_gemm_cpu: GC_MR rows x GC_NR columns */
-#define GC_NR 16
-
-/* Checks one operand stored rows x cols with leading dim ld, batch stride s,
- * starting at off: inside buf for every matrix of the batch. */
-static int check_operand(clremat_ctx *ctx, const char *what, const clremat_buf *buf, int64_t off,
-                         int64_t rows, int64_t cols, int64_t ld, int64_t s, int64_t batch)
-{
-    int64_t last, cap;
-    if (!buf)
-        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "gemm: %s buffer is NULL", what);
-    if (rows == 0 || cols == 0)
-        return CLREMAT_OK;
-    if (off < 0 || ld < cols || (batch > 1 && s < 0))
-        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT,
-                            "gemm: %s is %lldx%lld with offset %lld, leading dim %lld, stride %lld: invalid",
-                            what, (long long)rows, (long long)cols, (long long)off, (long long)ld, (long long)s);
-    cap = (int64_t)(buf->bytes / sizeof(float));
-    last = off + (batch - 1) * s + (rows - 1) * ld + cols;
-    if (last > cap)
-        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT,
-                            "gemm: %s (%lldx%lld, ld %lld, offset %lld, %lld matrices, stride %lld) needs %lld "
-                            "floats, buffer holds %lld", what, (long long)rows, (long long)cols, (long long)ld,
-                            (long long)off, (long long)batch, (long long)s, (long long)last, (long long)cap);
-    return CLREMAT_OK;
-}
-
-static int check_args(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, const clremat_buf *A,
-                      int64_t offA, int64_t lda, int64_t sa, const clremat_buf *B, int64_t offB, int64_t ldb,
-                      int64_t sb, const clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc, int64_t batch)
-{
-    int st;
-    if (M < 0 || N < 0 || K < 0 || batch < 0 || M > 2147483647 || N > 2147483647 || K > 2147483647)
-        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "gemm: bad sizes M=%lld N=%lld K=%lld batch=%lld",
-                            (long long)M, (long long)N, (long long)K, (long long)batch);
-    if (M == 0 || N == 0 || batch == 0)
-        return CLREMAT_OK;
-    if ((st = check_operand(ctx, "A", A, offA, tA ? K : M, tA ? M : K, lda, sa, batch)) != CLREMAT_OK ||
-        (st = check_operand(ctx, "B", B, offB, tB ? N : K, tB ? K : N, ldb, sb, batch)) != CLREMAT_OK ||
-        (st = check_operand(ctx, "C", C, offC, M, N, ldc, sc, batch)) != CLREMAT_OK)
-        return st;
-    return CLREMAT_OK;
-}
-
-/* The block size that splits n into as many blocks as blocks of at most
- * maxb need, evenly, rounded up to a multiple of unit (the micro-tile) and
- * never above maxb. The result of the GEMM does not depend on it. */
-static cl_int even_block(int64_t n, cl_int maxb, cl_int unit)
-{
-    const int64_t blocks = (n + maxb - 1) / maxb;
-    int64_t b = (n + blocks - 1) / blocks;
-    b = (b + unit - 1) / unit * unit;
-    return b < maxb ? (cl_int)b : maxb;
-}
-
-/* The native kernel, optionally with the dense epilogue (bias, act, out). */
-static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
-                      const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa, const clremat_buf *B,
-                      int64_t offB, int64_t ldb, int64_t sb, float beta, clremat_buf *C, int64_t offC, int64_t ldc,
-                      int64_t sc, int64_t batch, int epi, const clremat_buf *bias, int act, clremat_buf *out)
-{
-    cl_int itA = tA ? 1 : 0, itB = tB ? 1 : 0, iM = (cl_int)M, iN = (cl_int)N, iK = (cl_int)K, iepi = epi,
-           iub = bias ? 1 : 0, iact = act;
-    cl_long loA = offA, llda = lda, lsa = sa, loB = offB, lldb = ldb, lsb = sb, loC = offC, lldc = ldc, lsc = sc;
-    cl_mem mA = clremat_mem(A), mB = clremat_mem(B), mC = clremat_mem(C);
-    cl_mem mbias = bias ? clremat_mem(bias) : mC, mout = out ? clremat_mem(out) : mC;
-    size_t global[3], local[3] = {1, 1, 1};
-    const int64_t want = 4 * (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1);
-    cl_int bm = ctx->gemm_mc, bn = ctx->gemm_nc; /* the largest blocks compiled in (backend/program.c) */
-    /* big blocks amortize packing; halve them (bm stays a multiple of 6,
-     * bn of 16) until there are work-groups for every compute unit */
-    while (((N + bn - 1) / bn) * ((M + bm - 1) / bm) * batch < want && (bm > 36 || bn > 32)) {
-        if (bm > 36 && (bm >= bn || bn <= 32))
-            bm /= 2;
-        else
-            bn /= 2;
-    }
-    /* the same number of blocks, of even size: 1024 rows in blocks of 288
-     * would leave a last block of 160 and one compute unit idle at the end */
-    bm = even_block(M, bm, GC_MR);
-    bn = even_block(N, bn, GC_NR);
-    global[0] = (size_t)((N + bn - 1) / bn);
-    global[1] = (size_t)((M + bm - 1) / bm);
-    global[2] = (size_t)batch;
-    return clremat_run(ctx, "clremat_gemm_cpu", 3, global, local, sizeof itA, &itA, sizeof itB, &itB, sizeof iM,
-                       &iM, sizeof iN, &iN, sizeof iK, &iK, sizeof alpha, &alpha, sizeof mA, &mA, sizeof loA, &loA,
-                       sizeof llda, &llda, sizeof lsa, &lsa, sizeof mB, &mB, sizeof loB, &loB, sizeof lldb, &lldb,
-                       sizeof lsb, &lsb, sizeof beta, &beta, sizeof mC, &mC, sizeof loC, &loC, sizeof lldc, &lldc,
-                       sizeof lsc, &lsc, sizeof iepi, &iepi, sizeof iub, &iub, sizeof iact, &iact, sizeof mbias,
-                       &mbias, sizeof mout, &mout, sizeof bm, &bm, sizeof bn, &bn, (size_t)0);
-}
-
-/* The local-memory tiled kernel (batched calls on the CLBlast path). */
-static int run_tiled(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
-                     const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa, const clremat_buf *B, int64_t offB,
-                     int64_t ldb, int64_t sb, float beta, clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc,
-                     int64_t batch)
-{
-    cl_int itA = tA ? 1 : 0, itB = tB ? 1 : 0, iM = (cl_int)M, iN = (cl_int)N, iK = (cl_int)K;
-    cl_long loA = offA, llda = lda, lsa = sa, loB = offB, lldb = ldb, lsb = sb, loC = offC, lldc = ldc, lsc = sc;
-    cl_mem mA = clremat_mem(A), mB = clremat_mem(B), mC = clremat_mem(C);
-    size_t global[3], local[3] = {GEMM_LOCAL, GEMM_LOCAL, 1};
-    global[0] = (size_t)((N + GEMM_TILE - 1) / GEMM_TILE) * GEMM_LOCAL;
-    global[1] = (size_t)((M + GEMM_TILE - 1) / GEMM_TILE) * GEMM_LOCAL;
-    global[2] = (size_t)batch;
-    return clremat_run(ctx, "clremat_gemm_tiled", 3, global, local, sizeof itA, &itA, sizeof itB, &itB, sizeof iM,
-                       &iM, sizeof iN, &iN, sizeof iK, &iK, sizeof alpha, &alpha, sizeof mA, &mA, sizeof loA, &loA,
-                       sizeof llda, &llda, sizeof lsa, &lsa, sizeof mB, &mB, sizeof loB, &loB, sizeof lldb, &lldb,
-                       sizeof lsb, &lsb, sizeof beta, &beta, sizeof mC, &mC, sizeof loC, &loC, sizeof lldc, &lldc,
-                       sizeof lsc, &lsc, (size_t)0);
-}
-
-/* Bytes CLBlast asks for one single GEMM; 0 on a query failure. */
-static size_t clblast_temp(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, int64_t offA,
-                           int64_t lda, int64_t offB, int64_t ldb, int64_t offC, int64_t ldc)
-{
-    size_t bytes = 0;
-    if (CLBlastSGemmTempBufferSize(CLBlastLayoutRowMajor, tA ? CLBlastTransposeYes : CLBlastTransposeNo,
-                                   tB ? CLBlastTransposeYes : CLBlastTransposeNo, (size_t)M, (size_t)N, (size_t)K,
-                                   (size_t)offA, (size_t)lda, (size_t)offB, (size_t)ldb, (size_t)offC, (size_t)ldc,
-                                   &ctx->queue, &bytes) != CLBlastSuccess)
-        return 0;
-    return bytes;
-}
-
-size_t clremat_gemm_workspace(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K,
-                              int64_t offA, int64_t lda, int64_t sa, int64_t offB, int64_t ldb, int64_t sb,
-                              int64_t offC, int64_t ldc, int64_t sc, int64_t batch)
-{
-    (void)sa, (void)sb, (void)sc;
-    if (clremat_gemm_resolve(ctx) != CLREMAT_GEMM_CLBLAST || batch != 1 || M <= 0 || N <= 0 || K <= 0)
-        return 0;
-    return clblast_temp(ctx, tA, tB, M, N, K, offA, lda, offB, ldb, offC, ldc);
-}
-
-static int run_clblast(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
-                       const clremat_buf *A, int64_t offA, int64_t lda, const clremat_buf *B, int64_t offB,
-                       int64_t ldb, float beta, clremat_buf *C, int64_t offC, int64_t ldc)
-{
-    size_t need = clblast_temp(ctx, tA, tB, M, N, K, offA, lda, offB, ldb, offC, ldc);
-    cl_event ev = NULL;
-    CLBlastStatusCode cs;
-    if (ctx->dry_run) {
-        if (need > ctx->dry_ws)
-            ctx->dry_ws = need;
-        return CLREMAT_OK;
-    }
-    if (need > 0 && (!ctx->gemm_ws || ctx->gemm_ws->bytes < need))
-        return clremat_fail(ctx, CLREMAT_ERR_INTERNAL,
-                            "gemm (CLBlast) %lldx%lldx%lld needs %zu bytes of workspace but %zu were planned",
-                            (long long)M, (long long)N, (long long)K, need,
-                            ctx->gemm_ws ? (size_t)ctx->gemm_ws->bytes : (size_t)0);
-    cs = CLBlastSgemmWithTempBuffer(CLBlastLayoutRowMajor, tA ? CLBlastTransposeYes : CLBlastTransposeNo,
-                                    tB ? CLBlastTransposeYes : CLBlastTransposeNo, (size_t)M, (size_t)N, (size_t)K,
-                                    alpha, clremat_mem(A), (size_t)offA, (size_t)lda, clremat_mem(B), (size_t)offB,
-                                    (size_t)ldb, beta, clremat_mem(C), (size_t)offC, (size_t)ldc,
-                                    &ctx->active_queue, &ev, need > 0 ? clremat_mem(ctx->gemm_ws) : NULL);
-    if (cs != CLBlastSuccess)
-        return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "CLBlastSgemm %lldx%lldx%lld (tA=%d tB=%d) failed: status %d",
-                            (long long)M, (long long)N, (long long)K, tA, tB, (int)cs);
-    return clremat_profile_event(ctx, ev, "CLBlastSgemm");
-}
 
 int clremat_gemm(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
                  const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa,
                  const clremat_buf *B, int64_t offB, int64_t ldb, int64_t sb, float beta,
                  clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc, int64_t batch)
 {
-    int st = check_args(ctx, tA, tB, M, N, K, A, offA, lda, sa, B, offB, ldb, sb, C, offC, ldc, sc, batch);
-    if (st != CLREMAT_OK || M == 0 || N == 0 || batch == 0)
-        return st;
-    if (clremat_gemm_resolve(ctx) == CLREMAT_GEMM_CLBLAST) {
-        if (batch == 1 && K > 0)
-            return run_clblast(ctx, tA, tB, M, N, K, alpha, A, offA, lda, B, offB, ldb, beta, C, offC, ldc);
-        return run_tiled(ctx, tA, tB, M, N, K, alpha, A, offA, lda, sa, B, offB, ldb, sb, beta, C, offC, ldc, sc,
-                         batch);
-    }
-    return run_native(ctx, tA, tB, M, N, K, alpha, A, offA, lda, sa, B, offB, ldb, sb, beta, C, offC, ldc, sc, batch,
-                      0, NULL, 0, NULL);
+    return clremat_gemm_on(ctx, clremat_gemm_resolve(ctx), tA, tB, M, N, K, alpha, A, offA, lda, sa, B, offB, ldb, sb,
+                           beta, C, offC, ldc, sc, batch);
+}
+
+size_t clremat_gemm_workspace(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K,
+                              int64_t offA, int64_t lda, int64_t sa, int64_t offB, int64_t ldb, int64_t sb,
+                              int64_t offC, int64_t ldc, int64_t sc, int64_t batch)
+{
+    return clremat_gemm_workspace_on(ctx, clremat_gemm_resolve(ctx), tA, tB, M, N, K, offA, lda, sa, offB, ldb, sb,
+                                     offC, ldc, sc, batch);
 }
 
 int clremat_gemm_dense(clremat_ctx *ctx, int64_t rows, int64_t in, int64_t units, const clremat_buf *x,
                        const clremat_buf *W, const clremat_buf *bias, int act, clremat_buf *pre, clremat_buf *out)
 {
-    int st = check_args(ctx, 0, 0, rows, units, in, x, 0, in, 0, W, 0, units, 0, pre, 0, units, 0, 1);
-    cl_int n, iu, ub, iact = act;
-    cl_mem mb, mp, mo;
-    if (st != CLREMAT_OK || rows == 0 || units == 0)
-        return st;
-    if (act != 0 && !out)
-        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "dense gemm: activation without an output buffer");
-    if (clremat_gemm_resolve(ctx) != CLREMAT_GEMM_CLBLAST)
-        return run_native(ctx, 0, 0, rows, units, in, 1.0f, x, 0, in, 0, W, 0, units, 0, 0.0f, pre, 0, units, 0, 1,
-                          bias || act ? 1 : 0, bias, act, act ? out : NULL);
-    st = clremat_gemm(ctx, 0, 0, rows, units, in, 1.0f, x, 0, in, 0, W, 0, units, 0, 0.0f, pre, 0, units, 0, 1);
-    if (st != CLREMAT_OK || (!bias && !act))
-        return st;
-    if (rows * units > 2147483647)
-        return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "dense gemm: %lld outputs exceed the 2^31 limit",
-                            (long long)(rows * units));
-    n = (cl_int)(rows * units), iu = (cl_int)units, ub = bias ? 1 : 0;
-    mb = clremat_mem(bias ? bias : pre), mp = clremat_mem(pre), mo = clremat_mem(act ? out : pre);
-    return clremat_run1d(ctx, "clremat_bias_act8", (rows * units + 7) / 8, sizeof n, &n, sizeof iu, &iu, sizeof ub, &ub,
-                         sizeof iact, &iact, sizeof mb, &mb, sizeof mp, &mp, sizeof mo, &mo, (size_t)0);
+    return clremat_gemm_dense_on(ctx, clremat_gemm_resolve(ctx), rows, in, units, x, W, bias, act, pre, out);
 }

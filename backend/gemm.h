@@ -16,6 +16,23 @@
  * Never fails: on any trouble the native path is used. */
 clremat_gemm_path clremat_gemm_resolve(clremat_ctx *ctx);
 
+/** clremat_gemm on the path named (never CLREMAT_GEMM_AUTO), whatever the
+ * context's own path: the calibration times each path through it. */
+int clremat_gemm_on(clremat_ctx *ctx, clremat_gemm_path path, int tA, int tB, int64_t M, int64_t N, int64_t K,
+                    float alpha, const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa,
+                    const clremat_buf *B, int64_t offB, int64_t ldb, int64_t sb, float beta,
+                    clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc, int64_t batch);
+
+/** clremat_gemm_workspace on the path named. */
+size_t clremat_gemm_workspace_on(clremat_ctx *ctx, clremat_gemm_path path, int tA, int tB, int64_t M, int64_t N,
+                                 int64_t K, int64_t offA, int64_t lda, int64_t sa, int64_t offB, int64_t ldb,
+                                 int64_t sb, int64_t offC, int64_t ldc, int64_t sc, int64_t batch);
+
+/** clremat_gemm_dense on the path named. */
+int clremat_gemm_dense_on(clremat_ctx *ctx, clremat_gemm_path path, int64_t rows, int64_t in, int64_t units,
+                          const clremat_buf *x, const clremat_buf *W, const clremat_buf *bias, int act,
+                          clremat_buf *pre, clremat_buf *out);
+
 /** Bytes of workspace the context's GEMM path needs for this call (0 on
  * the native path and for batched calls, which never use CLBlast). */
 size_t clremat_gemm_workspace(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K,
@@ -37,9 +54,9 @@ int clremat_gemm_dense(clremat_ctx *ctx, int64_t rows, int64_t in, int64_t units
 int clremat_layer_gemm_workspace(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batch,
                                  const clremat_layer_cost *costs, size_t *fwd, size_t *bwd);
 
-/** Number of GEMM shapes the calibration times (listed in gemm_select.c:
- * a dense layer's forward x W, backward dY W^T and X^T dY at 256x256x256,
- * and a batched attention product). */
+/** Number of GEMM shapes the calibration times (listed in
+ * gemm_calibrate.c: a dense layer's forward x W, backward dY W^T and
+ * X^T dY at 256x256x256, and a batched attention product). */
 #define CLREMAT_GEMM_CAL_SHAPES 4
 
 /** Version of the calibration rule and of its cache files; part of the

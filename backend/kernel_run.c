@@ -25,7 +25,7 @@ int clremat_run(clremat_ctx *ctx, const char *kname, cl_uint dims, const size_t 
     cl_kernel k;
     va_list ap;
     int st;
-    if (ctx->dry_run) /* h6: workspace dry run enqueues nothing */
+    if (ctx->dry_run) /* a workspace dry run enqueues nothing */
         return CLREMAT_OK;
     st = clremat_kernel(ctx, kname, &k);
     if (st != CLREMAT_OK)

@@ -1,38 +1,26 @@
-/* status.c: names of status codes and the per-thread / per-context last
- * error message. */
+/* status.c: names of status codes (the project's and OpenCL's) and the
+ * per-context last-error message, mirrored into the thread's (core/error.c). */
 #include "backend.h"
 #include <stdio.h>
 #include <string.h>
 
-static _Thread_local char thread_error[CLREMAT_ERRMSG_LEN];
-
-const char *clremat_last_error(void) { return thread_error; }
-
-int clremat_set_error(int status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(thread_error, sizeof thread_error, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
 int clremat_fail(clremat_ctx *ctx, int status, const char *fmt, ...)
 {
     va_list ap;
+    char *thread_error = clremat_thread_error_buffer();
     char *dst = ctx ? ctx->last_error : thread_error;
-    size_t len = ctx ? sizeof ctx->last_error : sizeof thread_error;
+    size_t len = ctx ? sizeof ctx->last_error : CLREMAT_ERRMSG_LEN;
     va_start(ap, fmt);
     vsnprintf(dst, len, fmt, ap);
     va_end(ap);
     if (ctx) /* keep the thread's copy too, for callers without the ctx */
-        snprintf(thread_error, sizeof thread_error, "%s", ctx->last_error);
+        snprintf(thread_error, CLREMAT_ERRMSG_LEN, "%s", ctx->last_error);
     return status;
 }
 
 const char *clremat_ctx_last_error(const clremat_ctx *ctx)
 {
-    return ctx ? ctx->last_error : thread_error;
+    return ctx ? ctx->last_error : clremat_last_error();
 }
 
 #define CASE(x) case x: return #x

@@ -50,7 +50,7 @@ typedef struct clremat_trainer {
     cl_command_queue side_queue;    /**< recompute queue of an overlapped plan (else NULL) */
     cl_event marker;                /**< compute-queue marker the next recompute run waits for */
     int window;                     /**< overlap window open: releases carry fences (marker to join) */
-    /* h6-perf: GEMM workspace per layer (included in costs[l].fwd/bwd_temp_bytes) */
+    /* GEMM workspace per layer (included in costs[l].fwd/bwd_temp_bytes) */
     size_t *gemm_ws_fwd, *gemm_ws_bwd;  /**< training graph, per layer */
     size_t *eval_gemm_ws;               /**< eval graph forward, per layer */
     clremat_buf *gemm_ws;               /**< GEMM workspace of the running action */

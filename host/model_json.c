@@ -5,7 +5,7 @@
  * builds the graph. Every error says FILE:LINE:COL of the offending value and
  * what was expected. */
 #include "graph.h"
-#include "backend.h"
+#include "error.h"
 #include "json_pos.h"
 #include <errno.h>
 #include <jansson.h>

@@ -241,7 +241,7 @@ const char *clremat_pool_last_error(const clremat_pool *pool);
  * are decimal, KiB/MiB/GiB binary). Returns 0 and sets *bytes, or -1. */
 int clremat_parse_bytes(const char *text, uint64_t *bytes);
 
-/* ------------------------------------------------- GEMM path (h6-perf) */
+/* ------------------------------------------------------------ GEMM path */
 
 /** Which GEMM implementation a context uses. */
 typedef enum clremat_gemm_path {

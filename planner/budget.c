@@ -14,7 +14,7 @@
  *    dropping each input, Solve(j, t, 0), then Solve(s, j-1, k).
  * Peaks compose exactly from the operations' profiles (stages.h). */
 #include "budget_solver.h"
-#include "backend.h"
+#include "error.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -359,7 +359,7 @@ static int candidate(clremat_bsolver *b, int which)
     } else if (which < 4) {
         if ((rc = clremat_policy_parse(cand_name[which], &p)) != CLREMAT_OK)
             return rc;
-        rc = clremat_plan_build(b->in, &p, &b->cand[which]);
+        rc = clremat_plan_fixed(b->in, &p, &b->cand[which]);
     } else {
         /* the other Keras-style modes: larger_than, then each top-level block
          * (the stage costs of the table rerun whole stages; wrapping a block
@@ -379,7 +379,7 @@ static int candidate(clremat_bsolver *b, int which)
         }
         if ((rc = clremat_policy_parse(text, &p)) != CLREMAT_OK)
             return rc;
-        rc = clremat_plan_build(b->in, &p, &b->cand[which]);
+        rc = clremat_plan_fixed(b->in, &p, &b->cand[which]);
     }
     if (rc == CLREMAT_OK)
         b->cand_cost[which] = clremat_plan_recompute_cost(b->in, &b->cand[which]);
@@ -614,7 +614,7 @@ int clremat_plan_auto(const clremat_plan_input *in, uint64_t limit, clremat_plan
     memset(&p, 0, sizeof p);
     p.kind = CLREMAT_POLICY_NONE;
     snprintf(p.text, sizeof p.text, "none");
-    if ((rc = clremat_plan_build(in, &p, out)) != CLREMAT_OK)
+    if ((rc = clremat_plan_fixed(in, &p, out)) != CLREMAT_OK)
         return rc;
     if (out->peak_bytes <= limit) {
         out->policy.kind = CLREMAT_POLICY_AUTO;

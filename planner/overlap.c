@@ -15,7 +15,7 @@
  * clremat_pool_release_fenced), so memory is reused across queues safely
  * and costs nothing extra. */
 #include "plan.h"
-#include "backend.h"
+#include "error.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -2,7 +2,7 @@
  * of budgets, from the smallest feasible peak to the none plan's) and the
  * Keras-style modes as labelled points for the plot (pareto_svg.c). */
 #include "budget_solver.h"
-#include "backend.h"
+#include "error.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

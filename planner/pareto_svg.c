@@ -1,10 +1,10 @@
 /* pareto_svg.c: writes a Pareto sweep as an SVG plot (pure C, stdio): peak
  * bytes on x, recompute cost on y, the front as a step line through its
  * points and the Keras-style modes as labelled squares. The file is written
- * atomically (backend/atomic_file.c), so PATH is never left half-written. */
+ * atomically (core/atomic_file.c), so PATH is never left half-written. */
 #include "plan.h"
 #include "atomic_file.h"
-#include "backend.h"
+#include "error.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -99,10 +99,16 @@ typedef struct clremat_plan {
     int n_overlapped;               /**< recompute runs moved to the second queue */
 } clremat_plan;
 
-/** Builds the plan of policy p (not budget/auto: see clremat_plan_budget).
- * Unknown names in list_of_layers fail with CLREMAT_ERR_PLAN listing the
- * names that exist. */
+/** Builds the plan of policy p: a fixed mode through clremat_plan_fixed,
+ * budget:BYTES through clremat_plan_budget. auto needs the device's memory
+ * limit: plan it with clremat_plan_auto (CLREMAT_ERR_PLAN here). */
 int clremat_plan_build(const clremat_plan_input *in, const clremat_policy *p, clremat_plan *out);
+
+/** Builds the plan of a fixed policy (none, full, activations, larger_than,
+ * list_of_layers), the Keras RematScope modes. Unknown names in
+ * list_of_layers fail with CLREMAT_ERR_PLAN listing the names that exist;
+ * budget and auto fail with CLREMAT_ERR_PLAN (they are searched, not fixed). */
+int clremat_plan_fixed(const clremat_plan_input *in, const clremat_policy *p, clremat_plan *out);
 
 /** Frees a plan's arrays. */
 void clremat_plan_free(clremat_plan *plan);
@@ -126,7 +132,7 @@ int clremat_plan_overlap(const clremat_plan_input *in, clremat_plan *plan);
 /** Human name of an action kind. */
 const char *clremat_action_name(clremat_action_kind k);
 
-/* ---------------------------------------------------------------- h5-budget */
+/* ------------------------------------------------------ budget planner */
 
 /** Fixed device bytes of a step (parameters, their gradients, optimizer
  * state, input batch, labels, scratch), as schedule.c counts them; the

@@ -1,11 +1,12 @@
-/* policies.c: turns a remat policy (Keras RematScope modes) into wrap flags
- * per layer and block, and plans with them. Blocks marked "remat": true are
- * wrapped whatever the mode (the analogue of keras.remat(f)). The loss layer
- * is never wrapped: its value is read at the end of the step. budget:BYTES
- * goes to the budget planner (budget.c); auto needs the memory limit and is
- * planned by clremat_plan_auto. */
+/* policies.c: turns a fixed remat policy (Keras RematScope modes) into wrap
+ * flags per layer and block, and plans with them (clremat_plan_fixed).
+ * Blocks marked "remat": true are wrapped whatever the mode (the analogue of
+ * keras.remat(f)). The loss layer is never wrapped: its value is read at the
+ * end of the step. The searched policies (budget:BYTES, auto) are not here:
+ * plan_build.c sends them to the budget planner, which calls this file for
+ * the fixed plans it compares against. */
 #include "plan.h"
-#include "backend.h"
+#include "error.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@ static void list_names(const clremat_graph *g, char *buf, size_t len)
         off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? ", " : "", g->layers[l].name);
 }
 
-int clremat_plan_build(const clremat_plan_input *in, const clremat_policy *p, clremat_plan *out)
+int clremat_plan_fixed(const clremat_plan_input *in, const clremat_policy *p, clremat_plan *out)
 {
     const clremat_graph *g = in->g;
     int n = g->n_layers, st;
@@ -73,16 +74,10 @@ int clremat_plan_build(const clremat_plan_input *in, const clremat_policy *p, cl
             }
         }
         break;
-    case CLREMAT_POLICY_BUDGET:
-        st = clremat_plan_budget(in, p->budget, out);
-        if (st == CLREMAT_OK) {
-            out->policy = *p;
-        }
-        goto done;
     default:
         st = clremat_set_error(CLREMAT_ERR_PLAN,
-                               "remat mode '%s' needs the device's memory limit: plan it with clremat_plan_auto",
-                               p->text);
+                               "remat mode '%s' is searched, not fixed: plan it with clremat_plan_build "
+                               "(budget) or clremat_plan_auto", p->text);
         goto done;
     }
     for (int b = 0; b < g->n_blocks; b++)

@@ -1,6 +1,6 @@
 /* policy.c: parses --remat MODE strings into a clremat_policy. */
 #include "plan.h"
-#include "backend.h"
+#include "error.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -15,7 +15,7 @@
  * Activations mode adds: an activation output is not kept for backward; it
  * is recomputed by one elementwise pass right before a backward reads it. */
 #include "plan.h"
-#include "backend.h"
+#include "error.h"
 #include <stdlib.h>
 #include <string.h>
 

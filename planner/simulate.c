@@ -6,7 +6,7 @@
  * contract"). Independent of schedule.c: the budget planner's schedules go
  * through it, and tests replay schedule.c's own lists through it. */
 #include "plan.h"
-#include "backend.h"
+#include "error.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

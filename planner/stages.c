@@ -4,7 +4,7 @@
  * profile with that same code, so the budget DP's memory model and the
  * emitted schedule cannot disagree. */
 #include "stages.h"
-#include "backend.h"
+#include "error.h"
 #include <stdlib.h>
 #include <string.h>
 

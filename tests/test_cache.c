@@ -1,4 +1,4 @@
-/* test_cache.c: the on-disk caches of h6-perf. The program-binary cache:
+/* test_cache.c: the on-disk caches (GEMM choice, program binaries). The program-binary cache:
  * a context writes kernels.cl's binary under $XDG_CACHE_HOME/clremat with a
  * length and hash header; a later context loads it; a truncated, corrupted
  * or foreign file is never handed to the driver -- the program is rebuilt

@@ -3,7 +3,7 @@
  * per-sample shape, parameter and the data the model needs (g->io).
  * Errors go to g->error and to the thread's last error. */
 #include "graph.h"
-#include "backend.h"
+#include "error.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

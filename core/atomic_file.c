@@ -1,6 +1,6 @@
 /* atomic_file.c: temporary file + fsync + rename (see atomic_file.h). */
 #include "atomic_file.h"
-#include "backend.h"
+#include "error.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
