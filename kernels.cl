@@ -216,7 +216,7 @@ __kernel void clremat_adam_step(const int n, const float lr, const float b1, con
 
 /* ======================================================================
  * H1 core: activations, dense bias, dropout, add, reshape kernels.
- * Activation codes are clremat_act of core/graph.h.
+ * Activation codes are clremat_act of base/graph.h.
  * ====================================================================== */
 #define CLREMAT_ACT_NONE 0
 #define CLREMAT_ACT_RELU 1

@@ -17,7 +17,7 @@ int clremat_run(clremat_ctx *ctx, const char *kname, cl_uint dims, const size_t 
  * runtime) with the argument pairs that follow, ended by a size of 0. */
 int clremat_run1d(clremat_ctx *ctx, const char *kname, int64_t n, ...);
 
-/** Elements of a per-sample shape (1 for rank 0); does not need core/graph.c. */
+/** Elements of a per-sample shape (1 for rank 0); does not need base/graph.c. */
 static inline int64_t clremat_elems_of(const clremat_shape *s)
 {
     int64_t e = 1;

@@ -1,5 +1,5 @@
 /* status.c: names of status codes (the project's and OpenCL's) and the
- * per-context last-error message, mirrored into the thread's (core/error.c). */
+ * per-context last-error message, mirrored into the thread's (base/error.c). */
 #include "backend.h"
 #include <stdio.h>
 #include <string.h>

@@ -10,7 +10,7 @@
 FUZZ_CC ?= clang
 FUZZ_SAN ?= address,undefined
 FUZZ_CFLAGS ?= -g -O1 -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-CPPFLAGS_ALL = -I$(SRCDIR)/include -I$(SRCDIR)/core -I$(SRCDIR)/planner -I$(SRCDIR)/backend -I$(SRCDIR)/host \
+CPPFLAGS_ALL = -I$(SRCDIR)/include -I$(SRCDIR)/base -I$(SRCDIR)/planner -I$(SRCDIR)/backend -I$(SRCDIR)/host \
 	-I$(SRCDIR)/tools -I$(SRCDIR)/fuzz -I$(BUILDDIR) -DCL_TARGET_OPENCL_VERSION=120 -DCLREMAT_LIBFUZZER
 CFLAGS_ALL = -std=gnu11 -Wall -Wextra $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,$(FUZZ_SAN) $(PKG_CFLAGS)
 LDFLAGS_ALL = -fsanitize=fuzzer,$(FUZZ_SAN) $(PKG_LIBS) -lm

@@ -1,5 +1,5 @@
 /* safetensors.c: reading (with full validation of header and offsets) and
- * atomic writing (core/atomic_file.c: temporary file, fsync, rename) of
+ * atomic writing (base/atomic_file.c: temporary file, fsync, rename) of
  * safetensors files. */
 #include "atomic_file.h"
 #include "backend.h"

@@ -208,12 +208,4 @@ typedef struct clremat_pareto_mark {
  * block B. *out is malloc'ed (free it); *n its length. */
 int clremat_pareto_marks(const clremat_plan_input *in, clremat_pareto_mark **out, int *n);
 
-/** Writes an SVG plot of peak bytes (x) against recompute cost (y): the
- * front as a step line with points, the marks as labelled points. Written
- * to path.tmp and renamed, so path is never left half-written. cost_unit
- * names the y unit ("FLOP", "ms"); title may be NULL. CLREMAT_ERR_IO names
- * the path and the system error. */
-int clremat_pareto_svg(const char *path, const char *title, const char *cost_unit,
-                       const clremat_pareto_point *pts, int n, const clremat_pareto_mark *marks, int n_marks);
-
 #endif /* CLREMAT_PLAN_H */

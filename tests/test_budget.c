@@ -12,6 +12,7 @@
 #include "testutil.h"
 #include "plangraphs.h"
 #include "stages.h"
+#include "report_svg.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

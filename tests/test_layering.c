@@ -1,7 +1,7 @@
 /* test_layering.c: holds the module layering of docs/ARCHITECTURE.md.
- * Modules, bottom to top: include/ and core/ (0), planner/ (1), backend/ (2),
+ * Modules, bottom to top: include/ and base/ (0), planner/ (1), backend/ (2),
  * host/ (3), tools/ (4). A source file may include headers of its own level
- * or below, never above; nothing in core/, planner/ or include/ includes an
+ * or below, never above; nothing in base/, planner/ or include/ includes an
  * OpenCL or CLBlast header. The same direction holds for calls, read from
  * the built objects with nm: no object calls a function defined in a module
  * above its own, and the files' call graph has no cycle. Each failure names
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const modules[] = {"include", "core", "planner", "backend", "host", "tools"};
+static const char *const modules[] = {"include", "base", "planner", "backend", "host", "tools"};
 static const int module_level[] = {0, 0, 1, 2, 3, 4};
 #define N_MODULES (int)(sizeof modules / sizeof modules[0])
 

@@ -2,6 +2,7 @@
  * size, per layer and in total, as a table or JSON. Needs no device. */
 #include "cli.h"
 #include "executor.h"
+#include "report_svg.h"
 #include <stdlib.h>
 #include <string.h>
 
