@@ -243,7 +243,8 @@ const char *clremat_pool_last_error(const clremat_pool *pool);
  *  - Adam:  g' = g + wd p (L2);  m = beta1 m + (1 - beta1) g';
  *           v = beta2 v + (1 - beta2) g'^2;
  *           p -= lr (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
- *  - AdamW: Adam with g' = g, then also p -= lr wd p (decoupled decay).
+ *  - AdamW: Adam with g' = g and decoupled decay:
+ *           p -= lr ((m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps) + wd p)
  * v (SGD) and m, v (Adam, AdamW) start at zero. */
 typedef enum clremat_opt_kind {
     CLREMAT_OPT_SGD = 0,    /**< SGD with momentum (heavy ball) */
