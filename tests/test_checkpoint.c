@@ -276,6 +276,48 @@ START_TEST(test_cli_resume)
 }
 END_TEST
 
+/* The hyperparameter options: strict values, range checks naming the value,
+ * refused where the optimizer does not use them, defaults in --help. */
+START_TEST(test_cli_hparams)
+{
+    static const struct {
+        const char *args, *want;
+    } bad[] = {
+        {"--optimizer sgd --beta1 0.9", "--beta1 applies to adam and adamw only, not to --optimizer sgd"},
+        {"--optimizer sgd --epsilon 1e-6", "--epsilon applies"},
+        {"--momentum 0.5", "--momentum applies to sgd only, not to --optimizer adam"},
+        {"--optimizer adamw --momentum 0.5", "not to --optimizer adamw"},
+        {"--optimizer sgd --momentum 1", "--momentum takes a number in [0, 1), got '1'"},
+        {"--optimizer sgd --momentum 0.5x", "got '0.5x'"},
+        {"--beta1 -0.1", "--beta1 takes a number in [0, 1), got '-0.1'"},
+        {"--beta2 0.99999999", "--beta2 takes a number in [0, 1), got '0.99999999'"}, /* 1 as a float */
+        {"--epsilon 0", "--epsilon takes a positive number, got '0'"},
+        {"--epsilon 1e-50", "got '1e-50'"}, /* 0 as a float */
+        {"--weight-decay -1", "--weight-decay takes a number >= 0, got '-1'"},
+        {"--weight-decay inf", "got 'inf'"},
+        {"--optimizer rmsprop", "--optimizer takes sgd, adam or adamw, got 'rmsprop'"},
+        {"--weights-only", "--weights-only applies to --load"},
+    };
+    char err[4096], args[2048];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "train %s --steps 1 --quiet %s", model_path("mlp_deep.json"), bad[i].args);
+        ck_assert_int_eq(test_run_tool(args, err, sizeof err), 2);
+        ck_assert_msg(strstr(err, bad[i].want), "'%s': '%s' lacks '%s'", bad[i].args, err, bad[i].want);
+    }
+    snprintf(args, sizeof args, "compare %s --optimizer sgd --beta2 0.9", model_path("mlp_deep.json"));
+    ck_assert_int_eq(test_run_tool(args, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "--beta2 applies"), "%s", err);
+    /* --help shows every default */
+    {
+        static char out[1 << 14];
+        ck_assert_int_eq(run_tool_stdout("train --help", out, sizeof out), 0);
+        ck_assert_msg(strstr(out, "--momentum X") && strstr(out, "(0.9)") && strstr(out, "(0.999)") &&
+                          strstr(out, "(1e-8)") && strstr(out, "adamw 0.01") && strstr(out, "sgd 0.01, adam and adamw 0.001"),
+                      "%s", out);
+    }
+}
+END_TEST
+
 /* Validation over 10 samples at batch 4 (two whole batches and one of 2),
  * and over 3 samples (less than one batch): the mean loss and the accuracy
  * over every sample, against each sample evaluated alone at batch 1 with
@@ -378,6 +420,7 @@ int main(void)
     tcase_add_loop_test(tc, test_resume_bitwise, 0, test_reduced() ? 2 : ncases);
     tcase_add_test(tc, test_load_without_state_and_refusals);
     tcase_add_test(tc, test_cli_resume);
+    tcase_add_test(tc, test_cli_hparams);
     tcase_add_test(tc, test_validation_every_sample);
     tcase_add_test(tc, test_partial_batch_memory);
     return test_run_device_suite(s);
