@@ -172,19 +172,19 @@ done:
     return st;
 }
 
-/* Strict integer (>= 0) from metadata entry key of f. */
-static int meta_i64(const clremat_st_file *f, const char *path, const char *key, int64_t *out)
+/* Strict decimal integer in [0, max] from metadata entry key of f. */
+static int meta_u64(const clremat_st_file *f, const char *path, const char *key, uint64_t max, uint64_t *out)
 {
     const char *v = clremat_st_meta_get(f, key);
     char *end;
-    long long x;
+    unsigned long long x;
     if (!v)
         return clremat_set_error(CLREMAT_ERR_PARSE, "%s: optimizer state without metadata '%s'", path, key);
     errno = 0;
-    x = strtoll(v, &end, 10);
-    if (end == v || *end || errno == ERANGE || x < 0 || !isdigit((unsigned char)v[0]))
-        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: metadata '%s' must be an integer >= 0, got \"%s\"", path,
-                                 key, v);
+    x = strtoull(v, &end, 10);
+    if (!isdigit((unsigned char)v[0]) || *end || errno == ERANGE || x > max)
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: metadata '%s' must be an integer in [0, %llu], got \"%s\"",
+                                 path, key, (unsigned long long)max, v);
     *out = x;
     return CLREMAT_OK;
 }
@@ -195,7 +195,8 @@ static int info_from_file(const clremat_st_file *f, const char *path, clremat_ch
     const char *name = clremat_st_meta_get(f, "clremat.optimizer");
     clremat_opt_config v;
     unsigned set = 0;
-    int64_t seed;
+    uint64_t step, pos, batch;
+    const uint64_t big = (uint64_t)1 << 53; /* counts beyond this are not a real run's */
     int st;
     memset(out, 0, sizeof *out);
     if (!name)
@@ -203,11 +204,14 @@ static int info_from_file(const clremat_st_file *f, const char *path, clremat_ch
     if (clremat_opt_defaults(name, &out->opt) != 0)
         return clremat_set_error(CLREMAT_ERR_PARSE, "%s: metadata 'clremat.optimizer' is \"%s\"; known: sgd, adam, adamw",
                                  path, name);
-    if ((st = meta_i64(f, path, "clremat.step", &out->step)) || (st = meta_i64(f, path, "clremat.data_position",
-                                                                               &out->data_position)) ||
-        (st = meta_i64(f, path, "clremat.seed", &seed)) || (st = meta_i64(f, path, "clremat.batch", &out->batch)))
+    if ((st = meta_u64(f, path, "clremat.step", big, &step)) ||
+        (st = meta_u64(f, path, "clremat.data_position", big, &pos)) ||
+        (st = meta_u64(f, path, "clremat.seed", UINT64_MAX, &out->seed)) ||
+        (st = meta_u64(f, path, "clremat.batch", big, &batch)))
         return st;
-    out->seed = (uint64_t)seed;
+    out->step = (int64_t)step;
+    out->data_position = (int64_t)pos;
+    out->batch = (int64_t)batch;
     v = out->opt;
     for (size_t i = 0; i < N_META_HP; i++) {
         const char *text = clremat_st_meta_get(f, meta_hp[i].key);
@@ -227,8 +231,11 @@ static int info_from_file(const clremat_st_file *f, const char *path, clremat_ch
         memcpy((char *)&v + meta_hp[i].off, &x, sizeof x);
         set |= meta_hp[i].bit;
     }
-    if ((st = clremat_opt_apply(&out->opt, set, &v)) != CLREMAT_OK)
-        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: saved optimizer state: %s", path, clremat_last_error());
+    if ((st = clremat_opt_apply(&out->opt, set, &v)) != CLREMAT_OK) {
+        char why[512]; /* the last error is rewritten below: copy it first */
+        snprintf(why, sizeof why, "%s", clremat_last_error());
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: saved optimizer state: %s", path, why);
+    }
     out->has_state = 1;
     return CLREMAT_OK;
 }

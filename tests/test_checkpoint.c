@@ -149,6 +149,25 @@ static void strip_state(const char *src, const char *dst)
     clremat_st_free(&f);
 }
 
+/* Rewrites src into dst with metadata entry key set to value (NULL: left out). */
+static void rewrite_meta(const char *src, const char *dst, const char *key, const char *value)
+{
+    clremat_st_file f;
+    clremat_st_meta m[32];
+    size_t k = 0;
+    ck_assert_int_eq(clremat_st_read(src, &f), CLREMAT_OK);
+    ck_assert_uint_le(f.n_meta, 31);
+    for (size_t i = 0; i < f.n_meta; i++)
+        if (strcmp(f.meta[i].key, key) != 0)
+            m[k++] = f.meta[i];
+    if (value) {
+        m[k].key = key;
+        m[k++].value = value;
+    }
+    ck_assert_int_eq(clremat_st_write_meta(dst, f.tensors, f.n, m, k), CLREMAT_OK);
+    clremat_st_free(&f);
+}
+
 START_TEST(test_load_without_state_and_refusals)
 {
     clremat_ctx *ctx;
@@ -205,6 +224,45 @@ START_TEST(test_load_without_state_and_refusals)
     ck_assert_int_eq(clremat_train_run_ctx(ctx, &cfg, &b), CLREMAT_ERR_INVALID_ARGUMENT);
     ck_assert_msg(strstr(clremat_last_error(), "momentum"), "%s", clremat_last_error());
     clremat_train_result_free(&b);
+    /* malformed state metadata is refused, naming the entry */
+    cfg.opt_set = 0;
+    {
+        static const struct {
+            const char *key, *value, *want;
+        } bad[] = {
+            {"clremat.step", "-1", "'clremat.step' must be an integer"},
+            {"clremat.step", "12x", "got \"12x\""},
+            {"clremat.data_position", NULL, "without metadata 'clremat.data_position'"},
+            {"clremat.seed", "", "'clremat.seed' must be"},
+            {"clremat.beta1", "1.5", "beta1 must be in [0, 1)"},
+            {"clremat.beta2", NULL, "without metadata 'clremat.beta2'"},
+            {"clremat.epsilon", "tiny", "'clremat.epsilon' must be a number"},
+            {"clremat.optimizer", "lion", "known: sgd, adam, adamw"},
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            rewrite_meta(path, bare, bad[i].key, bad[i].value);
+            ck_assert_int_eq(clremat_checkpoint_info_read(bare, &info), CLREMAT_ERR_PARSE);
+            ck_assert_msg(strstr(clremat_last_error(), bad[i].want), "%s=%s: '%s' lacks '%s'", bad[i].key,
+                          bad[i].value ? bad[i].value : "(none)", clremat_last_error(), bad[i].want);
+            cfg.load = bare;
+            ck_assert_int_eq(clremat_train_run_ctx(ctx, &cfg, &b), CLREMAT_ERR_PARSE);
+            clremat_train_result_free(&b);
+        }
+        cfg.load = path;
+        /* a state tensor missing: refused, naming it */
+        {
+            clremat_st_file f;
+            ck_assert_int_eq(clremat_st_read(path, &f), CLREMAT_OK);
+            ck_assert_int_eq(strncmp(f.tensors[f.n - 1].name, "@optimizer/v/", 13), 0);
+            ck_assert_int_eq(clremat_st_write_meta(bare, f.tensors, f.n - 1, f.meta, f.n_meta), CLREMAT_OK);
+            clremat_st_free(&f);
+            cfg.load = bare;
+            ck_assert_int_eq(clremat_train_run_ctx(ctx, &cfg, &b), CLREMAT_ERR_MISMATCH);
+            ck_assert_msg(strstr(clremat_last_error(), "no tensor '@optimizer/v/"), "%s", clremat_last_error());
+            clremat_train_result_free(&b);
+            cfg.load = path;
+        }
+    }
     /* with weights_only another optimizer takes the weights */
     cfg.opt_set = 0;
     cfg.optimizer = "sgd";
