@@ -164,8 +164,7 @@ static int parse_hparam(size_t i, const char *v, double *out, unsigned *set)
     double x;
     float f;
     int ok;
-    errno = 0;
-    x = strtod(v, &end);
+    x = strtod(v, &end); /* out of range: inf (refused) or 0 (then checked as 0) */
     f = (float)x;
     ok = end != v && !*end && isfinite(x) && isfinite(f);
     if (hparam_opts[i].bit == CLREMAT_OPT_SET_EPS)
