@@ -1,9 +1,11 @@
-/* optim.c: optimizer defaults and one update step on the device (SGD with
- * momentum, Adam, AdamW), each a single elementwise kernel of kernels.cl.
+/* optim.c: optimizer defaults, hyperparameter checks, and one update step on
+ * the device (SGD with momentum, Adam, AdamW), each a single elementwise
+ * kernel of kernels.cl.
  * Adam's bias corrections are computed on the host in double. */
 #include "optim.h"
 #include "kernel_run.h"
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 int clremat_opt_defaults(const char *name, clremat_opt_config *out)
@@ -25,6 +27,88 @@ int clremat_opt_defaults(const char *name, clremat_opt_config *out)
     }
     *out = c;
     return 0;
+}
+
+const char *clremat_opt_name(clremat_opt_kind kind)
+{
+    switch (kind) {
+    case CLREMAT_OPT_SGD: return "sgd";
+    case CLREMAT_OPT_ADAM: return "adam";
+    case CLREMAT_OPT_ADAMW: return "adamw";
+    }
+    return "?";
+}
+
+int clremat_opt_uses(clremat_opt_kind kind, unsigned bit)
+{
+    switch (bit) {
+    case CLREMAT_OPT_SET_LR:
+    case CLREMAT_OPT_SET_WEIGHT_DECAY:
+        return 1;
+    case CLREMAT_OPT_SET_MOMENTUM:
+        return kind == CLREMAT_OPT_SGD;
+    case CLREMAT_OPT_SET_BETA1:
+    case CLREMAT_OPT_SET_BETA2:
+    case CLREMAT_OPT_SET_EPS:
+        return kind == CLREMAT_OPT_ADAM || kind == CLREMAT_OPT_ADAMW;
+    }
+    return 0;
+}
+
+/* The hyperparameters by bit: name, who uses them, the range as text, and
+ * where the value lives in a config. */
+static const struct {
+    unsigned bit;
+    const char *name, *users, *range;
+    size_t off;
+} hparams[] = {
+    {CLREMAT_OPT_SET_LR, "lr", "every optimizer", "a positive finite number", offsetof(clremat_opt_config, lr)},
+    {CLREMAT_OPT_SET_MOMENTUM, "momentum", "sgd", "in [0, 1)", offsetof(clremat_opt_config, momentum)},
+    {CLREMAT_OPT_SET_BETA1, "beta1", "adam and adamw", "in [0, 1)", offsetof(clremat_opt_config, beta1)},
+    {CLREMAT_OPT_SET_BETA2, "beta2", "adam and adamw", "in [0, 1)", offsetof(clremat_opt_config, beta2)},
+    {CLREMAT_OPT_SET_EPS, "epsilon", "adam and adamw", "a positive finite number", offsetof(clremat_opt_config, eps)},
+    {CLREMAT_OPT_SET_WEIGHT_DECAY, "weight_decay", "every optimizer", "a finite number >= 0",
+     offsetof(clremat_opt_config, weight_decay)},
+};
+
+int clremat_opt_apply(clremat_opt_config *cfg, unsigned set, const clremat_opt_config *values)
+{
+    clremat_opt_config c;
+    if (!cfg || (set && !values))
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "clremat_opt_apply: NULL argument");
+    if (set & ~(unsigned)0x3f)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "clremat_opt_apply: unknown bits 0x%x in set",
+                                 set & ~(unsigned)0x3f);
+    c = *cfg;
+    for (size_t i = 0; i < sizeof hparams / sizeof hparams[0]; i++) {
+        float v;
+        int ok;
+        if (!(set & hparams[i].bit))
+            continue;
+        memcpy(&v, (const char *)values + hparams[i].off, sizeof v);
+        if (!clremat_opt_uses(c.kind, hparams[i].bit))
+            return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s applies to %s, not to %s (got %g)",
+                                     hparams[i].name, hparams[i].users, clremat_opt_name(c.kind), (double)v);
+        switch (hparams[i].bit) {
+        case CLREMAT_OPT_SET_MOMENTUM:
+        case CLREMAT_OPT_SET_BETA1:
+        case CLREMAT_OPT_SET_BETA2:
+            ok = v >= 0.0f && v < 1.0f;
+            break;
+        case CLREMAT_OPT_SET_WEIGHT_DECAY:
+            ok = v >= 0.0f && isfinite(v);
+            break;
+        default: /* lr, epsilon */
+            ok = v > 0.0f && isfinite(v);
+            break;
+        }
+        if (!ok)
+            return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s must be %s, got %g", hparams[i].name,
+                                     hparams[i].range, (double)v);
+        memcpy((char *)&c + hparams[i].off, &v, sizeof v);
+    }
+    *cfg = c;
+    return CLREMAT_OK;
 }
 
 int clremat_opt_state_count(clremat_opt_kind kind)

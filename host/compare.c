@@ -112,6 +112,12 @@ static void run_one(clremat_ctx *ctx, const clremat_compare_config *cfg, const c
     tc.data = cfg->data;
     tc.optimizer = cfg->optimizer;
     tc.lr = cfg->lr;
+    tc.opt_set = cfg->opt_set;
+    tc.momentum = cfg->momentum;
+    tc.beta1 = cfg->beta1;
+    tc.beta2 = cfg->beta2;
+    tc.epsilon = cfg->epsilon;
+    tc.weight_decay = cfg->weight_decay;
     tc.remat = mode;
     tc.memory_limit = 0; /* runs use the device; fit is judged against r->limit */
     tc.auto_budget = r->limit;

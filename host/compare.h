@@ -15,7 +15,9 @@ typedef struct clremat_compare_config {
     int64_t batch, steps, warmup;
     uint64_t seed;
     const char *data, *optimizer;
-    double lr;
+    double lr;                  /**< > 0: learning rate, else the optimizer's default */
+    unsigned opt_set;           /**< CLREMAT_OPT_SET_* bits of the hyperparameters below that are given */
+    double momentum, beta1, beta2, epsilon, weight_decay; /**< as in clremat_train_config */
     uint64_t memory_limit;      /**< memory a run must fit to count as fitting, and auto's budget
                                      (0: each device's global memory); runs themselves use the device */
     int progress;               /**< a line per run on stderr */

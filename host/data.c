@@ -469,10 +469,17 @@ static int64_t permute(uint64_t seed, int64_t epoch, int64_t n, int64_t pos)
 
 void clremat_data_batch(const clremat_split *s, uint64_t seed, int64_t b, int64_t batch, float *x, float *y)
 {
-    if (!s || s->n <= 0 || b < 0 || batch <= 0)
+    if (b < 0 || batch <= 0)
+        return;
+    clremat_data_batch_at(s, seed, b * batch, batch, x, y);
+}
+
+void clremat_data_batch_at(const clremat_split *s, uint64_t seed, int64_t pos, int64_t batch, float *x, float *y)
+{
+    if (!s || s->n <= 0 || pos < 0 || batch <= 0)
         return;
     for (int64_t j = 0; j < batch; j++) {
-        int64_t i = b * batch + j, k = permute(seed, i / s->n, s->n, i % s->n);
+        int64_t i = pos + j, k = permute(seed, i / s->n, s->n, i % s->n);
         if (x)
             memcpy(x + j * s->x_elems, s->x + k * s->x_elems, (size_t)s->x_elems * sizeof(float));
         if (y)

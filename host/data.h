@@ -66,4 +66,10 @@ void clremat_data_free(clremat_dataset *d);
  * batch, and the stream does not depend on the batch size. */
 void clremat_data_batch(const clremat_split *s, uint64_t seed, int64_t b, int64_t batch, float *x, float *y);
 
+/** The batch samples at positions pos .. pos+batch-1 of the same stream
+ * (clremat_data_batch(s, seed, b, batch, ...) is position b*batch). The
+ * training loop draws step by step from the trainer's data position, so a
+ * resumed run continues the stream where the saved run stopped. */
+void clremat_data_batch_at(const clremat_split *s, uint64_t seed, int64_t pos, int64_t batch, float *x, float *y);
+
 #endif

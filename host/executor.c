@@ -463,7 +463,8 @@ static void make_call(clremat_trainer *t, const clremat_graph *g, int l, clremat
     c->ctx = t->ctx;
     c->g = g;
     c->layer = l;
-    c->batch = t->batch;
+    /* a partial evaluation batch: the loss counts its first loss_batch samples only */
+    c->batch = l == g->n_layers - 1 && t->loss_batch > 0 ? t->loss_batch : t->batch;
     c->seed = t->seed;
     c->step = (uint64_t)t->step;
     for (int i = 0; i < L->n_inputs; i++)
@@ -794,15 +795,40 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
                             (long long)t->step, (double)result[0], bad >= 0 ? g->layers[bad].name : g->layers[g->n_layers - 1].name);
     }
     t->step++;
+    t->data_position += t->batch;
     return CLREMAT_OK;
 }
 
 int clremat_trainer_eval(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct)
 {
+    return clremat_trainer_eval_n(t, x, y, t->batch, loss, correct);
+}
+
+int clremat_trainer_eval_n(clremat_trainer *t, const float *x, const float *y, int64_t n, float *loss,
+                           float *correct)
+{
     float r[2];
-    int st = upload(t, x, y);
+    int st;
+    if (n < 1 || n > t->batch)
+        return clremat_fail(t->ctx, CLREMAT_ERR_INVALID_ARGUMENT, "evaluation of %lld samples at batch %lld",
+                            (long long)n, (long long)t->batch);
+    if (n == t->batch) {
+        st = upload(t, x, y);
+    } else { /* zero padding after the n samples */
+        size_t xb = (size_t)(n * clremat_shape_elems(&t->g->io.input)) * sizeof(float);
+        size_t yb = (size_t)(n * clremat_shape_elems(&t->g->io.labels)) * sizeof(float);
+        st = clremat_zero(t->ctx, t->x);
+        if (st == CLREMAT_OK)
+            st = clremat_zero(t->ctx, t->labels);
+        if (st == CLREMAT_OK)
+            st = clremat_write(t->ctx, t->x, 0, xb, x);
+        if (st == CLREMAT_OK)
+            st = clremat_write(t->ctx, t->labels, 0, yb, y);
+        t->loss_batch = n;
+    }
     if (st == CLREMAT_OK)
         st = forward_only(t, t->eval_g, t->eval_costs, t->eval_gemm_ws, r, 0, NULL);
+    t->loss_batch = 0;
     if (st == CLREMAT_OK) {
         *loss = r[0];
         *correct = r[1];

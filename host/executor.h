@@ -31,8 +31,12 @@ typedef struct clremat_trainer {
     clremat_graph *g;               /**< training graph (owned elsewhere) */
     clremat_graph *eval_g;          /**< copy with dropout off, for evaluation (owned) */
     int64_t batch;
+    int64_t loss_batch;             /**< > 0 while evaluating a partial batch: the samples the loss counts */
     uint64_t seed;
-    int64_t step;                   /**< steps done (the next step's dropout key) */
+    int64_t step;                   /**< steps done (the next step's dropout key; Adam's count is step + 1) */
+    int64_t data_position;          /**< training samples drawn: each successful step adds batch (the
+                                         training loop draws the next batch from here; saved and restored
+                                         with the optimizer state) */
     clremat_opt_config opt;
     clremat_layer_cost *costs;      /**< per layer at batch (training graph) */
     clremat_layer_cost *eval_costs; /**< per layer at batch (eval graph) */
@@ -115,6 +119,16 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
 
 /** Forward only (dropout off) on a batch: mean loss and correct count. */
 int clremat_trainer_eval(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct);
+
+/** clremat_trainer_eval on the first n samples (1 <= n <= batch) of x and
+ * y, which hold n samples: the rest of the device batch is zero padding
+ * that every layer computes (samples are independent in every layer type:
+ * no layer mixes samples) and the loss layer leaves out, so *loss is the
+ * mean over the n samples' labels and *correct counts theirs alone. The
+ * shapes, and so every allocation, are those of a full batch: a partial
+ * batch needs no memory a full one does not. */
+int clremat_trainer_eval_n(clremat_trainer *t, const float *x, const float *y, int64_t n, float *loss,
+                           float *correct);
 
 /** Copies every parameter to host memory: out holds plan.param_bytes. */
 int clremat_trainer_get_params(clremat_trainer *t, float *out);

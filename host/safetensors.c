@@ -175,6 +175,49 @@ static int parse_entry(const char *path, const char *name, json_t *v, const unsi
     return CLREMAT_OK;
 }
 
+/* Copies the string entries of a "__metadata__" object into one malloc'd
+ * block: the entries, then their keys and values. */
+static int copy_meta(const char *path, json_t *obj, clremat_st_meta **out, size_t *n_out)
+{
+    const char *key;
+    json_t *v;
+    size_t n = 0, bytes = 0;
+    clremat_st_meta *m;
+    char *p;
+    json_object_foreach(obj, key, v) {
+        if (json_is_string(v)) {
+            n++;
+            bytes += strlen(key) + 1 + json_string_length(v) + 1;
+        }
+    }
+    *out = NULL;
+    *n_out = 0;
+    if (n == 0)
+        return CLREMAT_OK;
+    if (!(m = malloc(n * sizeof *m + bytes)))
+        return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory", path);
+    p = (char *)(m + n);
+    n = 0;
+    json_object_foreach(obj, key, v) {
+        size_t kl, vl;
+        if (!json_is_string(v))
+            continue;
+        kl = strlen(key) + 1;
+        vl = json_string_length(v);
+        memcpy(p, key, kl);
+        m[n].key = p;
+        p += kl;
+        memcpy(p, json_string_value(v), vl);
+        p[vl] = 0;
+        m[n].value = p;
+        p += vl + 1;
+        n++;
+    }
+    *out = m;
+    *n_out = n;
+    return CLREMAT_OK;
+}
+
 /* Validates blob (len bytes, malloc'd; owned from here on: kept in out on
  * success, freed on failure); path names it in errors. */
 static int parse_blob(const char *path, unsigned char *blob, size_t len, clremat_st_file *out)
@@ -185,6 +228,8 @@ static int parse_blob(const char *path, unsigned char *blob, size_t len, clremat
     json_error_t jerr;
     const char *key;
     clremat_st_tensor *ts = NULL;
+    clremat_st_meta *meta = NULL;
+    size_t n_meta = 0;
     span *spans = NULL;
     int st;
     if (len < 8) {
@@ -228,6 +273,9 @@ static int parse_blob(const char *path, unsigned char *blob, size_t len, clremat
                 st = clremat_set_error(CLREMAT_ERR_PARSE, "%s: \"__metadata__\" is not an object", path);
                 goto fail;
             }
+            free(meta);
+            if ((st = copy_meta(path, v, &meta, &n_meta)) != CLREMAT_OK)
+                goto fail;
             continue;
         }
         st = parse_entry(path, key, v, blob + 8 + hlen, data_len, &ts[n], &spans[n]);
@@ -256,6 +304,8 @@ static int parse_blob(const char *path, unsigned char *blob, size_t len, clremat
     free(spans);
     out->tensors = ts;
     out->n = n;
+    out->meta = meta;
+    out->n_meta = n_meta;
     out->blob = blob;
     out->blob_len = len;
     return CLREMAT_OK;
@@ -263,6 +313,7 @@ fail:
     json_decref(root);
     free(spans);
     free(ts);
+    free(meta);
     free(blob);
     return st;
 }
@@ -306,26 +357,57 @@ const clremat_st_tensor *clremat_st_find(const clremat_st_file *f, const char *n
     return NULL;
 }
 
+const char *clremat_st_meta_get(const clremat_st_file *f, const char *key)
+{
+    if (!f || !key)
+        return NULL;
+    for (size_t i = 0; i < f->n_meta; i++)
+        if (strcmp(f->meta[i].key, key) == 0)
+            return f->meta[i].value;
+    return NULL;
+}
+
 void clremat_st_free(clremat_st_file *f)
 {
     if (!f)
         return;
     free(f->tensors);
+    free(f->meta);
     free(f->blob);
     memset(f, 0, sizeof *f);
 }
 
 /* Builds the padded JSON header for the tensors; *data_len gets the data size. */
-static int build_header(const char *path, const clremat_st_tensor *ts, size_t n, char **hdr, size_t *hlen,
-                        uint64_t *data_len)
+static int build_header(const char *path, const clremat_st_tensor *ts, size_t n, const clremat_st_meta *meta,
+                        size_t n_meta, char **hdr, size_t *hlen, uint64_t *data_len)
 {
-    json_t *root = json_object();
+    json_t *root = json_object(), *mobj = NULL;
     char *s = NULL, *padded;
     uint64_t off = 0;
     size_t len, plen;
     int st = CLREMAT_OK;
     if (!root)
         return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory", path);
+    if (n_meta > 0) {
+        if (!meta || !(mobj = json_object()) || json_object_set_new(root, "__metadata__", mobj) != 0) {
+            st = clremat_set_error(meta ? CLREMAT_ERR_OUT_OF_MEMORY : CLREMAT_ERR_INVALID_ARGUMENT,
+                                   "%s: cannot build the metadata", path);
+            goto fail;
+        }
+        for (size_t i = 0; i < n_meta; i++) {
+            json_t *v;
+            if (!meta[i].key || !meta[i].key[0] || !meta[i].value || json_object_get(mobj, meta[i].key)) {
+                st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s: metadata entry %zu: empty, NULL or repeated",
+                                       path, i);
+                goto fail;
+            }
+            if (!(v = json_string(meta[i].value)) || json_object_set_new(mobj, meta[i].key, v) != 0) {
+                st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s: metadata '%s' is not valid UTF-8", path,
+                                       meta[i].key);
+                goto fail;
+            }
+        }
+    }
     for (size_t i = 0; i < n; i++) {
         const clremat_st_tensor *t = &ts[i];
         json_t *e, *shape;
@@ -402,6 +484,12 @@ fail:
 
 int clremat_st_write(const char *path, const clremat_st_tensor *tensors, size_t n)
 {
+    return clremat_st_write_meta(path, tensors, n, NULL, 0);
+}
+
+int clremat_st_write_meta(const char *path, const clremat_st_tensor *tensors, size_t n, const clremat_st_meta *meta,
+                          size_t n_meta)
+{
     char *hdr = NULL;
     size_t hlen = 0;
     uint64_t data_len = 0;
@@ -410,7 +498,7 @@ int clremat_st_write(const char *path, const clremat_st_tensor *tensors, size_t 
     int st;
     if (!path || !*path || (n > 0 && !tensors))
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "clremat_st_write: NULL argument");
-    if ((st = build_header(path, tensors, n, &hdr, &hlen, &data_len)) != CLREMAT_OK)
+    if ((st = build_header(path, tensors, n, meta, n_meta, &hdr, &hlen, &data_len)) != CLREMAT_OK)
         return st;
     if ((st = clremat_afile_open(&a, path)) != CLREMAT_OK)
         goto fail;

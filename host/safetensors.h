@@ -21,10 +21,18 @@ typedef struct clremat_st_tensor {
                                      offsets are: copy with memcpy for foreign files) or caller data (write) */
 } clremat_st_tensor;
 
+/** One entry of a file's "__metadata__" (a map of strings to strings). */
+typedef struct clremat_st_meta {
+    const char *key, *value;
+} clremat_st_meta;
+
 /** A file read into memory: its tensors in header order. */
 typedef struct clremat_st_file {
     clremat_st_tensor *tensors; /**< n tensors ("__metadata__" is skipped) */
     size_t n;
+    clremat_st_meta *meta;      /**< n_meta entries of "__metadata__" whose values are strings
+                                     (others are ignored), in header order */
+    size_t n_meta;
     void *blob;                 /**< whole file contents (read) */
     size_t blob_len;            /**< bytes in blob */
 } clremat_st_file;
@@ -41,6 +49,9 @@ int clremat_st_read_mem(const void *data, size_t len, const char *origin, clrema
 /** The tensor called name, or NULL. */
 const clremat_st_tensor *clremat_st_find(const clremat_st_file *f, const char *name);
 
+/** The value of metadata entry key, or NULL. */
+const char *clremat_st_meta_get(const clremat_st_file *f, const char *key);
+
 /** Frees what clremat_st_read allocated. */
 void clremat_st_free(clremat_st_file *f);
 
@@ -49,6 +60,11 @@ void clremat_st_free(clremat_st_file *f);
  * failure no temporary file is left and an existing file at path is
  * untouched. Bad tensors: CLREMAT_ERR_INVALID_ARGUMENT; I/O: CLREMAT_ERR_IO. */
 int clremat_st_write(const char *path, const clremat_st_tensor *tensors, size_t n);
+
+/** clremat_st_write with n_meta "__metadata__" entries (unique non-empty
+ * keys, string values) written before the tensors; n_meta 0 writes none. */
+int clremat_st_write_meta(const char *path, const clremat_st_tensor *tensors, size_t n, const clremat_st_meta *meta,
+                          size_t n_meta);
 
 /** The dtype's name in the format ("F32", "I32", "I64", "F64"; "?" if invalid). */
 const char *clremat_st_dtype_name(clremat_st_dtype d);

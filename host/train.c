@@ -2,7 +2,10 @@
  * step-time statistics, memory high-water, and weights load/save. */
 #include "train.h"
 #include "safetensors.h"
+#include <ctype.h>
+#include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,17 +61,66 @@ static void timing_stats(clremat_train_result *r, int64_t warmup)
     free(v);
 }
 
+/* Optimizer state in a weights file: tensors "@optimizer/SLOT/LAYER/PARAM"
+ * (no layer name starts with '@', so they never clash with weights) and the
+ * metadata entries "clremat.*" (docs/model-format.md, "Weights files"). */
+#define STATE_PREFIX "@optimizer/"
+
+/* The state tensors' slot names of an optimizer, in the trainer's order. */
+static const char *state_slot(clremat_opt_kind kind, int k)
+{
+    return kind == CLREMAT_OPT_SGD ? "momentum" : k == 0 ? "m" : "v";
+}
+
+/* Hyperparameter metadata keys by CLREMAT_OPT_SET_* bit. */
+static const struct {
+    unsigned bit;
+    const char *key;
+    size_t off;
+} meta_hp[] = {
+    {CLREMAT_OPT_SET_LR, "clremat.lr", offsetof(clremat_opt_config, lr)},
+    {CLREMAT_OPT_SET_MOMENTUM, "clremat.momentum", offsetof(clremat_opt_config, momentum)},
+    {CLREMAT_OPT_SET_BETA1, "clremat.beta1", offsetof(clremat_opt_config, beta1)},
+    {CLREMAT_OPT_SET_BETA2, "clremat.beta2", offsetof(clremat_opt_config, beta2)},
+    {CLREMAT_OPT_SET_EPS, "clremat.epsilon", offsetof(clremat_opt_config, eps)},
+    {CLREMAT_OPT_SET_WEIGHT_DECAY, "clremat.weight_decay", offsetof(clremat_opt_config, weight_decay)},
+};
+#define N_META_HP (sizeof meta_hp / sizeof meta_hp[0])
+
+/* Copies every optimizer state tensor (k of nstate per parameter) to or
+ * from host, in the order of the parameters, all of slot 0 then slot 1. */
+static int copy_state(clremat_trainer *t, float *host, int to_device)
+{
+    const clremat_graph *g = t->g;
+    int nstate = clremat_opt_state_count(t->opt.kind);
+    size_t off = 0;
+    for (int k = 0; k < nstate; k++)
+        for (int l = 0; l < g->n_layers; l++)
+            for (int p = 0; p < g->layers[l].n_params; p++) {
+                size_t bytes = (size_t)g->layers[l].params[p].elems * sizeof(float);
+                clremat_buf *b = t->state[l][2 * p + k];
+                int st = to_device ? clremat_write(t->ctx, b, 0, bytes, host + off)
+                                   : clremat_read(t->ctx, b, 0, bytes, host + off);
+                if (st != CLREMAT_OK)
+                    return clremat_set_error(st, "%s", clremat_ctx_last_error(t->ctx));
+                off += bytes / sizeof(float);
+            }
+    return CLREMAT_OK;
+}
+
 int clremat_weights_save(clremat_trainer *t, const char *path)
 {
     const clremat_graph *g = t->g;
-    size_t n = 0, k = 0;
-    clremat_st_tensor *ts;
-    float *host = malloc(t->plan.param_bytes ? t->plan.param_bytes : 1);
+    int nstate = clremat_opt_state_count(t->opt.kind);
+    size_t n = 0, k = 0, nm = 0, pfloats = t->plan.param_bytes / sizeof(float);
+    clremat_st_tensor *ts = NULL;
+    clremat_st_meta meta[6 + N_META_HP];
+    char vals[6 + N_META_HP][40];
+    float *host = malloc(t->plan.param_bytes * (size_t)(1 + nstate) + 1);
     int st;
-    size_t off = 0;
     for (int l = 0; l < g->n_layers; l++)
         n += (size_t)g->layers[l].n_params;
-    ts = calloc(n + 1, sizeof *ts);
+    ts = calloc(n * (size_t)(1 + nstate) + 1, sizeof *ts);
     if (!host || !ts) {
         st = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
         goto done;
@@ -78,83 +130,213 @@ int clremat_weights_save(clremat_trainer *t, const char *path)
         clremat_set_error(st, "%s", clremat_ctx_last_error(t->ctx));
         goto done;
     }
-    for (int l = 0; l < g->n_layers; l++)
-        for (int p = 0; p < g->layers[l].n_params; p++, k++) {
-            const clremat_param *pr = &g->layers[l].params[p];
-            snprintf(ts[k].name, sizeof ts[k].name, "%s/%s", g->layers[l].name, pr->name);
-            ts[k].dtype = CLREMAT_ST_F32;
-            ts[k].rank = pr->shape.rank;
-            for (int d = 0; d < pr->shape.rank; d++)
-                ts[k].dims[d] = pr->shape.dims[d];
-            ts[k].elems = pr->elems;
-            ts[k].data = host + off;
-            off += (size_t)pr->elems;
+    if ((st = copy_state(t, host + pfloats, 0)) != CLREMAT_OK)
+        goto done;
+    for (int s = -1; s < nstate; s++) { /* the weights, then each state slot */
+        size_t off = s < 0 ? 0 : (size_t)(s + 1) * pfloats;
+        for (int l = 0; l < g->n_layers; l++)
+            for (int p = 0; p < g->layers[l].n_params; p++, k++) {
+                const clremat_param *pr = &g->layers[l].params[p];
+                if (s < 0)
+                    snprintf(ts[k].name, sizeof ts[k].name, "%s/%s", g->layers[l].name, pr->name);
+                else
+                    snprintf(ts[k].name, sizeof ts[k].name, STATE_PREFIX "%s/%s/%s", state_slot(t->opt.kind, s),
+                             g->layers[l].name, pr->name);
+                ts[k].dtype = CLREMAT_ST_F32;
+                ts[k].rank = pr->shape.rank;
+                for (int d = 0; d < pr->shape.rank; d++)
+                    ts[k].dims[d] = pr->shape.dims[d];
+                ts[k].elems = pr->elems;
+                ts[k].data = host + off;
+                off += (size_t)pr->elems;
+            }
+    }
+#define META(K, ...) (snprintf(vals[nm], sizeof vals[nm], __VA_ARGS__), meta[nm].key = (K), \
+                      meta[nm].value = vals[nm], nm++)
+    META("clremat.optimizer", "%s", clremat_opt_name(t->opt.kind));
+    META("clremat.step", "%lld", (long long)t->step);
+    META("clremat.data_position", "%lld", (long long)t->data_position);
+    META("clremat.seed", "%llu", (unsigned long long)t->seed);
+    META("clremat.batch", "%lld", (long long)t->batch);
+    for (size_t i = 0; i < N_META_HP; i++)
+        if (clremat_opt_uses(t->opt.kind, meta_hp[i].bit)) {
+            float v;
+            memcpy(&v, (const char *)&t->opt + meta_hp[i].off, sizeof v);
+            META(meta_hp[i].key, "%.9g", (double)v);
         }
-    st = clremat_st_write(path, ts, n);
+#undef META
+    st = clremat_st_write_meta(path, ts, k, meta, nm);
 done:
     free(ts);
     free(host);
     return st;
 }
 
-int clremat_weights_load(clremat_trainer *t, const char *path)
+/* Strict decimal integer in [0, max] from metadata entry key of f. */
+static int meta_u64(const clremat_st_file *f, const char *path, const char *key, uint64_t max, uint64_t *out)
+{
+    const char *v = clremat_st_meta_get(f, key);
+    char *end;
+    unsigned long long x;
+    if (!v)
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: optimizer state without metadata '%s'", path, key);
+    errno = 0;
+    x = strtoull(v, &end, 10);
+    if (!isdigit((unsigned char)v[0]) || *end || errno == ERANGE || x > max)
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: metadata '%s' must be an integer in [0, %llu], got \"%s\"",
+                                 path, key, (unsigned long long)max, v);
+    *out = x;
+    return CLREMAT_OK;
+}
+
+/* Fills *out from the metadata of an open file. */
+static int info_from_file(const clremat_st_file *f, const char *path, clremat_checkpoint_info *out)
+{
+    const char *name = clremat_st_meta_get(f, "clremat.optimizer");
+    clremat_opt_config v;
+    unsigned set = 0;
+    uint64_t step, pos, batch;
+    const uint64_t big = (uint64_t)1 << 53; /* counts beyond this are not a real run's */
+    int st;
+    memset(out, 0, sizeof *out);
+    if (!name)
+        return CLREMAT_OK;
+    if (clremat_opt_defaults(name, &out->opt) != 0)
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: metadata 'clremat.optimizer' is \"%s\"; known: sgd, adam, adamw",
+                                 path, name);
+    if ((st = meta_u64(f, path, "clremat.step", big, &step)) ||
+        (st = meta_u64(f, path, "clremat.data_position", big, &pos)) ||
+        (st = meta_u64(f, path, "clremat.seed", UINT64_MAX, &out->seed)) ||
+        (st = meta_u64(f, path, "clremat.batch", big, &batch)))
+        return st;
+    out->step = (int64_t)step;
+    out->data_position = (int64_t)pos;
+    out->batch = (int64_t)batch;
+    v = out->opt;
+    for (size_t i = 0; i < N_META_HP; i++) {
+        const char *text = clremat_st_meta_get(f, meta_hp[i].key);
+        char *end;
+        double d;
+        float x;
+        if (!clremat_opt_uses(out->opt.kind, meta_hp[i].bit))
+            continue;
+        if (!text)
+            return clremat_set_error(CLREMAT_ERR_PARSE, "%s: %s optimizer state without metadata '%s'", path, name,
+                                     meta_hp[i].key);
+        d = strtod(text, &end);
+        if (end == text || *end)
+            return clremat_set_error(CLREMAT_ERR_PARSE, "%s: metadata '%s' must be a number, got \"%s\"", path,
+                                     meta_hp[i].key, text);
+        x = (float)d;
+        memcpy((char *)&v + meta_hp[i].off, &x, sizeof x);
+        set |= meta_hp[i].bit;
+    }
+    if ((st = clremat_opt_apply(&out->opt, set, &v)) != CLREMAT_OK) {
+        char why[512]; /* the last error is rewritten below: copy it first */
+        snprintf(why, sizeof why, "%s", clremat_last_error());
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: saved optimizer state: %s", path, why);
+    }
+    out->has_state = 1;
+    return CLREMAT_OK;
+}
+
+int clremat_checkpoint_info_read(const char *path, clremat_checkpoint_info *out)
+{
+    clremat_st_file f;
+    int st;
+    if (!path || !out)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "clremat_checkpoint_info_read: NULL argument");
+    memset(out, 0, sizeof *out);
+    if ((st = clremat_st_read(path, &f)) != CLREMAT_OK)
+        return st;
+    st = info_from_file(&f, path, out);
+    clremat_st_free(&f);
+    return st;
+}
+
+/* The F32 tensor name of f with the shape of parameter pr, or an error. */
+static int find_param_tensor(const clremat_st_file *f, const char *path, const char *name, const clremat_param *pr,
+                             const char *model, const clremat_st_tensor **out)
+{
+    const clremat_st_tensor *tt = clremat_st_find(f, name);
+    char want[64], got[64];
+    clremat_shape s = {0};
+    if (!tt)
+        return clremat_set_error(CLREMAT_ERR_MISMATCH, "%s: weights file has no tensor '%s' (model '%s')", path, name,
+                                 model);
+    s.rank = tt->rank > CLREMAT_MAX_RANK ? CLREMAT_MAX_RANK : tt->rank;
+    for (int d = 0; d < s.rank; d++)
+        s.dims[d] = tt->dims[d];
+    if (tt->dtype != CLREMAT_ST_F32 || tt->rank != pr->shape.rank || tt->elems != pr->elems ||
+        memcmp(s.dims, pr->shape.dims, sizeof(int64_t) * (size_t)s.rank) != 0)
+        return clremat_set_error(CLREMAT_ERR_MISMATCH, "%s: tensor '%s' is %s %s but the model needs F32 %s", path,
+                                 name, tt->dtype == CLREMAT_ST_F32 ? "F32" : "non-F32",
+                                 clremat_shape_str(&s, got, sizeof got), clremat_shape_str(&pr->shape, want, sizeof want));
+    *out = tt;
+    return CLREMAT_OK;
+}
+
+int clremat_weights_load(clremat_trainer *t, const char *path) { return clremat_weights_load_opt(t, path, 1); }
+
+int clremat_weights_load_opt(clremat_trainer *t, const char *path, int with_state)
 {
     const clremat_graph *g = t->g;
     clremat_st_file f;
-    float *host = malloc(t->plan.param_bytes ? t->plan.param_bytes : 1);
-    size_t off = 0, used = 0;
+    clremat_checkpoint_info info;
+    int nstate = clremat_opt_state_count(t->opt.kind);
+    float *host = malloc(t->plan.param_bytes * (size_t)(1 + nstate) + 1);
+    size_t off = 0, pfloats = t->plan.param_bytes / sizeof(float);
     int st = host ? clremat_st_read(path, &f) : clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
     if (st != CLREMAT_OK) {
         free(host);
         return st;
     }
-    for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++)
-        for (int p = 0; p < g->layers[l].n_params && st == CLREMAT_OK; p++) {
-            const clremat_param *pr = &g->layers[l].params[p];
-            char name[160], want[64], got[64];
-            const clremat_st_tensor *tt;
-            clremat_shape s = {0};
-            snprintf(name, sizeof name, "%s/%s", g->layers[l].name, pr->name);
-            tt = clremat_st_find(&f, name);
-            if (!tt) {
-                st = clremat_set_error(CLREMAT_ERR_MISMATCH, "%s: weights file has no tensor '%s' (model '%s')",
-                                       path, name, g->name);
-                break;
+    memset(&info, 0, sizeof info);
+    if (with_state && (st = info_from_file(&f, path, &info)) == CLREMAT_OK && info.has_state &&
+        info.opt.kind != t->opt.kind)
+        st = clremat_set_error(CLREMAT_ERR_MISMATCH,
+                               "%s holds %s optimizer state (step %lld) but this run uses %s: continue with %s, or "
+                               "load the weights alone (--weights-only)",
+                               path, clremat_opt_name(info.opt.kind), (long long)info.step,
+                               clremat_opt_name(t->opt.kind), clremat_opt_name(info.opt.kind));
+    for (int s = -1; s < (info.has_state ? nstate : 0) && st == CLREMAT_OK; s++)
+        for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++)
+            for (int p = 0; p < g->layers[l].n_params && st == CLREMAT_OK; p++) {
+                const clremat_param *pr = &g->layers[l].params[p];
+                const clremat_st_tensor *tt = NULL;
+                char name[200];
+                if (s < 0)
+                    snprintf(name, sizeof name, "%s/%s", g->layers[l].name, pr->name);
+                else
+                    snprintf(name, sizeof name, STATE_PREFIX "%s/%s/%s", state_slot(t->opt.kind, s),
+                             g->layers[l].name, pr->name);
+                if ((st = find_param_tensor(&f, path, name, pr, g->name, &tt)) != CLREMAT_OK)
+                    break;
+                memcpy(host + off, tt->data, sizeof(float) * (size_t)pr->elems);
+                off += (size_t)pr->elems;
             }
-            s.rank = tt->rank > CLREMAT_MAX_RANK ? CLREMAT_MAX_RANK : tt->rank;
-            for (int d = 0; d < s.rank; d++)
-                s.dims[d] = tt->dims[d];
-            if (tt->dtype != CLREMAT_ST_F32 || tt->rank != pr->shape.rank || tt->elems != pr->elems ||
-                memcmp(s.dims, pr->shape.dims, sizeof(int64_t) * (size_t)s.rank) != 0) {
-                st = clremat_set_error(CLREMAT_ERR_MISMATCH,
-                                       "%s: tensor '%s' is %s %s but the model needs F32 %s", path, name,
-                                       tt->dtype == CLREMAT_ST_F32 ? "F32" : "non-F32",
-                                       clremat_shape_str(&s, got, sizeof got),
-                                       clremat_shape_str(&pr->shape, want, sizeof want));
-                break;
-            }
-            memcpy(host + off, tt->data, sizeof(float) * (size_t)pr->elems);
-            off += (size_t)pr->elems;
-            used++;
-        }
-    if (st == CLREMAT_OK && used != f.n)
-        for (size_t i = 0; i < f.n; i++) {
-            char *slash;
-            char lname[128];
-            snprintf(lname, sizeof lname, "%s", f.tensors[i].name);
-            slash = strrchr(lname, '/');
-            if (slash)
-                *slash = 0;
-            if (clremat_graph_find_layer(g, lname) < 0) {
-                st = clremat_set_error(CLREMAT_ERR_MISMATCH, "%s: tensor '%s' matches no layer of model '%s'",
-                                       path, f.tensors[i].name, g->name);
-                break;
-            }
-        }
+    /* every weight tensor must belong to the model (state tensors are checked above or ignored) */
+    for (size_t i = 0; i < f.n && st == CLREMAT_OK; i++) {
+        char *slash;
+        char lname[128];
+        if (strncmp(f.tensors[i].name, STATE_PREFIX, strlen(STATE_PREFIX)) == 0)
+            continue;
+        snprintf(lname, sizeof lname, "%s", f.tensors[i].name);
+        slash = strrchr(lname, '/');
+        if (slash)
+            *slash = 0;
+        if (clremat_graph_find_layer(g, lname) < 0)
+            st = clremat_set_error(CLREMAT_ERR_MISMATCH, "%s: tensor '%s' matches no layer of model '%s'", path,
+                                   f.tensors[i].name, g->name);
+    }
     if (st == CLREMAT_OK) {
         st = clremat_trainer_set_params(t, host);
         if (st != CLREMAT_OK)
             clremat_set_error(st, "%s", clremat_ctx_last_error(t->ctx));
+    }
+    if (st == CLREMAT_OK && info.has_state && (st = copy_state(t, host + pfloats, 1)) == CLREMAT_OK) {
+        t->step = info.step;
+        t->data_position = info.data_position;
     }
     clremat_st_free(&f);
     free(host);
@@ -197,25 +379,66 @@ static void progress(const clremat_train_config *cfg, int64_t step, float loss, 
             (double)loss, (double)(step + 1) / ((t - t0) / 1000.0));
 }
 
+/* Mean loss and accuracy over every validation sample, in order: whole
+ * batches, then a last partial batch (clremat_trainer_eval_n). The mean
+ * weighs each batch by its samples, so it is the mean over the split; with
+ * no partial batch it is the plain mean of the batch means. */
 static int validate(clremat_trainer *t, const clremat_dataset *d, clremat_train_result *res)
 {
-    int64_t nb = d->val.n / t->batch, labels_per = d->val.y_elems;
-    double loss_sum = 0, correct = 0;
+    int64_t nb = d->val.n / t->batch, rest = d->val.n % t->batch, labels_per = d->val.y_elems;
+    double loss_sum = 0, correct = 0, part = (double)rest / (double)t->batch;
     int st = CLREMAT_OK;
-    if (nb == 0) {
+    if (d->val.n <= 0) {
         res->val_loss = res->val_accuracy = NAN;
         return CLREMAT_OK;
     }
-    for (int64_t b = 0; b < nb && st == CLREMAT_OK; b++) {
+    for (int64_t b = 0; b <= nb && st == CLREMAT_OK; b++) {
+        int64_t n = b < nb ? t->batch : rest;
         float l, c;
-        st = clremat_trainer_eval(t, d->val.x + b * t->batch * d->val.x_elems,
-                                  d->val.y + b * t->batch * d->val.y_elems, &l, &c);
-        loss_sum += l;
+        if (n == 0)
+            break;
+        st = clremat_trainer_eval_n(t, d->val.x + b * t->batch * d->val.x_elems,
+                                    d->val.y + b * t->batch * d->val.y_elems, n, &l, &c);
+        loss_sum += b < nb ? (double)l : (double)l * part;
         correct += c;
     }
-    res->val_loss = (float)(loss_sum / (double)nb);
-    res->val_accuracy = d->y_ids ? (float)(correct / (double)(nb * t->batch * labels_per)) : NAN;
+    res->val_loss = (float)(loss_sum / ((double)nb + part));
+    res->val_accuracy = d->y_ids ? (float)(correct / (double)(d->val.n * labels_per)) : NAN;
     return st;
+}
+
+/* The optimizer of a run: the resumed state's (ck) or cfg->optimizer's
+ * defaults, then the hyperparameters cfg gives. */
+static int resolve_optimizer(const clremat_train_config *cfg, const clremat_checkpoint_info *ck,
+                             clremat_opt_config *opt)
+{
+    clremat_opt_config v;
+    unsigned set = cfg->opt_set & ~CLREMAT_OPT_SET_LR;
+    if (cfg->optimizer && clremat_opt_defaults(cfg->optimizer, opt) != 0)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "unknown optimizer '%s'; valid: sgd, adam, adamw",
+                                 cfg->optimizer);
+    if (ck->has_state) {
+        if (cfg->optimizer && opt->kind != ck->opt.kind)
+            return clremat_set_error(CLREMAT_ERR_MISMATCH,
+                                     "%s holds %s optimizer state (step %lld); optimizer %s cannot continue it: "
+                                     "leave the optimizer out (or give %s) to continue, or load the weights alone "
+                                     "(--weights-only)",
+                                     cfg->load, clremat_opt_name(ck->opt.kind), (long long)ck->step,
+                                     cfg->optimizer, clremat_opt_name(ck->opt.kind));
+        *opt = ck->opt;
+    } else if (!cfg->optimizer) {
+        clremat_opt_defaults("adam", opt);
+    }
+    memset(&v, 0, sizeof v);
+    v.lr = (float)cfg->lr;
+    v.momentum = (float)cfg->momentum;
+    v.beta1 = (float)cfg->beta1;
+    v.beta2 = (float)cfg->beta2;
+    v.eps = (float)cfg->epsilon;
+    v.weight_decay = (float)cfg->weight_decay;
+    if (cfg->lr > 0)
+        set |= CLREMAT_OPT_SET_LR;
+    return clremat_opt_apply(opt, set, &v);
 }
 
 int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clremat_train_result *res)
@@ -224,6 +447,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     clremat_dataset data;
     clremat_policy pol;
     clremat_opt_config opt;
+    clremat_checkpoint_info ck;
     clremat_trainer *t = NULL;
     float *x = NULL, *y = NULL;
     double *layer_ms = NULL;
@@ -233,6 +457,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     int st;
 
     memset(&data, 0, sizeof data);
+    memset(&ck, 0, sizeof ck);
     memset(res, 0, sizeof *res);
     snprintf(res->device, sizeof res->device, "%s", ctx->info.name);
     snprintf(res->platform, sizeof res->platform, "%s", ctx->info.platform);
@@ -243,13 +468,20 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     if ((st = clremat_policy_parse(cfg->remat, &pol)))
         goto fail;
     snprintf(res->remat, sizeof res->remat, "%s", pol.text);
-    if (clremat_opt_defaults(cfg->optimizer ? cfg->optimizer : "adam", &opt) != 0) {
-        st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "unknown optimizer '%s'; valid: sgd, adam, adamw",
-                               cfg->optimizer);
+    if (cfg->load && !cfg->weights_only && (st = clremat_checkpoint_info_read(cfg->load, &ck)))
+        goto fail;
+    if ((st = resolve_optimizer(cfg, &ck, &opt)))
+        goto fail;
+    if (ck.has_state && ck.seed != cfg->seed) {
+        st = clremat_set_error(CLREMAT_ERR_MISMATCH,
+                               "%s was saved by a run with seed %llu but this run has seed %llu (the seed draws the "
+                               "data and dropout): give seed %llu to continue it, or load the weights alone "
+                               "(--weights-only)",
+                               cfg->load, (unsigned long long)ck.seed, (unsigned long long)cfg->seed,
+                               (unsigned long long)ck.seed);
         goto fail;
     }
-    if (cfg->lr > 0)
-        opt.lr = (float)cfg->lr;
+    res->opt = opt;
     if ((st = load_data(cfg, g, &data)))
         goto fail;
     clremat_pool_set_limit(ctx->pool, cfg->memory_limit ? cfg->memory_limit : ctx->info.global_mem_bytes);
@@ -278,8 +510,9 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
         goto fail;
     }
-    if (cfg->load && (st = clremat_weights_load(t, cfg->load)))
+    if (cfg->load && (st = clremat_weights_load_opt(t, cfg->load, !cfg->weights_only)))
         goto fail;
+    res->start_step = t->step;
     snprintf(res->gemm, sizeof res->gemm, "%s", clremat_gemm_path_name(clremat_ctx_gemm(ctx)));
     res->predicted_peak = t->plan.peak_bytes;
     res->fixed_bytes = t->plan.fixed_bytes;
@@ -299,7 +532,8 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     for (int64_t s = 0; s < steps; s++) {
         float loss, correct;
         double a;
-        clremat_data_batch(&data.train, cfg->seed, s, batch, x, y);
+        /* the trainer's data position: s * batch, plus where a resumed run had got to */
+        clremat_data_batch_at(&data.train, cfg->seed, t->data_position, batch, x, y);
         clremat_trainer_set_profiling(t, cfg->profile && s == steps - 1);
         if (cfg->timeline && s == steps - 1)
             clremat_pool_record_timeline(ctx->pool, 1);

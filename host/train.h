@@ -13,11 +13,20 @@ typedef struct clremat_train_config {
     int64_t batch;                  /**< default 32 */
     int64_t steps;                  /**< default 200 */
     int64_t warmup;                 /**< steps excluded from timing (default 5) */
-    double lr;                      /**< default: per optimizer */
-    const char *optimizer;          /**< "sgd", "adam" (default), "adamw" */
-    uint64_t seed;                  /**< default 1 */
+    double lr;                      /**< > 0: the learning rate; else the optimizer's default (or, when
+                                         resuming, the saved one) */
+    const char *optimizer;          /**< "sgd", "adam", "adamw"; NULL: the optimizer of the state being
+                                         resumed (load), else "adam" */
+    unsigned opt_set;               /**< CLREMAT_OPT_SET_* bits: which of momentum .. weight_decay below are
+                                         given; the others are the optimizer's defaults (clremat_opt_config)
+                                         or, when resuming, the saved values. One the optimizer does not use
+                                         is refused (CLREMAT_ERR_INVALID_ARGUMENT), as is one out of range */
+    double momentum, beta1, beta2, epsilon, weight_decay; /**< hyperparameters, see opt_set */
+    uint64_t seed;                  /**< seed of data, initialization and dropout; resuming needs the saved one */
     const char *data;               /**< safetensors path or synthetic task name; NULL: by model */
-    const char *load, *save;        /**< weights files */
+    const char *load, *save;        /**< weights files; load resumes the optimizer state, step count and
+                                         data position saved with the weights (clremat_weights_save) */
+    int weights_only;               /**< with load: take the weights alone (a fresh optimizer at step 0) */
     const char *remat;              /**< --remat MODE (default none) */
     uint64_t memory_limit;          /**< 0: the device's global memory */
     uint64_t auto_budget;           /**< auto plans for this many bytes instead of the limit (0: the limit) */
@@ -35,6 +44,8 @@ typedef struct clremat_train_result {
     char device[128], platform[128];
     char remat[256];
     int64_t steps_run;
+    int64_t start_step;             /**< steps done before this run (resumed from load), else 0 */
+    clremat_opt_config opt;         /**< the optimizer and hyperparameters in effect */
     float *losses;                  /**< per step (steps_run) */
     double *step_ms;                /**< per step wall time, ms */
     double median_ms, p10_ms, p90_ms, min_ms, max_ms;
@@ -67,11 +78,39 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
 /** Frees the result's arrays. */
 void clremat_train_result_free(clremat_train_result *res);
 
-/** Saves the trainer's parameters to a safetensors file (atomic). */
+/** What a weights file records about the run that saved it
+ * (clremat_checkpoint_info_read). */
+typedef struct clremat_checkpoint_info {
+    int has_state;                  /**< 1: the file holds optimizer state; the fields below are valid */
+    clremat_opt_config opt;         /**< optimizer and hyperparameters */
+    int64_t step;                   /**< steps done (Adam's step count; the dropout key of the next step) */
+    int64_t data_position;          /**< training samples drawn (the next batch starts there) */
+    uint64_t seed;                  /**< the run's seed (data, dropout) */
+    int64_t batch;                  /**< the run's batch size */
+} clremat_checkpoint_info;
+
+/** Saves the trainer's parameters and its optimizer state to a safetensors
+ * file, atomically (one file: weights, state tensors and metadata; the
+ * layout is in docs/model-format.md, "Weights files"). */
 int clremat_weights_save(clremat_trainer *t, const char *path);
 
 /** Loads parameters from a safetensors file into the trainer; the first
- * mismatch (missing tensor, shape) is named. */
+ * mismatch (missing tensor, shape) is named. When the file also holds
+ * optimizer state, the state tensors, the step count and the data position
+ * are restored as well (the trainer's hyperparameters stay as they are); a
+ * file whose state belongs to another optimizer is refused
+ * (CLREMAT_ERR_MISMATCH). A file without state loads the weights alone. */
 int clremat_weights_load(clremat_trainer *t, const char *path);
+
+/** clremat_weights_load with with_state 0: the weights alone, any
+ * optimizer state in the file ignored (the trainer's state, step count and
+ * data position are untouched). */
+int clremat_weights_load_opt(clremat_trainer *t, const char *path, int with_state);
+
+/** Reads what a weights file records about its optimizer state (metadata
+ * only; the tensors are checked when loading). A file without state gives
+ * has_state 0. Malformed state metadata: CLREMAT_ERR_PARSE naming the
+ * entry. */
+int clremat_checkpoint_info_read(const char *path, clremat_checkpoint_info *out);
 
 #endif

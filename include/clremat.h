@@ -235,6 +235,74 @@ const clremat_pool_event *clremat_pool_timeline(const clremat_pool *pool, size_t
 /** Message of the pool's last failure ("" if none). */
 const char *clremat_pool_last_error(const clremat_pool *pool);
 
+/* ------------------------------------------------------------ optimizers */
+
+/** The optimizers. Each parameter tensor p with gradient g is updated once
+ * per step t (1-based), elementwise, in float32:
+ *  - SGD:   g' = g + wd p;  v = momentum v + g';  p -= lr v
+ *  - Adam:  g' = g + wd p (L2);  m = beta1 m + (1 - beta1) g';
+ *           v = beta2 v + (1 - beta2) g'^2;
+ *           p -= lr (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
+ *  - AdamW: Adam with g' = g and decoupled decay:
+ *           p -= lr ((m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps) + wd p)
+ * v (SGD) and m, v (Adam, AdamW) start at zero. */
+typedef enum clremat_opt_kind {
+    CLREMAT_OPT_SGD = 0,    /**< SGD with momentum (heavy ball) */
+    CLREMAT_OPT_ADAM,       /**< Adam with bias correction; weight decay added to the gradient (L2) */
+    CLREMAT_OPT_ADAMW       /**< Adam with decoupled weight decay */
+} clremat_opt_kind;
+
+/** An optimizer and its hyperparameters. clremat_opt_defaults() fills it:
+ *
+ * | field        | sgd  | adam  | adamw | used by        | valid range    |
+ * |--------------|------|-------|-------|----------------|----------------|
+ * | lr           | 0.01 | 0.001 | 0.001 | all            | > 0, finite    |
+ * | momentum     | 0.9  |   -   |   -   | sgd            | [0, 1)         |
+ * | beta1        |  -   | 0.9   | 0.9   | adam, adamw    | [0, 1)         |
+ * | beta2        |  -   | 0.999 | 0.999 | adam, adamw    | [0, 1)         |
+ * | eps          |  -   | 1e-8  | 1e-8  | adam, adamw    | > 0, finite    |
+ * | weight_decay | 0    | 0     | 0.01  | all            | >= 0, finite   |
+ *
+ * (Fields an optimizer does not use hold the values above all the same:
+ * momentum 0.9, beta1 0.9, beta2 0.999, eps 1e-8.) */
+typedef struct clremat_opt_config {
+    clremat_opt_kind kind;
+    float lr;               /**< learning rate */
+    float momentum;         /**< SGD momentum */
+    float beta1, beta2;     /**< Adam/AdamW moment decay rates */
+    float eps;              /**< Adam/AdamW epsilon (added to the root of the second moment) */
+    float weight_decay;     /**< SGD and Adam: L2 added to the gradient; AdamW: decoupled */
+} clremat_opt_config;
+
+/** Bits naming hyperparameters, for clremat_opt_apply() and the training
+ * configuration: which values are given rather than left at their default. */
+#define CLREMAT_OPT_SET_LR 0x01u
+#define CLREMAT_OPT_SET_MOMENTUM 0x02u
+#define CLREMAT_OPT_SET_BETA1 0x04u
+#define CLREMAT_OPT_SET_BETA2 0x08u
+#define CLREMAT_OPT_SET_EPS 0x10u
+#define CLREMAT_OPT_SET_WEIGHT_DECAY 0x20u
+
+/** Fills *out with the defaults of an optimizer by name ("sgd", "adam",
+ * "adamw"; table above). Returns 0, or -1 for an unknown name or NULL. */
+int clremat_opt_defaults(const char *name, clremat_opt_config *out);
+
+/** "sgd", "adam" or "adamw" ("?" for an invalid kind). */
+const char *clremat_opt_name(clremat_opt_kind kind);
+
+/** 1 when the optimizer of kind uses the hyperparameter named by the
+ * CLREMAT_OPT_SET_* bit, else 0 (momentum: sgd only; beta1, beta2, eps:
+ * adam and adamw only; lr, weight_decay: all). */
+int clremat_opt_uses(clremat_opt_kind kind, unsigned bit);
+
+/** Copies into *cfg the hyperparameters of values whose CLREMAT_OPT_SET_*
+ * bits are in set (cfg->kind stays). Refuses, with
+ * CLREMAT_ERR_INVALID_ARGUMENT and a message in clremat_last_error() naming
+ * the hyperparameter and the value, one the optimizer does not use ("beta1
+ * applies to adam and adamw, not to sgd") or one outside its range ("beta1
+ * must be in [0, 1), got 1.5"); *cfg is then unchanged. */
+int clremat_opt_apply(clremat_opt_config *cfg, unsigned set, const clremat_opt_config *values);
+
 /* ------------------------------------------------------------- utilities */
 
 /** Parses a byte count such as "1048576", "512KiB", "1.5GiB", "64MB" (KB/MB/GB

@@ -32,17 +32,22 @@ static void ref_step(const clremat_opt_config *c, int64_t t, double *p, const do
     }
 }
 
-static void check_optimizer(const char *name, float wd)
+/* Steps optimizer name, with the hyperparameters of values whose bits are
+ * in set applied over its defaults (lr 0.05 unless set), against the host
+ * reference. */
+static void check_optimizer_hp(const char *name, unsigned set, const clremat_opt_config *values)
 {
     clremat_ctx *ctx;
     clremat_opt_config cfg;
     clremat_buf *bp, *bg, *st[2] = {NULL, NULL};
     static float hp[N], hg[N], out[N];
     static double rp[N], rg[N], r0[N], r1[N];
+    float wd;
     int ns;
     ck_assert_int_eq(clremat_opt_defaults(name, &cfg), 0);
-    cfg.weight_decay = wd;
     cfg.lr = 0.05f;
+    ck_assert_msg(clremat_opt_apply(&cfg, set, values) == CLREMAT_OK, "%s", clremat_last_error());
+    wd = cfg.weight_decay;
     ns = clremat_opt_state_count(cfg.kind);
     TEST_OPEN_CTX(ctx, 0);
     ck_assert_int_eq(clremat_pool_alloc(ctx->pool, sizeof hp, "p", &bp), CLREMAT_OK);
@@ -82,6 +87,12 @@ static void check_optimizer(const char *name, float wd)
     clremat_ctx_destroy(ctx);
 }
 
+static void check_optimizer(const char *name, float wd)
+{
+    clremat_opt_config v = {CLREMAT_OPT_SGD, 0, 0, 0, 0, 0, wd};
+    check_optimizer_hp(name, CLREMAT_OPT_SET_WEIGHT_DECAY, &v);
+}
+
 START_TEST(test_defaults)
 {
     clremat_opt_config c;
@@ -106,6 +117,73 @@ END_TEST
 START_TEST(test_adam) { check_optimizer("adam", 0.0f); check_optimizer("adam", 0.1f); }
 END_TEST
 START_TEST(test_adamw) { check_optimizer("adamw", 0.01f); check_optimizer("adamw", 0.3f); }
+END_TEST
+
+/* Every hyperparameter at a value other than its default reaches the
+ * kernel: the device matches the reference computed with that value (a
+ * launcher that kept the default would not). */
+START_TEST(test_nondefault_hparams)
+{
+    clremat_opt_config v = {CLREMAT_OPT_SGD, 0.02f, 0.5f, 0.7f, 0.95f, 1e-2f, 0.05f};
+    check_optimizer_hp("sgd", CLREMAT_OPT_SET_LR | CLREMAT_OPT_SET_MOMENTUM | CLREMAT_OPT_SET_WEIGHT_DECAY, &v);
+    check_optimizer_hp("sgd", CLREMAT_OPT_SET_MOMENTUM, &(clremat_opt_config){CLREMAT_OPT_SGD, 0, 0.0f, 0, 0, 0, 0});
+    check_optimizer_hp("adam", CLREMAT_OPT_SET_BETA1 | CLREMAT_OPT_SET_BETA2 | CLREMAT_OPT_SET_EPS, &v);
+    check_optimizer_hp("adamw", CLREMAT_OPT_SET_BETA1 | CLREMAT_OPT_SET_BETA2 | CLREMAT_OPT_SET_EPS |
+                                    CLREMAT_OPT_SET_WEIGHT_DECAY, &v);
+}
+END_TEST
+
+/* clremat_opt_apply refuses what an optimizer does not use and values out
+ * of range, naming them, and leaves the config unchanged then. */
+START_TEST(test_apply_refusals)
+{
+    static const struct {
+        const char *opt;
+        unsigned set;
+        clremat_opt_config v;
+        const char *want;
+    } bad[] = {
+        {"sgd", CLREMAT_OPT_SET_BETA1, {CLREMAT_OPT_SGD, 0, 0, 0.5f, 0, 0, 0}, "beta1 applies to adam and adamw, not to sgd"},
+        {"sgd", CLREMAT_OPT_SET_BETA2, {CLREMAT_OPT_SGD, 0, 0, 0, 0.5f, 0, 0}, "beta2 applies"},
+        {"sgd", CLREMAT_OPT_SET_EPS, {CLREMAT_OPT_SGD, 0, 0, 0, 0, 1e-3f, 0}, "epsilon applies"},
+        {"adam", CLREMAT_OPT_SET_MOMENTUM, {CLREMAT_OPT_SGD, 0, 0.5f, 0, 0, 0, 0}, "momentum applies to sgd, not to adam"},
+        {"adamw", CLREMAT_OPT_SET_MOMENTUM, {CLREMAT_OPT_SGD, 0, 0.5f, 0, 0, 0, 0}, "not to adamw"},
+        {"sgd", CLREMAT_OPT_SET_MOMENTUM, {CLREMAT_OPT_SGD, 0, 1.0f, 0, 0, 0, 0}, "momentum must be in [0, 1), got 1"},
+        {"sgd", CLREMAT_OPT_SET_MOMENTUM, {CLREMAT_OPT_SGD, 0, -0.1f, 0, 0, 0, 0}, "got -0.1"},
+        {"adam", CLREMAT_OPT_SET_BETA1, {CLREMAT_OPT_SGD, 0, 0, 1.5f, 0, 0, 0}, "beta1 must be in [0, 1), got 1.5"},
+        {"adam", CLREMAT_OPT_SET_BETA2, {CLREMAT_OPT_SGD, 0, 0, 0, NAN, 0, 0}, "beta2 must be"},
+        {"adam", CLREMAT_OPT_SET_EPS, {CLREMAT_OPT_SGD, 0, 0, 0, 0, 0.0f, 0}, "epsilon must be a positive"},
+        {"adam", CLREMAT_OPT_SET_EPS, {CLREMAT_OPT_SGD, 0, 0, 0, 0, INFINITY, 0}, "epsilon must be"},
+        {"adamw", CLREMAT_OPT_SET_WEIGHT_DECAY, {CLREMAT_OPT_SGD, 0, 0, 0, 0, 0, -1.0f}, "weight_decay must be"},
+        {"sgd", CLREMAT_OPT_SET_LR, {CLREMAT_OPT_SGD, 0, 0, 0, 0, 0, 0}, "lr must be a positive"},
+        {"sgd", 0x40u, {CLREMAT_OPT_SGD, 0, 0, 0, 0, 0, 0}, "unknown bits"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        clremat_opt_config c, before;
+        ck_assert_int_eq(clremat_opt_defaults(bad[i].opt, &c), 0);
+        before = c;
+        ck_assert_int_eq(clremat_opt_apply(&c, bad[i].set, &bad[i].v), CLREMAT_ERR_INVALID_ARGUMENT);
+        ck_assert_msg(strstr(clremat_last_error(), bad[i].want), "case %zu: '%s' lacks '%s'", i,
+                      clremat_last_error(), bad[i].want);
+        ck_assert_int_eq(memcmp(&c, &before, sizeof c), 0);
+    }
+    /* what applies is taken; boundaries included where the range says so */
+    {
+        clremat_opt_config c, v = {CLREMAT_OPT_SGD, 0.5f, 0.0f, 0.0f, 0.0f, 1e-30f, 0.0f};
+        ck_assert_int_eq(clremat_opt_defaults("adamw", &c), 0);
+        ck_assert_int_eq(clremat_opt_apply(&c, CLREMAT_OPT_SET_LR | CLREMAT_OPT_SET_BETA1 | CLREMAT_OPT_SET_BETA2 |
+                                                   CLREMAT_OPT_SET_EPS | CLREMAT_OPT_SET_WEIGHT_DECAY, &v),
+                         CLREMAT_OK);
+        ck_assert_int_eq(c.kind, CLREMAT_OPT_ADAMW);
+        ck_assert_float_eq(c.lr, 0.5f);
+        ck_assert_float_eq(c.beta1, 0.0f);
+        ck_assert_float_eq(c.eps, 1e-30f);
+        ck_assert_float_eq(c.weight_decay, 0.0f);
+        ck_assert_float_eq(c.momentum, 0.9f); /* untouched */
+    }
+    ck_assert_str_eq(clremat_opt_name(CLREMAT_OPT_SGD), "sgd");
+    ck_assert_str_eq(clremat_opt_name(CLREMAT_OPT_ADAMW), "adamw");
+}
 END_TEST
 
 START_TEST(test_elementwise)
@@ -156,6 +234,8 @@ int main(void)
     tcase_add_test(tc, test_sgd);
     tcase_add_test(tc, test_adam);
     tcase_add_test(tc, test_adamw);
+    tcase_add_test(tc, test_nondefault_hparams);
+    tcase_add_test(tc, test_apply_refusals);
     tcase_add_test(tc, test_elementwise);
     return test_run_device_suite(s);
 }

@@ -374,6 +374,54 @@ START_TEST(overwrite_is_atomic)
 }
 END_TEST
 
+/* "__metadata__" entries are written and read back (string values only);
+ * empty, NULL or repeated keys are refused. */
+START_TEST(metadata_round_trip)
+{
+    char path[] = "/tmp/clremat-st-metaXXXXXX";
+    float v[3] = {1, 2, 3};
+    clremat_st_tensor t = {.name = "w", .dtype = CLREMAT_ST_F32, .rank = 1, .dims = {3}, .elems = 3, .data = v};
+    clremat_st_meta meta[] = {{"clremat.step", "12"}, {"note", "caf\xc3\xa9 \"quoted\""}};
+    clremat_st_meta dup[] = {{"a", "1"}, {"a", "2"}}, empty[] = {{"", "1"}}, nullv[] = {{"k", NULL}};
+    clremat_st_file f;
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(clremat_st_write_meta(path, &t, 1, meta, 2), CLREMAT_OK);
+    ck_assert_int_eq(clremat_st_read(path, &f), CLREMAT_OK);
+    ck_assert_uint_eq(f.n, 1);
+    ck_assert_uint_eq(f.n_meta, 2);
+    ck_assert_str_eq(clremat_st_meta_get(&f, "clremat.step"), "12");
+    ck_assert_str_eq(clremat_st_meta_get(&f, "note"), "caf\xc3\xa9 \"quoted\"");
+    ck_assert_ptr_null(clremat_st_meta_get(&f, "missing"));
+    clremat_st_free(&f);
+    /* a plain write has no metadata */
+    ck_assert_int_eq(clremat_st_write(path, &t, 1), CLREMAT_OK);
+    ck_assert_int_eq(clremat_st_read(path, &f), CLREMAT_OK);
+    ck_assert_uint_eq(f.n_meta, 0);
+    ck_assert_ptr_null(clremat_st_meta_get(&f, "clremat.step"));
+    clremat_st_free(&f);
+    ck_assert_int_eq(clremat_st_write_meta(path, &t, 1, dup, 2), CLREMAT_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(clremat_st_write_meta(path, &t, 1, empty, 1), CLREMAT_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(clremat_st_write_meta(path, &t, 1, nullv, 1), CLREMAT_ERR_INVALID_ARGUMENT);
+    /* non-string values of a foreign file are skipped, not an error */
+    {
+        const char hdr[] = "{\"__metadata__\":{\"n\":1,\"s\":\"x\"},\"w\":{\"dtype\":\"F32\",\"shape\":[1],"
+                           "\"data_offsets\":[0,4]}}";
+        unsigned char buf[256] = {0};
+        size_t hl = sizeof hdr - 1;
+        buf[0] = (unsigned char)hl;
+        memcpy(buf + 8, hdr, hl);
+        ck_assert_int_eq(clremat_st_read_mem(buf, 8 + hl + 4, "mem", &f), CLREMAT_OK);
+        ck_assert_uint_eq(f.n_meta, 1);
+        ck_assert_str_eq(clremat_st_meta_get(&f, "s"), "x");
+        ck_assert_ptr_null(clremat_st_meta_get(&f, "n"));
+        clremat_st_free(&f);
+    }
+    unlink(path);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("safetensors");
@@ -392,6 +440,7 @@ static Suite *suite(void)
     tcase_add_test(tc, write_into_missing_directory);
     tcase_add_test(tc, write_rejects_bad_tensors);
     tcase_add_test(tc, overwrite_is_atomic);
+    tcase_add_test(tc, metadata_round_trip);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -88,6 +88,11 @@ void cli_json_num(FILE *f, double v);
 /** Prints the text before (such as ", \"p10\": ") and then cli_json_num(f, v). */
 void cli_json_member(FILE *f, const char *before, double v);
 
+/** Prints "\"optimizer\": NAME, \"hyperparameters\": {...}" (docs/json-output.md):
+ * lr, momentum, beta1, beta2, epsilon, weight_decay, null where the
+ * optimizer does not use one. */
+void cli_json_optimizer(FILE *f, const clremat_opt_config *o);
+
 /** Prints "error: <message>" to stderr and returns exit status 1. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -21,8 +21,19 @@ static void print_json(FILE *f, const clremat_compare_config *cfg, const clremat
 {
     fprintf(f, "{\"model\": ");
     cli_json_string(f, cfg->model_path);
-    fprintf(f, ", \"batch\": %lld, \"steps\": %lld, \"warmup\": %lld, \"seed\": %llu, \"runs\": [",
+    fprintf(f, ", \"batch\": %lld, \"steps\": %lld, \"warmup\": %lld, \"seed\": %llu, ",
             (long long)cfg->batch, (long long)cfg->steps, (long long)cfg->warmup, (unsigned long long)cfg->seed);
+    {   /* the optimizer every run used (the parser checked it) */
+        clremat_opt_config o;
+        clremat_opt_config v = {CLREMAT_OPT_SGD, (float)cfg->lr, (float)cfg->momentum, (float)cfg->beta1,
+                                (float)cfg->beta2, (float)cfg->epsilon, (float)cfg->weight_decay};
+        if (clremat_opt_defaults(cfg->optimizer ? cfg->optimizer : "adam", &o) == 0 &&
+            clremat_opt_apply(&o, cfg->opt_set | (cfg->lr > 0 ? CLREMAT_OPT_SET_LR : 0u), &v) == CLREMAT_OK) {
+            cli_json_optimizer(f, &o);
+            fputs(", ", f);
+        }
+    }
+    fputs("\"runs\": [", f);
     for (int i = 0; i < n; i++) {
         const clremat_compare_run *r = &runs[i];
         fprintf(f, "%s\n  {\"device\": ", i ? "," : "");

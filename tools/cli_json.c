@@ -35,3 +35,17 @@ void cli_json_member(FILE *f, const char *before, double v)
     fputs(before, f);
     cli_json_num(f, v);
 }
+
+void cli_json_optimizer(FILE *f, const clremat_opt_config *o)
+{
+    int sgd = o->kind == CLREMAT_OPT_SGD;
+    fprintf(f, "\"optimizer\": ");
+    cli_json_string(f, clremat_opt_name(o->kind));
+    cli_json_member(f, ", \"hyperparameters\": {\"lr\": ", o->lr);
+    cli_json_member(f, ", \"momentum\": ", sgd ? o->momentum : NAN);
+    cli_json_member(f, ", \"beta1\": ", sgd ? NAN : o->beta1);
+    cli_json_member(f, ", \"beta2\": ", sgd ? NAN : o->beta2);
+    cli_json_member(f, ", \"epsilon\": ", sgd ? NAN : o->eps);
+    cli_json_member(f, ", \"weight_decay\": ", o->weight_decay);
+    fputc('}', f);
+}

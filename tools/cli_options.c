@@ -86,13 +86,22 @@ static int train_usage(FILE *f)
         "  --batch N            batch size (32)\n"
         "  --steps N            training steps (200)\n"
         "  --warmup N           steps excluded from step-time statistics (5)\n"
-        "  --lr X               learning rate (optimizer default)\n"
-        "  --optimizer NAME     sgd | adam | adamw (adam)\n"
+        "  --optimizer NAME     sgd | adam | adamw (adam; with --load, the saved optimizer)\n"
+        "  --lr X               learning rate, > 0 (sgd 0.01, adam and adamw 0.001)\n"
+        "  --momentum X         sgd only: momentum, in [0, 1) (0.9)\n"
+        "  --beta1 X            adam, adamw only: first-moment decay, in [0, 1) (0.9)\n"
+        "  --beta2 X            adam, adamw only: second-moment decay, in [0, 1) (0.999)\n"
+        "  --epsilon X          adam, adamw only: added to the second moment's root, > 0 (1e-8)\n"
+        "  --weight-decay X     >= 0: L2 for sgd and adam, decoupled for adamw (sgd, adam 0; adamw 0.01)\n"
+        "                       (with --load, hyperparameters not given keep their saved values)\n"
         "  --seed N             seed of data, initialization and dropout (1)\n"
         "  --data TASK|FILE     synthetic task (clusters, sequence, copy, sort, regression) or a\n"
         "                       safetensors file with train_x, train_y, val_x, val_y\n"
-        "  --load FILE          initial weights (safetensors)\n"
-        "  --save FILE          final weights (safetensors, written atomically)\n"
+        "  --load FILE          initial weights (safetensors); when the file holds optimizer state,\n"
+        "                       training continues from it: moments, step count and data position\n"
+        "                       (give the same --seed and --data; --steps counts the steps added)\n"
+        "  --weights-only       with --load: the weights alone, a fresh optimizer from step 0\n"
+        "  --save FILE          final weights and optimizer state (safetensors, written atomically)\n"
         "  --remat MODE         none | full | activations | larger_than[:N] |\n"
         "                       list_of_layers:NAME[,NAME...] | budget:BYTES | auto (default none)\n"
         "  --costs flops|measured  what budget/auto minimize: FLOPs (default) or per-layer\n"
@@ -131,6 +140,70 @@ static int parse_lr(const char *v, double *out)
     if (end == v || *end || !(*out > 0) || !isfinite(*out))
         return cli_error("--lr takes a positive number, got '%s'", v), 1;
     return 0;
+}
+
+/* The optimizer hyperparameter options of train and compare. */
+static const struct {
+    const char *opt;
+    unsigned bit;
+    const char *range;
+} hparam_opts[] = {
+    {"--momentum", CLREMAT_OPT_SET_MOMENTUM, "a number in [0, 1)"},
+    {"--beta1", CLREMAT_OPT_SET_BETA1, "a number in [0, 1)"},
+    {"--beta2", CLREMAT_OPT_SET_BETA2, "a number in [0, 1)"},
+    {"--epsilon", CLREMAT_OPT_SET_EPS, "a positive number"},
+    {"--weight-decay", CLREMAT_OPT_SET_WEIGHT_DECAY, "a number >= 0"},
+};
+
+/* Parses the value of hyperparameter option i of hparam_opts (checked as
+ * the float32 the optimizer will use) into *out and sets its bit in *set;
+ * returns 0 or prints an error. */
+static int parse_hparam(size_t i, const char *v, double *out, unsigned *set)
+{
+    char *end;
+    double x;
+    float f;
+    int ok;
+    x = strtod(v, &end); /* out of range: inf (refused) or 0 (then checked as 0) */
+    f = (float)x;
+    ok = end != v && !*end && isfinite(x) && isfinite(f);
+    if (hparam_opts[i].bit == CLREMAT_OPT_SET_EPS)
+        ok = ok && f > 0.0f;
+    else if (hparam_opts[i].bit == CLREMAT_OPT_SET_WEIGHT_DECAY)
+        ok = ok && f >= 0.0f;
+    else
+        ok = ok && f >= 0.0f && f < 1.0f;
+    if (!ok)
+        return cli_error("%s takes %s, got '%s'", hparam_opts[i].opt, hparam_opts[i].range, v), 1;
+    *out = x;
+    *set |= hparam_opts[i].bit;
+    return 0;
+}
+
+/* Checks --optimizer's value and that every hyperparameter given applies to
+ * the optimizer (NULL: not known yet, the run checks); 0 or an error. */
+static int check_optimizer(const char *optimizer, unsigned set)
+{
+    clremat_opt_config c;
+    if (!optimizer)
+        return 0;
+    if (clremat_opt_defaults(optimizer, &c) != 0)
+        return cli_error("--optimizer takes sgd, adam or adamw, got '%s'", optimizer), 1;
+    for (size_t i = 0; i < sizeof hparam_opts / sizeof hparam_opts[0]; i++)
+        if ((set & hparam_opts[i].bit) && !clremat_opt_uses(c.kind, hparam_opts[i].bit))
+            return cli_error("%s applies to %s only, not to --optimizer %s", hparam_opts[i].opt,
+                             hparam_opts[i].bit == CLREMAT_OPT_SET_MOMENTUM ? "sgd" : "adam and adamw", optimizer),
+                   1;
+    return 0;
+}
+
+/* Parses the value of hyperparameter option c ('1'..'5': index + '1') into
+ * the matching field; returns 0 or prints an error. */
+static int parse_hparam_field(int c, const char *v, double *momentum, double *beta1, double *beta2, double *epsilon,
+                              double *weight_decay, unsigned *set)
+{
+    double *fields[] = {momentum, beta1, beta2, epsilon, weight_decay};
+    return parse_hparam((size_t)(c - '1'), v, fields[c - '1'], set);
 }
 
 /* Parses --memory-limit's value (a non-zero byte count); returns 0 or prints an error. */
@@ -176,6 +249,9 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         {"profile", no_argument, NULL, 'p'}, {"json", no_argument, NULL, 'j'},
         {"quiet", no_argument, NULL, 'q'}, {"costs", required_argument, NULL, 'C'},
         {"overlap", no_argument, NULL, 'O'}, {"gemm", required_argument, NULL, 'G'},
+        {"momentum", required_argument, NULL, '1'}, {"beta1", required_argument, NULL, '2'},
+        {"beta2", required_argument, NULL, '3'}, {"epsilon", required_argument, NULL, '4'},
+        {"weight-decay", required_argument, NULL, '5'}, {"weights-only", no_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int c;
     int64_t v;
@@ -187,11 +263,16 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
     cfg->steps = 200;
     cfg->warmup = 5;
     cfg->seed = 1;
-    cfg->optimizer = "adam";
     cfg->progress = 1;
     getopt_reset();
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
+        case '1': case '2': case '3': case '4': case '5':
+            if (parse_hparam_field(c, optarg, &cfg->momentum, &cfg->beta1, &cfg->beta2, &cfg->epsilon,
+                                   &cfg->weight_decay, &cfg->opt_set))
+                return 2;
+            break;
+        case 'W': cfg->weights_only = 1; break;
         case 'd': cfg->device = optarg; break;
         case 'b': if (parse_i64("--batch", optarg, 1, &cfg->batch)) return 2; break;
         case 's': if (parse_i64("--steps", optarg, 1, &cfg->steps)) return 2; break;
@@ -222,6 +303,13 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         return cli_error(optind >= argc ? "train: missing MODEL" : "train: unexpected argument '%s'",
                          argv[argc - 1]), 2;
     }
+    if (cfg->weights_only && !cfg->load)
+        return cli_error("--weights-only applies to --load"), 2;
+    /* without --load the optimizer is known now (adam by default); with it,
+     * the saved optimizer may decide, and the run checks */
+    if (check_optimizer(cfg->optimizer ? cfg->optimizer : cfg->load && !cfg->weights_only ? NULL : "adam",
+                        cfg->opt_set))
+        return 2;
     cfg->model_path = argv[optind];
     return CLI_CONTINUE;
 }
@@ -330,6 +418,9 @@ int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_op
         {"memory-limit", required_argument, NULL, 'm'}, {"json", no_argument, NULL, 'j'},
         {"csv", required_argument, NULL, 'c'}, {"svg", required_argument, NULL, 'v'},
         {"quiet", no_argument, NULL, 'q'}, {"costs", required_argument, NULL, 'C'},
+        {"momentum", required_argument, NULL, '1'}, {"beta1", required_argument, NULL, '2'},
+        {"beta2", required_argument, NULL, '3'}, {"epsilon", required_argument, NULL, '4'},
+        {"weight-decay", required_argument, NULL, '5'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     clremat_compare_config *cfg = &o->cfg;
     int c;
@@ -366,6 +457,11 @@ int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_op
             if (parse_lr(optarg, &cfg->lr))
                 return 2;
             break;
+        case '1': case '2': case '3': case '4': case '5':
+            if (parse_hparam_field(c, optarg, &cfg->momentum, &cfg->beta1, &cfg->beta2, &cfg->epsilon,
+                                   &cfg->weight_decay, &cfg->opt_set))
+                return 2;
+            break;
         case 'm': if (parse_memory_limit(optarg, &cfg->memory_limit)) return 2; break;
         case 'j': o->json = 1; break;
         case 'c': o->csv = optarg; break;
@@ -375,18 +471,24 @@ int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_op
         case 'h':
             printf("usage: clremat compare MODEL [--devices all|SEL,SEL...] [--remat MODE,MODE...]\n"
                    "       [--batch N] [--steps N] [--warmup N] [--seed N] [--data TASK|FILE] [--optimizer NAME]\n"
-                   "       [--lr X] [--memory-limit BYTES] [--costs flops|measured] [--json] [--csv FILE]\n"
+                   "       [--lr X] [--momentum X] [--beta1 X] [--beta2 X] [--epsilon X] [--weight-decay X]\n"
+                   "       [--memory-limit BYTES] [--costs flops|measured] [--json] [--csv FILE]\n"
                    "       [--svg FILE] [--quiet]\n"
                    "Runs the same model, data, batch and seed on each device and remat mode (default\n"
                    "none,full on all devices, 20 steps with 3 warm-up steps excluded from timing) and\n"
                    "reports peaks (predicted and measured), fit, step time, overhead against none,\n"
-                   "recompute share, losses, validation, and numerics checks.\n");
+                   "recompute share, losses, validation, and numerics checks.\n"
+                   "Optimizer (as for train): --optimizer sgd | adam | adamw (adam); --lr (sgd 0.01,\n"
+                   "adam and adamw 0.001); sgd: --momentum (0.9); adam, adamw: --beta1 (0.9), --beta2\n"
+                   "(0.999), --epsilon (1e-8); all: --weight-decay (sgd, adam 0; adamw 0.01).\n");
             return 0;
         default: return 2;
         }
     }
     if (optind + 1 != argc)
         return cli_error("compare: expected one MODEL argument"), 2;
+    if (check_optimizer(cfg->optimizer, cfg->opt_set))
+        return 2;
     if (cfg->warmup >= cfg->steps)
         return cli_error("compare: --warmup (%lld) must be below --steps (%lld)", (long long)cfg->warmup,
                          (long long)cfg->steps), 2;

@@ -20,9 +20,10 @@ static void print_json(const clremat_train_config *cfg, const clremat_train_resu
     cli_json_string(stdout, r->remat);
     printf(", \"gemm\": ");
     cli_json_string(stdout, r->gemm);
-    printf(", \"batch\": %lld, \"steps\": %lld, \"warmup\": %lld, \"seed\": %llu, \"optimizer\": ",
-           (long long)cfg->batch, (long long)r->steps_run, (long long)cfg->warmup, (unsigned long long)cfg->seed);
-    cli_json_string(stdout, cfg->optimizer ? cfg->optimizer : "adam");
+    printf(", \"batch\": %lld, \"steps\": %lld, \"start_step\": %lld, \"warmup\": %lld, \"seed\": %llu, ",
+           (long long)cfg->batch, (long long)r->steps_run, (long long)r->start_step, (long long)cfg->warmup,
+           (unsigned long long)cfg->seed);
+    cli_json_optimizer(stdout, &r->opt);
     printf(",\n \"losses\": [");
     for (int64_t i = 0; i < r->steps_run; i++)
         cli_json_member(stdout, i ? ", " : "", r->losses[i]);
@@ -60,6 +61,16 @@ static void print_summary(const clremat_train_config *cfg, const clremat_train_r
     printf("gemm         %s\n", r->gemm);
     printf("steps        %lld at batch %lld (%lld warm-up steps excluded from timing)\n", (long long)r->steps_run,
            (long long)cfg->batch, (long long)cfg->warmup);
+    if (r->start_step > 0)
+        printf("resumed      after step %lld (%s): these are steps %lld to %lld\n", (long long)r->start_step,
+               cfg->load, (long long)r->start_step + 1, (long long)(r->start_step + r->steps_run));
+    if (r->opt.kind == CLREMAT_OPT_SGD)
+        printf("optimizer    sgd: lr %g, momentum %g, weight decay %g\n", (double)r->opt.lr, (double)r->opt.momentum,
+               (double)r->opt.weight_decay);
+    else
+        printf("optimizer    %s: lr %g, beta1 %g, beta2 %g, epsilon %g, weight decay %g\n", clremat_opt_name(r->opt.kind),
+               (double)r->opt.lr, (double)r->opt.beta1, (double)r->opt.beta2, (double)r->opt.eps,
+               (double)r->opt.weight_decay);
     printf("train loss   %.6f (first step %.6f)\n", (double)r->final_loss,
            r->steps_run ? (double)r->losses[0] : NAN);
     if (isnan(r->val_accuracy))
