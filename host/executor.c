@@ -271,6 +271,7 @@ void clremat_trainer_free(clremat_trainer *t)
     free(t->eval_gemm_ws);
     free(t->kprof);
     free(t->profile);
+    free(t->tags);
     if (t->marker)
         clReleaseEvent(t->marker);
     if (t->side_queue) {
@@ -389,6 +390,34 @@ static void suggest(const clremat_trainer *t, uint64_t limit, char *buf, size_t 
                                 (unsigned long long)fit[i].peak, fit[i].flops, i + 1 < nfit ? "," : "");
 }
 
+#define TAG_KINDS (CLREMAT_MAX_SLOTS + 3)
+#define TAG_LEN (CLREMAT_NAME_LEN + 32)
+
+const char *clremat_trainer_tag(const clremat_trainer *t, int l, int k)
+{
+    return t->tags + ((size_t)l * TAG_KINDS + (size_t)k) * TAG_LEN;
+}
+
+/* Names every tensor of every layer for the pool's timeline. */
+static int make_tags(clremat_trainer *t)
+{
+    const clremat_graph *g = t->g;
+    t->tags = calloc((size_t)g->n_layers * TAG_KINDS, TAG_LEN);
+    if (!t->tags)
+        return clremat_fail(t->ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+    for (int l = 0; l < g->n_layers; l++) {
+        char *base = t->tags + (size_t)l * TAG_KINDS * TAG_LEN;
+        for (int s = 0; s < S; s++)
+            snprintf(base + (size_t)s * TAG_LEN, TAG_LEN, "%s/%s", g->layers[l].name,
+                     t->costs[l].slot_name[s] ? t->costs[l].slot_name[s] : s == 0 ? "out" : "internal");
+        snprintf(base + (size_t)CLREMAT_TAG_GRADIENT * TAG_LEN, TAG_LEN, "%s (gradient)", g->layers[l].name);
+        snprintf(base + (size_t)CLREMAT_TAG_WORKSPACE * TAG_LEN, TAG_LEN, "%s (workspace)", g->layers[l].name);
+        snprintf(base + (size_t)CLREMAT_TAG_GEMM_WORKSPACE * TAG_LEN, TAG_LEN, "%s (GEMM workspace)",
+                 g->layers[l].name);
+    }
+    return CLREMAT_OK;
+}
+
 int clremat_trainer_new(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_policy *p,
                         const clremat_opt_config *opt, uint64_t seed, clremat_trainer **out)
 {
@@ -445,6 +474,8 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
     }
     if ((st = costs_with_gemm(ctx, t->eval_g, batch, t->eval_costs, t->eval_gemm_ws, NULL)) != CLREMAT_OK)
         goto fail;
+    if ((st = make_tags(t)) != CLREMAT_OK)
+        goto fail;
     st = alloc_fixed(t);
     if (st != CLREMAT_OK)
         goto fail;
@@ -489,12 +520,14 @@ static int alloc_tensor(clremat_trainer *t, size_t bytes, const char *tag, clrem
 /* Allocates an action's workspace: temp_bytes in all, of which gemm_bytes
  * are the GEMM workspace (a buffer of its own, handed to clremat_gemm
  * through the context) and the rest the layer's own workspace. */
-static int alloc_workspace(clremat_trainer *t, size_t temp_bytes, size_t gemm_bytes)
+static int alloc_workspace(clremat_trainer *t, int l, size_t temp_bytes, size_t gemm_bytes)
 {
     int st = CLREMAT_OK;
-    if (temp_bytes > gemm_bytes && (st = alloc_tensor(t, temp_bytes - gemm_bytes, "workspace", &t->temp)))
+    if (temp_bytes > gemm_bytes &&
+        (st = alloc_tensor(t, temp_bytes - gemm_bytes, clremat_trainer_tag(t, l, CLREMAT_TAG_WORKSPACE), &t->temp)))
         return st;
-    if (gemm_bytes && (st = alloc_tensor(t, gemm_bytes, "gemm workspace", &t->gemm_ws)))
+    if (gemm_bytes &&
+        (st = alloc_tensor(t, gemm_bytes, clremat_trainer_tag(t, l, CLREMAT_TAG_GEMM_WORKSPACE), &t->gemm_ws)))
         return st;
     t->ctx->gemm_ws = t->gemm_ws;
     return CLREMAT_OK;
@@ -514,10 +547,9 @@ static int run_forward(clremat_trainer *t, const clremat_graph *g, const clremat
     int st = CLREMAT_OK;
     for (int s = 0; s < costs[l].n_slots; s++)
         if ((alloc_slots >> s & 1u) &&
-            (st = alloc_tensor(t, costs[l].slot_bytes[s], costs[l].slot_name[s] ? costs[l].slot_name[s] : "activation",
-                               &t->act[l * S + s])))
+            (st = alloc_tensor(t, costs[l].slot_bytes[s], clremat_trainer_tag(t, l, s), &t->act[l * S + s])))
             return st;
-    if ((st = alloc_workspace(t, costs[l].fwd_temp_bytes, gemm_ws[l])) != CLREMAT_OK)
+    if ((st = alloc_workspace(t, l, costs[l].fwd_temp_bytes, gemm_ws[l])) != CLREMAT_OK)
         return st;
     clremat_ctx_set_label(t->ctx, l, phase);
     make_call(t, g, l, &c);
@@ -534,9 +566,10 @@ static int run_backward(clremat_trainer *t, const clremat_action *a)
     int st;
     for (int i = 0; i < L->n_inputs; i++)
         if ((a->alloc_din >> i & 1u) &&
-            (st = alloc_tensor(t, t->costs[L->inputs[i]].slot_bytes[0], "gradient", &t->dgrad[L->inputs[i]])))
+            (st = alloc_tensor(t, t->costs[L->inputs[i]].slot_bytes[0],
+                               clremat_trainer_tag(t, L->inputs[i], CLREMAT_TAG_GRADIENT), &t->dgrad[L->inputs[i]])))
             return st;
-    if ((st = alloc_workspace(t, cost->bwd_temp_bytes, t->gemm_ws_bwd[a->layer])) != CLREMAT_OK)
+    if ((st = alloc_workspace(t, a->layer, cost->bwd_temp_bytes, t->gemm_ws_bwd[a->layer])) != CLREMAT_OK)
         return st;
     clremat_ctx_set_label(t->ctx, a->layer, CLREMAT_PHASE_BACKWARD);
     make_call(t, t->g, a->layer, &c);
@@ -745,7 +778,8 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
             break;
         case CLREMAT_ACT_RECOMPUTE_ACT: {
             clremat_layer_call c;
-            st = alloc_tensor(t, t->costs[a->layer].slot_bytes[0], "activation", &t->act[a->layer * S]);
+            st = alloc_tensor(t, t->costs[a->layer].slot_bytes[0], clremat_trainer_tag(t, a->layer, 0),
+                              &t->act[a->layer * S]);
             if (st == CLREMAT_OK) {
                 clremat_ctx_set_label(t->ctx, a->layer, CLREMAT_PHASE_RECOMPUTE);
                 make_call(t, g, a->layer, &c);

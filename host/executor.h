@@ -56,7 +56,19 @@ typedef struct clremat_trainer {
     clremat_buf *gemm_ws;               /**< GEMM workspace of the running action */
     clremat_kernel_profile *kprof;      /**< per kernel name, last profiled step, by time (descending) */
     int n_kprof;
+    char *tags;                         /**< per layer, the pool tags of its tensors (clremat_trainer_tag) */
 } clremat_trainer;
+
+/** Kinds of a layer's tensors for clremat_trainer_tag, after its slots. */
+#define CLREMAT_TAG_GRADIENT CLREMAT_MAX_SLOTS           /**< the gradient of its output */
+#define CLREMAT_TAG_WORKSPACE (CLREMAT_MAX_SLOTS + 1)    /**< an action's own workspace */
+#define CLREMAT_TAG_GEMM_WORKSPACE (CLREMAT_MAX_SLOTS + 2) /**< an action's GEMM workspace */
+
+/** The pool tag of layer l's tensor kind k (a slot 0 .. CLREMAT_MAX_SLOTS-1
+ * or a CLREMAT_TAG_ kind): "dense1/preact", "dense1 (gradient)",
+ * "dense1 (workspace)", so the pool's timeline names every tensor
+ * (`clremat train --memory-trace`). Lives as long as the trainer. */
+const char *clremat_trainer_tag(const clremat_trainer *t, int l, int k);
 
 /** Plans (policy p at batch), allocates the fixed memory (parameters,
  * gradients, optimizer state, batch, labels, scratch) and initializes the

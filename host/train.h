@@ -29,6 +29,7 @@ typedef struct clremat_train_config {
     int overlap;                    /**< recompute on a second queue, overlapping backward */
     int costs_measured;             /**< budget/auto: plan from measured per-layer times (a profiled warm-up) */
     const char *gemm;               /**< GEMM path: "native", "clblast", "auto" or NULL (auto) */
+    const char *memory_trace;       /**< write the last step's live tensors (Chrome trace JSON) here; NULL: no */
 } clremat_train_config;
 
 typedef struct clremat_train_result {
