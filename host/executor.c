@@ -35,6 +35,47 @@ static int costs_with_gemm(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
     return st;
 }
 
+/* Refuses, before anything is planned, a model with a tensor larger than the
+ * device's largest single allocation (CL_DEVICE_MAX_MEM_ALLOC_SIZE): no
+ * remat plan can split one tensor, so no plan could run. Names the tensor,
+ * its bytes and the limit. */
+static int check_max_alloc(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, const clremat_layer_cost *costs,
+                           const size_t *wf, const size_t *wb)
+{
+    uint64_t max = ctx->info.max_alloc_bytes;
+    const char *what = NULL, *layer = NULL;
+    uint64_t bytes = 0;
+    if (max == 0)
+        return CLREMAT_OK;
+#define TOO_BIG(b, l, w)                                                                                           \
+    do {                                                                                                           \
+        if ((uint64_t)(b) > max && (uint64_t)(b) > bytes)                                                          \
+            bytes = (uint64_t)(b), layer = (l), what = (w);                                                        \
+    } while (0)
+    TOO_BIG((uint64_t)batch * (uint64_t)clremat_shape_elems(&g->io.input) * sizeof(float), "", "input batch");
+    TOO_BIG((uint64_t)batch * (uint64_t)clremat_shape_elems(&g->io.labels) * sizeof(float), "", "labels");
+    for (int l = 0; l < g->n_layers; l++) {
+        const clremat_layer *L = &g->layers[l];
+        for (int p = 0; p < L->n_params; p++)
+            TOO_BIG((uint64_t)L->params[p].elems * sizeof(float), L->name, L->params[p].name);
+        for (int s = 0; s < costs[l].n_slots; s++)
+            TOO_BIG(costs[l].slot_bytes[s], L->name, costs[l].slot_name[s] ? costs[l].slot_name[s] : "out");
+        TOO_BIG(costs[l].fwd_temp_bytes > wf[l] ? costs[l].fwd_temp_bytes - wf[l] : 0, L->name, "forward workspace");
+        TOO_BIG(costs[l].bwd_temp_bytes > wb[l] ? costs[l].bwd_temp_bytes - wb[l] : 0, L->name,
+                "backward workspace");
+        TOO_BIG(wf[l] > wb[l] ? wf[l] : wb[l], L->name, "GEMM workspace");
+    }
+#undef TOO_BIG
+    if (!what)
+        return CLREMAT_OK;
+    return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE,
+                        "%s%s%s of %llu bytes at batch %lld is larger than the largest single allocation of device "
+                        "'%s' (CL_DEVICE_MAX_MEM_ALLOC_SIZE, %llu bytes); no remat plan splits a tensor: use a "
+                        "smaller batch",
+                        layer, *layer ? "/" : "", what, (unsigned long long)bytes, (long long)batch, ctx->info.name,
+                        (unsigned long long)max);
+}
+
 int clremat_plan_input_for(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, int opt_states,
                            const double *layer_cost, clremat_plan_input *in, size_t **ws_fwd_out, size_t **ws_bwd_out)
 {
@@ -48,6 +89,8 @@ int clremat_plan_input_for(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
     }
     if (ctx) {
         st = costs_with_gemm(ctx, g, batch, costs, wf, wb);
+        if (st == CLREMAT_OK)
+            st = check_max_alloc(ctx, g, batch, costs, wf, wb);
     } else { /* no device: the native GEMM path, which needs no workspace */
         for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++)
             st = clremat_layer_cost_of(g, l, batch, &costs[l]);
