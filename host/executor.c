@@ -315,6 +315,7 @@ void clremat_trainer_free(clremat_trainer *t)
     free(t->kprof);
     free(t->profile);
     free(t->tags);
+    free(t->layer_cost);
     if (t->marker)
         clReleaseEvent(t->marker);
     if (t->side_queue) {
@@ -487,6 +488,13 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
         st = clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "batch size must be positive, got %lld",
                           (long long)batch);
         goto fail;
+    }
+    if (layer_cost) {
+        if (!(t->layer_cost = malloc(sizeof *t->layer_cost * (size_t)g->n_layers))) {
+            st = clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+            goto fail;
+        }
+        memcpy(t->layer_cost, layer_cost, sizeof *t->layer_cost * (size_t)g->n_layers);
     }
     st = clremat_plan_for_ctx(ctx, g, batch, p, clremat_opt_state_count(opt->kind), limit ? limit - live : 0,
                               layer_cost, overlap, &t->plan, &t->costs, &t->gemm_ws_fwd, &t->gemm_ws_bwd);
@@ -802,12 +810,74 @@ static int switch_queues(clremat_trainer *t, const clremat_action *a)
     return CLREMAT_OK;
 }
 
+/* 1 for the failures a smaller plan may avoid: device memory or resources. */
+static int out_of_memory(int st)
+{
+    return st == CLREMAT_ERR_OUT_OF_MEMORY || st == CL_MEM_OBJECT_ALLOCATION_FAILURE || st == CL_OUT_OF_RESOURCES;
+}
+
+/* Replaces the plan by a budget plan for less memory (three quarters of its
+ * activation bytes, else seven eighths, else just below its peak; fixed
+ * bytes unchanged), overlapped if the old one was. */
+static int replan_smaller(clremat_trainer *t, const char *why)
+{
+    clremat_plan_input in;
+    clremat_plan np;
+    uint64_t fixed = t->plan.fixed_bytes, old = t->plan.peak_bytes;
+    /* three quarters of the activation bytes, else seven eighths, else
+     * anything below the failed peak */
+    const uint64_t act = old - fixed, budgets[3] = {fixed + act / 4 * 3, fixed + act / 8 * 7, old - 1};
+    int st = CLREMAT_ERR_PLAN;
+    memset(&in, 0, sizeof in);
+    in.g = t->g;
+    in.batch = t->batch;
+    in.costs = t->costs;
+    in.opt_states = clremat_opt_state_count(t->opt.kind);
+    in.scratch_bytes = CLREMAT_SCRATCH_BYTES;
+    in.layer_cost = t->layer_cost;
+    for (int k = 0; k < 3 && st != CLREMAT_OK; k++)
+        if (act > 0 && (k == 0 || budgets[k] != budgets[k - 1]))
+            st = clremat_plan_budget(&in, budgets[k], &np);
+    if (st != CLREMAT_OK)
+        return clremat_fail(t->ctx, st, "%s; no plan below %llu bytes: %s", why, (unsigned long long)old,
+                            clremat_last_error());
+    if (t->side_queue && (st = clremat_plan_overlap(&in, &np)) != CLREMAT_OK) {
+        clremat_plan_free(&np);
+        return clremat_fail(t->ctx, st, "%s; overlapping the new plan failed: %s", why, clremat_last_error());
+    }
+    np.policy = t->plan.policy;
+    clremat_plan_free(&t->plan);
+    t->plan = np;
+    /* the measured peak from here on is the new plan's */
+    clremat_pool_reset_peaks(t->ctx->pool);
+    t->replans++;
+    t->replan_step = t->step;
+    t->replan_from = old;
+    t->replan_to = np.peak_bytes;
+    snprintf(t->replan_reason, sizeof t->replan_reason, "%s", why);
+    return CLREMAT_OK;
+}
+
+int clremat_trainer_step_replan(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct)
+{
+    int st = clremat_trainer_step(t, x, y, loss, correct);
+    if (out_of_memory(st) && !t->update_started) {
+        char why[512];
+        snprintf(why, sizeof why, "step %lld ran out of device memory with a plan of %llu bytes: %s",
+                 (long long)t->step, (unsigned long long)t->plan.peak_bytes, clremat_ctx_last_error(t->ctx));
+        if ((st = replan_smaller(t, why)) == CLREMAT_OK)
+            st = clremat_trainer_step(t, x, y, loss, correct);
+    }
+    return st;
+}
+
 int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct)
 {
     int st = upload(t, x, y), nonfinite = 0;
     float result[2] = {0, 0};
     const clremat_graph *g = t->g;
 
+    t->update_started = 0;
     t->ctx->profiling = t->profiling;
     for (int i = 0; i < t->plan.n_actions && st == CLREMAT_OK; i++) {
         const clremat_action *a = &t->plan.actions[i];
@@ -843,8 +913,10 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
             st = clremat_read(t->ctx, t->act[(g->n_layers - 1) * S], 0, sizeof result, result);
             if (st == CLREMAT_OK && !(isfinite(result[0]) && isfinite(result[1])))
                 nonfinite = 1;
-            else if (st == CLREMAT_OK)
+            else if (st == CLREMAT_OK) {
+                t->update_started = 1;
                 st = run_update(t);
+            }
             break;
         }
     }

@@ -322,7 +322,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         if ((cfg->timeline || cfg->memory_trace) && s == steps - 1)
             clremat_pool_record_timeline(ctx->pool, 1);
         a = now_ms();
-        st = clremat_trainer_step(t, x, y, &loss, &correct);
+        st = clremat_trainer_step_replan(t, x, y, &loss, &correct);
         if (st == CLREMAT_OK)
             st = clremat_finish(ctx);
         res->step_ms[s] = now_ms() - a;
@@ -345,6 +345,18 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         if (s == 0)
             created_after_first = clremat_pool_get_stats(ctx->pool).created;
         progress(cfg, s, loss, t0, &last);
+    }
+    if (t->replans) { /* the plan changed during the run: report the one that ran last */
+        res->replans = t->replans;
+        res->replan_step = t->replan_step;
+        res->replan_from_peak = t->replan_from;
+        res->replan_to_peak = t->replan_to;
+        snprintf(res->replan_reason, sizeof res->replan_reason, "%s", t->replan_reason);
+        res->predicted_peak = t->plan.peak_bytes;
+        res->kept_act_bytes = t->plan.kept_act_bytes;
+        res->step_flops = t->plan.step_flops;
+        res->recompute_flops = t->plan.recompute_flops;
+        res->n_recompute_actions = t->plan.n_recompute_actions;
     }
     {
         clremat_pool_stats ps = clremat_pool_get_stats(ctx->pool);
