@@ -86,8 +86,13 @@ int clremat_ctx_create(const char *selection, uint64_t mem_limit, clremat_ctx **
         goto fail;
     ctx->active_queue = ctx->queue;
     alloc.user = ctx;
-    ctx->pool = clremat_pool_new(&alloc, mem_limit ? mem_limit : ctx->info.global_mem_bytes,
-                                 ctx->info.max_alloc_bytes);
+    /* without a limit given: the device's memory, or what is free of it
+     * where the device says (AMD); no further headroom (docs/user-guide.md) */
+    if (!mem_limit)
+        mem_limit = ctx->info.free_mem_bytes && ctx->info.free_mem_bytes < ctx->info.global_mem_bytes
+                        ? ctx->info.free_mem_bytes
+                        : ctx->info.global_mem_bytes;
+    ctx->pool = clremat_pool_new(&alloc, mem_limit, ctx->info.max_alloc_bytes);
     if (!ctx->pool) {
         st = clremat_fail(ctx, CL_OUT_OF_HOST_MEMORY, "out of host memory");
         goto fail;

@@ -24,6 +24,21 @@ static void get_str(cl_device_id d, cl_device_info what, char *dst, size_t len)
     free(tmp);
 }
 
+/* Free device memory in bytes where the device reports it: AMD's
+ * cl_amd_device_attribute_query gives free kilobytes (total, largest
+ * block); OpenCL itself has no such query. 0 when not reported. */
+static uint64_t free_memory(cl_device_id d)
+{
+    char ext[8192] = "";
+    size_t kb[2] = {0, 0}, got = 0;
+    if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, sizeof ext - 1, ext, NULL) != CL_SUCCESS ||
+        !strstr(ext, "cl_amd_device_attribute_query"))
+        return 0;
+    if (clGetDeviceInfo(d, CL_DEVICE_GLOBAL_FREE_MEMORY_AMD, sizeof kb, kb, &got) != CL_SUCCESS || got < sizeof kb[0])
+        return 0;
+    return (uint64_t)kb[0] * 1024;
+}
+
 static void fill_info(cl_platform_id p, cl_device_id d, unsigned pi, unsigned di, clremat_device_info *o)
 {
     cl_device_type type = 0;
@@ -53,6 +68,7 @@ static void fill_info(cl_platform_id p, cl_device_id d, unsigned pi, unsigned di
     o->compute_units = cu;
     o->global_mem_bytes = gmem;
     o->max_alloc_bytes = maxalloc;
+    o->free_mem_bytes = free_memory(d);
     o->out_of_order = (qp & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) != 0;
     o->profiling = (qp & CL_QUEUE_PROFILING_ENABLE) != 0;
 }

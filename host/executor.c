@@ -35,6 +35,47 @@ static int costs_with_gemm(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
     return st;
 }
 
+/* Refuses, before anything is planned, a model with a tensor larger than the
+ * device's largest single allocation (CL_DEVICE_MAX_MEM_ALLOC_SIZE): no
+ * remat plan can split one tensor, so no plan could run. Names the tensor,
+ * its bytes and the limit. */
+static int check_max_alloc(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, const clremat_layer_cost *costs,
+                           const size_t *wf, const size_t *wb)
+{
+    uint64_t max = ctx->info.max_alloc_bytes;
+    const char *what = NULL, *layer = NULL;
+    uint64_t bytes = 0;
+    if (max == 0)
+        return CLREMAT_OK;
+#define TOO_BIG(b, l, w)                                                                                           \
+    do {                                                                                                           \
+        if ((uint64_t)(b) > max && (uint64_t)(b) > bytes)                                                          \
+            bytes = (uint64_t)(b), layer = (l), what = (w);                                                        \
+    } while (0)
+    TOO_BIG((uint64_t)batch * (uint64_t)clremat_shape_elems(&g->io.input) * sizeof(float), "", "input batch");
+    TOO_BIG((uint64_t)batch * (uint64_t)clremat_shape_elems(&g->io.labels) * sizeof(float), "", "labels");
+    for (int l = 0; l < g->n_layers; l++) {
+        const clremat_layer *L = &g->layers[l];
+        for (int p = 0; p < L->n_params; p++)
+            TOO_BIG((uint64_t)L->params[p].elems * sizeof(float), L->name, L->params[p].name);
+        for (int s = 0; s < costs[l].n_slots; s++)
+            TOO_BIG(costs[l].slot_bytes[s], L->name, costs[l].slot_name[s] ? costs[l].slot_name[s] : "out");
+        TOO_BIG(costs[l].fwd_temp_bytes > wf[l] ? costs[l].fwd_temp_bytes - wf[l] : 0, L->name, "forward workspace");
+        TOO_BIG(costs[l].bwd_temp_bytes > wb[l] ? costs[l].bwd_temp_bytes - wb[l] : 0, L->name,
+                "backward workspace");
+        TOO_BIG(wf[l] > wb[l] ? wf[l] : wb[l], L->name, "GEMM workspace");
+    }
+#undef TOO_BIG
+    if (!what)
+        return CLREMAT_OK;
+    return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE,
+                        "%s%s%s of %llu bytes at batch %lld is larger than the largest single allocation of device "
+                        "'%s' (CL_DEVICE_MAX_MEM_ALLOC_SIZE, %llu bytes); no remat plan splits a tensor: use a "
+                        "smaller batch",
+                        layer, *layer ? "/" : "", what, (unsigned long long)bytes, (long long)batch, ctx->info.name,
+                        (unsigned long long)max);
+}
+
 int clremat_plan_input_for(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, int opt_states,
                            const double *layer_cost, clremat_plan_input *in, size_t **ws_fwd_out, size_t **ws_bwd_out)
 {
@@ -48,6 +89,8 @@ int clremat_plan_input_for(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
     }
     if (ctx) {
         st = costs_with_gemm(ctx, g, batch, costs, wf, wb);
+        if (st == CLREMAT_OK)
+            st = check_max_alloc(ctx, g, batch, costs, wf, wb);
     } else { /* no device: the native GEMM path, which needs no workspace */
         for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++)
             st = clremat_layer_cost_of(g, l, batch, &costs[l]);
@@ -271,6 +314,8 @@ void clremat_trainer_free(clremat_trainer *t)
     free(t->eval_gemm_ws);
     free(t->kprof);
     free(t->profile);
+    free(t->tags);
+    free(t->layer_cost);
     if (t->marker)
         clReleaseEvent(t->marker);
     if (t->side_queue) {
@@ -389,6 +434,34 @@ static void suggest(const clremat_trainer *t, uint64_t limit, char *buf, size_t 
                                 (unsigned long long)fit[i].peak, fit[i].flops, i + 1 < nfit ? "," : "");
 }
 
+#define TAG_KINDS (CLREMAT_MAX_SLOTS + 3)
+#define TAG_LEN (CLREMAT_NAME_LEN + 32)
+
+const char *clremat_trainer_tag(const clremat_trainer *t, int l, int k)
+{
+    return t->tags + ((size_t)l * TAG_KINDS + (size_t)k) * TAG_LEN;
+}
+
+/* Names every tensor of every layer for the pool's timeline. */
+static int make_tags(clremat_trainer *t)
+{
+    const clremat_graph *g = t->g;
+    t->tags = calloc((size_t)g->n_layers * TAG_KINDS, TAG_LEN);
+    if (!t->tags)
+        return clremat_fail(t->ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+    for (int l = 0; l < g->n_layers; l++) {
+        char *base = t->tags + (size_t)l * TAG_KINDS * TAG_LEN;
+        for (int s = 0; s < S; s++)
+            snprintf(base + (size_t)s * TAG_LEN, TAG_LEN, "%s/%s", g->layers[l].name,
+                     t->costs[l].slot_name[s] ? t->costs[l].slot_name[s] : s == 0 ? "out" : "internal");
+        snprintf(base + (size_t)CLREMAT_TAG_GRADIENT * TAG_LEN, TAG_LEN, "%s (gradient)", g->layers[l].name);
+        snprintf(base + (size_t)CLREMAT_TAG_WORKSPACE * TAG_LEN, TAG_LEN, "%s (workspace)", g->layers[l].name);
+        snprintf(base + (size_t)CLREMAT_TAG_GEMM_WORKSPACE * TAG_LEN, TAG_LEN, "%s (GEMM workspace)",
+                 g->layers[l].name);
+    }
+    return CLREMAT_OK;
+}
+
 int clremat_trainer_new(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_policy *p,
                         const clremat_opt_config *opt, uint64_t seed, clremat_trainer **out)
 {
@@ -415,6 +488,13 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
         st = clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "batch size must be positive, got %lld",
                           (long long)batch);
         goto fail;
+    }
+    if (layer_cost) {
+        if (!(t->layer_cost = malloc(sizeof *t->layer_cost * (size_t)g->n_layers))) {
+            st = clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+            goto fail;
+        }
+        memcpy(t->layer_cost, layer_cost, sizeof *t->layer_cost * (size_t)g->n_layers);
     }
     st = clremat_plan_for_ctx(ctx, g, batch, p, clremat_opt_state_count(opt->kind), limit ? limit - live : 0,
                               layer_cost, overlap, &t->plan, &t->costs, &t->gemm_ws_fwd, &t->gemm_ws_bwd);
@@ -444,6 +524,8 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
         goto fail;
     }
     if ((st = costs_with_gemm(ctx, t->eval_g, batch, t->eval_costs, t->eval_gemm_ws, NULL)) != CLREMAT_OK)
+        goto fail;
+    if ((st = make_tags(t)) != CLREMAT_OK)
         goto fail;
     st = alloc_fixed(t);
     if (st != CLREMAT_OK)
@@ -490,12 +572,14 @@ static int alloc_tensor(clremat_trainer *t, size_t bytes, const char *tag, clrem
 /* Allocates an action's workspace: temp_bytes in all, of which gemm_bytes
  * are the GEMM workspace (a buffer of its own, handed to clremat_gemm
  * through the context) and the rest the layer's own workspace. */
-static int alloc_workspace(clremat_trainer *t, size_t temp_bytes, size_t gemm_bytes)
+static int alloc_workspace(clremat_trainer *t, int l, size_t temp_bytes, size_t gemm_bytes)
 {
     int st = CLREMAT_OK;
-    if (temp_bytes > gemm_bytes && (st = alloc_tensor(t, temp_bytes - gemm_bytes, "workspace", &t->temp)))
+    if (temp_bytes > gemm_bytes &&
+        (st = alloc_tensor(t, temp_bytes - gemm_bytes, clremat_trainer_tag(t, l, CLREMAT_TAG_WORKSPACE), &t->temp)))
         return st;
-    if (gemm_bytes && (st = alloc_tensor(t, gemm_bytes, "gemm workspace", &t->gemm_ws)))
+    if (gemm_bytes &&
+        (st = alloc_tensor(t, gemm_bytes, clremat_trainer_tag(t, l, CLREMAT_TAG_GEMM_WORKSPACE), &t->gemm_ws)))
         return st;
     t->ctx->gemm_ws = t->gemm_ws;
     return CLREMAT_OK;
@@ -515,10 +599,9 @@ static int run_forward(clremat_trainer *t, const clremat_graph *g, const clremat
     int st = CLREMAT_OK;
     for (int s = 0; s < costs[l].n_slots; s++)
         if ((alloc_slots >> s & 1u) &&
-            (st = alloc_tensor(t, costs[l].slot_bytes[s], costs[l].slot_name[s] ? costs[l].slot_name[s] : "activation",
-                               &t->act[l * S + s])))
+            (st = alloc_tensor(t, costs[l].slot_bytes[s], clremat_trainer_tag(t, l, s), &t->act[l * S + s])))
             return st;
-    if ((st = alloc_workspace(t, costs[l].fwd_temp_bytes, gemm_ws[l])) != CLREMAT_OK)
+    if ((st = alloc_workspace(t, l, costs[l].fwd_temp_bytes, gemm_ws[l])) != CLREMAT_OK)
         return st;
     clremat_ctx_set_label(t->ctx, l, phase);
     make_call(t, g, l, &c);
@@ -535,9 +618,10 @@ static int run_backward(clremat_trainer *t, const clremat_action *a)
     int st;
     for (int i = 0; i < L->n_inputs; i++)
         if ((a->alloc_din >> i & 1u) &&
-            (st = alloc_tensor(t, t->costs[L->inputs[i]].slot_bytes[0], "gradient", &t->dgrad[L->inputs[i]])))
+            (st = alloc_tensor(t, t->costs[L->inputs[i]].slot_bytes[0],
+                               clremat_trainer_tag(t, L->inputs[i], CLREMAT_TAG_GRADIENT), &t->dgrad[L->inputs[i]])))
             return st;
-    if ((st = alloc_workspace(t, cost->bwd_temp_bytes, t->gemm_ws_bwd[a->layer])) != CLREMAT_OK)
+    if ((st = alloc_workspace(t, a->layer, cost->bwd_temp_bytes, t->gemm_ws_bwd[a->layer])) != CLREMAT_OK)
         return st;
     clremat_ctx_set_label(t->ctx, a->layer, CLREMAT_PHASE_BACKWARD);
     make_call(t, t->g, a->layer, &c);
@@ -727,12 +811,74 @@ static int switch_queues(clremat_trainer *t, const clremat_action *a)
     return CLREMAT_OK;
 }
 
+/* 1 for the failures a smaller plan may avoid: device memory or resources. */
+static int out_of_memory(int st)
+{
+    return st == CLREMAT_ERR_OUT_OF_MEMORY || st == CL_MEM_OBJECT_ALLOCATION_FAILURE || st == CL_OUT_OF_RESOURCES;
+}
+
+/* Replaces the plan by a budget plan for less memory (three quarters of its
+ * activation bytes, else seven eighths, else just below its peak; fixed
+ * bytes unchanged), overlapped if the old one was. */
+static int replan_smaller(clremat_trainer *t, const char *why)
+{
+    clremat_plan_input in;
+    clremat_plan np;
+    uint64_t fixed = t->plan.fixed_bytes, old = t->plan.peak_bytes;
+    /* three quarters of the activation bytes, else seven eighths, else
+     * anything below the failed peak */
+    const uint64_t act = old - fixed, budgets[3] = {fixed + act / 4 * 3, fixed + act / 8 * 7, old - 1};
+    int st = CLREMAT_ERR_PLAN;
+    memset(&in, 0, sizeof in);
+    in.g = t->g;
+    in.batch = t->batch;
+    in.costs = t->costs;
+    in.opt_states = clremat_opt_state_count(t->opt.kind);
+    in.scratch_bytes = CLREMAT_SCRATCH_BYTES;
+    in.layer_cost = t->layer_cost;
+    for (int k = 0; k < 3 && st != CLREMAT_OK; k++)
+        if (act > 0 && (k == 0 || budgets[k] != budgets[k - 1]))
+            st = clremat_plan_budget(&in, budgets[k], &np);
+    if (st != CLREMAT_OK)
+        return clremat_fail(t->ctx, st, "%s; no plan below %llu bytes: %s", why, (unsigned long long)old,
+                            clremat_last_error());
+    if (t->side_queue && (st = clremat_plan_overlap(&in, &np)) != CLREMAT_OK) {
+        clremat_plan_free(&np);
+        return clremat_fail(t->ctx, st, "%s; overlapping the new plan failed: %s", why, clremat_last_error());
+    }
+    np.policy = t->plan.policy;
+    clremat_plan_free(&t->plan);
+    t->plan = np;
+    /* the measured peak from here on is the new plan's */
+    clremat_pool_reset_peaks(t->ctx->pool);
+    t->replans++;
+    t->replan_step = t->step;
+    t->replan_from = old;
+    t->replan_to = np.peak_bytes;
+    snprintf(t->replan_reason, sizeof t->replan_reason, "%s", why);
+    return CLREMAT_OK;
+}
+
+int clremat_trainer_step_replan(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct)
+{
+    int st = clremat_trainer_step(t, x, y, loss, correct);
+    if (out_of_memory(st) && !t->update_started) {
+        char why[512];
+        snprintf(why, sizeof why, "step %lld ran out of device memory with a plan of %llu bytes: %s",
+                 (long long)t->step, (unsigned long long)t->plan.peak_bytes, clremat_ctx_last_error(t->ctx));
+        if ((st = replan_smaller(t, why)) == CLREMAT_OK)
+            st = clremat_trainer_step(t, x, y, loss, correct);
+    }
+    return st;
+}
+
 int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct)
 {
     int st = upload(t, x, y), nonfinite = 0;
     float result[2] = {0, 0};
     const clremat_graph *g = t->g;
 
+    t->update_started = 0;
     t->ctx->profiling = t->profiling;
     for (int i = 0; i < t->plan.n_actions && st == CLREMAT_OK; i++) {
         const clremat_action *a = &t->plan.actions[i];
@@ -746,7 +892,8 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
             break;
         case CLREMAT_ACT_RECOMPUTE_ACT: {
             clremat_layer_call c;
-            st = alloc_tensor(t, t->costs[a->layer].slot_bytes[0], "activation", &t->act[a->layer * S]);
+            st = alloc_tensor(t, t->costs[a->layer].slot_bytes[0], clremat_trainer_tag(t, a->layer, 0),
+                              &t->act[a->layer * S]);
             if (st == CLREMAT_OK) {
                 clremat_ctx_set_label(t->ctx, a->layer, CLREMAT_PHASE_RECOMPUTE);
                 make_call(t, g, a->layer, &c);
@@ -767,8 +914,10 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
             st = clremat_read(t->ctx, t->act[(g->n_layers - 1) * S], 0, sizeof result, result);
             if (st == CLREMAT_OK && !(isfinite(result[0]) && isfinite(result[1])))
                 nonfinite = 1;
-            else if (st == CLREMAT_OK)
+            else if (st == CLREMAT_OK) {
+                t->update_started = 1;
                 st = run_update(t);
+            }
             break;
         }
     }

@@ -60,7 +60,25 @@ typedef struct clremat_trainer {
     clremat_buf *gemm_ws;               /**< GEMM workspace of the running action */
     clremat_kernel_profile *kprof;      /**< per kernel name, last profiled step, by time (descending) */
     int n_kprof;
+    char *tags;                         /**< per layer, the pool tags of its tensors (clremat_trainer_tag) */
+    double *layer_cost;                 /**< a copy of the budget planner's per-layer costs (NULL: FLOPs), for replans */
+    int update_started;                 /**< the last step reached the optimizer update */
+    int replans;                        /**< steps replanned and retried after running out of device memory */
+    int64_t replan_step;                /**< the step of the last replan */
+    uint64_t replan_from, replan_to;    /**< predicted peaks before and after it */
+    char replan_reason[512];            /**< the failure that caused it */
 } clremat_trainer;
+
+/** Kinds of a layer's tensors for clremat_trainer_tag, after its slots. */
+#define CLREMAT_TAG_GRADIENT CLREMAT_MAX_SLOTS           /**< the gradient of its output */
+#define CLREMAT_TAG_WORKSPACE (CLREMAT_MAX_SLOTS + 1)    /**< an action's own workspace */
+#define CLREMAT_TAG_GEMM_WORKSPACE (CLREMAT_MAX_SLOTS + 2) /**< an action's GEMM workspace */
+
+/** The pool tag of layer l's tensor kind k (a slot 0 .. CLREMAT_MAX_SLOTS-1
+ * or a CLREMAT_TAG_ kind): "dense1/preact", "dense1 (gradient)",
+ * "dense1 (workspace)", so the pool's timeline names every tensor
+ * (`clremat train --memory-trace`). Lives as long as the trainer. */
+const char *clremat_trainer_tag(const clremat_trainer *t, int l, int k);
 
 /** Plans (policy p at batch), allocates the fixed memory (parameters,
  * gradients, optimizer state, batch, labels, scratch) and initializes the
@@ -114,8 +132,22 @@ int clremat_plan_for_ctx(clremat_ctx *ctx, const clremat_graph *g, int64_t batch
 /** One training step on batch x (batch * input elems floats) and labels y.
  * Returns the mean loss and the correct count of the batch. A non-finite
  * loss skips the update and returns CLREMAT_ERR_NONFINITE naming the first
- * layer whose output went non-finite. */
+ * layer whose output went non-finite. On any failure every tensor of the
+ * step is given back; t->update_started says whether the update had begun
+ * (before it, parameters and optimizer state are untouched). */
 int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct);
+
+/** clremat_trainer_step, and when the device runs out of memory or
+ * resources in the middle of it, before the update began: the step is
+ * replanned with the budget planner for three quarters of the failed plan's
+ * activation bytes (fixed bytes unchanged; where no plan is that small,
+ * seven eighths, else anything below the failed peak) and run again once from the same
+ * batch and step number, so its result is what it would have been (remat
+ * changes no number). t->replans, replan_step, replan_from, replan_to and
+ * replan_reason say what happened; the new plan stays for later steps and
+ * the pool's peaks restart with it. A failure of the retry, of the replan,
+ * or during the update is returned. The training loop steps with this. */
+int clremat_trainer_step_replan(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct);
 
 /** Forward only (dropout off) on a batch: mean loss and correct count. */
 int clremat_trainer_eval(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct);

@@ -1,6 +1,7 @@
 /* train.c: the training loop: data, steps with warm-up, progress, validation,
  * step-time statistics, memory high-water, and weights load/save. */
 #include "train.h"
+#include "memory_trace.h"
 #include "safetensors.h"
 #include <ctype.h>
 #include <errno.h>
@@ -369,6 +370,23 @@ static int copy_timeline(clremat_pool *pool, clremat_train_result *res)
     return CLREMAT_OK;
 }
 
+/* Writes the last step's measured live tensors as Chrome trace JSON. */
+static int write_memory_trace(const clremat_train_config *cfg, const clremat_trainer *t,
+                              const clremat_train_result *res)
+{
+    clremat_trace_event *ev = NULL;
+    char title[512];
+    int n = 0, st;
+    uint64_t fixed = res->n_timeline ? (uint64_t)((int64_t)res->timeline[0].live_bytes - res->timeline[0].delta)
+                                     : t->plan.fixed_bytes;
+    snprintf(title, sizeof title, "%.200s, train %.200s, batch %lld (measured)", t->g->name, t->plan.policy.text,
+             (long long)t->batch);
+    if ((st = clremat_trace_from_pool(res->timeline, res->n_timeline, &ev, &n)) == CLREMAT_OK)
+        st = clremat_trace_write(cfg->memory_trace, title, fixed, ev, n, NULL, NULL, NULL);
+    free(ev);
+    return st;
+}
+
 static void progress(const clremat_train_config *cfg, int64_t step, float loss, double t0, double *last)
 {
     double t = now_ms();
@@ -535,15 +553,17 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         /* the trainer's data position: s * batch, plus where a resumed run had got to */
         clremat_data_batch_at(&data.train, cfg->seed, t->data_position, batch, x, y);
         clremat_trainer_set_profiling(t, cfg->profile && s == steps - 1);
-        if (cfg->timeline && s == steps - 1)
+        if ((cfg->timeline || cfg->memory_trace) && s == steps - 1)
             clremat_pool_record_timeline(ctx->pool, 1);
         a = now_ms();
-        st = clremat_trainer_step(t, x, y, &loss, &correct);
+        st = clremat_trainer_step_replan(t, x, y, &loss, &correct);
         if (st == CLREMAT_OK)
             st = clremat_finish(ctx);
         res->step_ms[s] = now_ms() - a;
-        if (cfg->timeline && s == steps - 1 && st == CLREMAT_OK)
+        if ((cfg->timeline || cfg->memory_trace) && s == steps - 1 && st == CLREMAT_OK)
             st = copy_timeline(ctx->pool, res);
+        if (cfg->memory_trace && s == steps - 1 && st == CLREMAT_OK)
+            st = write_memory_trace(cfg, t, res); /* the tags live in the trainer */
         if (st == CLREMAT_ERR_NONFINITE) {
             res->stopped_nonfinite = 1;
             res->losses[s] = loss;
@@ -559,6 +579,18 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         if (s == 0)
             created_after_first = clremat_pool_get_stats(ctx->pool).created;
         progress(cfg, s, loss, t0, &last);
+    }
+    if (t->replans) { /* the plan changed during the run: report the one that ran last */
+        res->replans = t->replans;
+        res->replan_step = t->replan_step;
+        res->replan_from_peak = t->replan_from;
+        res->replan_to_peak = t->replan_to;
+        snprintf(res->replan_reason, sizeof res->replan_reason, "%s", t->replan_reason);
+        res->predicted_peak = t->plan.peak_bytes;
+        res->kept_act_bytes = t->plan.kept_act_bytes;
+        res->step_flops = t->plan.step_flops;
+        res->recompute_flops = t->plan.recompute_flops;
+        res->n_recompute_actions = t->plan.n_recompute_actions;
     }
     {
         clremat_pool_stats ps = clremat_pool_get_stats(ctx->pool);

@@ -38,6 +38,7 @@ typedef struct clremat_train_config {
     int overlap;                    /**< recompute on a second queue, overlapping backward */
     int costs_measured;             /**< budget/auto: plan from measured per-layer times (a profiled warm-up) */
     const char *gemm;               /**< GEMM path: "native", "clblast", "auto" or NULL (auto) */
+    const char *memory_trace;       /**< write the last step's live tensors (Chrome trace JSON) here; NULL: no */
 } clremat_train_config;
 
 typedef struct clremat_train_result {
@@ -57,6 +58,10 @@ typedef struct clremat_train_result {
     double step_flops, recompute_flops;
     int n_recompute_actions;
     int stopped_nonfinite;          /**< 1 if a non-finite loss stopped the run */
+    int replans;                    /**< steps replanned and retried after running out of device memory */
+    int64_t replan_step;            /**< the (0-based) step of the last replan */
+    uint64_t replan_from_peak, replan_to_peak;  /**< predicted peaks before and after it */
+    char replan_reason[512];        /**< the failure that caused it */
     char message[1024];             /**< why it stopped, when it did */
     clremat_layer_profile *profile; /**< per layer (n_layers + 1: non-layer) when profiled */
     clremat_pool_event *timeline;   /**< live bytes at each allocation/free of the last step */

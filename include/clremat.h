@@ -60,6 +60,8 @@ typedef struct clremat_device_info {
     unsigned compute_units;       /**< CL_DEVICE_MAX_COMPUTE_UNITS */
     uint64_t global_mem_bytes;    /**< CL_DEVICE_GLOBAL_MEM_SIZE */
     uint64_t max_alloc_bytes;     /**< CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+    uint64_t free_mem_bytes;      /**< free memory where the device reports it (AMD's
+                                       CL_DEVICE_GLOBAL_FREE_MEMORY_AMD), at enumeration; 0: not reported */
     int out_of_order;             /**< out-of-order queues supported */
     int profiling;                /**< queue profiling supported */
 } clremat_device_info;

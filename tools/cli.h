@@ -30,6 +30,7 @@ typedef struct cli_plan_opts {
     int overlap;                /**< --overlap */
     const char *gemm;           /**< --gemm: plan on the device for that GEMM path */
     const char *svg;            /**< --svg FILE with --pareto */
+    const char *memory_trace;   /**< --memory-trace FILE: the plan's live tensors as Chrome trace JSON */
 } cli_plan_opts;
 
 /** Options of `clremat devices`. */

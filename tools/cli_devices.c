@@ -21,10 +21,14 @@ static void print_json(const clremat_device_info *d, size_t n)
         printf(", \"opencl_c_version\": ");
         cli_json_string(stdout, d[i].opencl_c_version);
         printf(", \"compute_units\": %u, \"global_mem_bytes\": %llu, \"max_alloc_bytes\": %llu, "
-               "\"out_of_order_queues\": %s, \"profiling\": %s}",
+               "\"out_of_order_queues\": %s, \"profiling\": %s, \"free_mem_bytes\": ",
                d[i].compute_units, (unsigned long long)d[i].global_mem_bytes,
                (unsigned long long)d[i].max_alloc_bytes, d[i].out_of_order ? "true" : "false",
                d[i].profiling ? "true" : "false");
+        if (d[i].free_mem_bytes)
+            printf("%llu}", (unsigned long long)d[i].free_mem_bytes);
+        else
+            printf("null}");
     }
     printf("%s]}\n", n ? "\n" : "");
 }
@@ -43,6 +47,11 @@ static void print_table(const clremat_device_info *d, size_t n)
                (double)d[i].global_mem_bytes / 1073741824.0);
         printf("     max allocation  %llu bytes (%.2f GiB)\n", (unsigned long long)d[i].max_alloc_bytes,
                (double)d[i].max_alloc_bytes / 1073741824.0);
+        if (d[i].free_mem_bytes)
+            printf("     free memory     %llu bytes (%.2f GiB)\n", (unsigned long long)d[i].free_mem_bytes,
+                   (double)d[i].free_mem_bytes / 1073741824.0);
+        else
+            printf("     free memory     not reported (OpenCL has no query; AMD devices report it)\n");
         printf("     out-of-order    %s\n", d[i].out_of_order ? "yes" : "no");
         printf("     profiling       %s\n", d[i].profiling ? "yes" : "no");
     }

@@ -112,6 +112,8 @@ static int train_usage(FILE *f)
         "  --overlap            recompute on a second queue, overlapping the previous segment's\n"
         "                       backward, at no extra memory (same peak as without)\n"
         "  --profile            per-layer device time of the last step\n"
+        "  --memory-trace FILE  the last step's live tensors, measured, as Chrome trace / Perfetto\n"
+        "                       JSON (docs/memory-trace.md)\n"
         "  --json               machine-readable report on stdout (docs/json-output.md)\n"
         "  --quiet              no progress on stderr\n");
     return f == stdout ? 0 : 2;
@@ -252,7 +254,7 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         {"momentum", required_argument, NULL, '1'}, {"beta1", required_argument, NULL, '2'},
         {"beta2", required_argument, NULL, '3'}, {"epsilon", required_argument, NULL, '4'},
         {"weight-decay", required_argument, NULL, '5'}, {"weights-only", no_argument, NULL, 'W'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"memory-trace", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int c;
     int64_t v;
 
@@ -294,6 +296,7 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         case 'G': if (check_gemm(optarg)) return 2; cfg->gemm = optarg; break;
         case 'j': *json = 1; break;
         case 'q': cfg->progress = 0; break;
+        case 'T': cfg->memory_trace = optarg; break;
         case 'h': return train_usage(stdout);
         default: return train_usage(stderr);
         }
@@ -325,7 +328,7 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         {"memory-limit", required_argument, NULL, 'm'}, {"pareto", no_argument, NULL, 'p'},
         {"svg", required_argument, NULL, 'v'}, {"points", required_argument, NULL, 'n'},
         {"overlap", no_argument, NULL, 'O'}, {"gemm", required_argument, NULL, 'G'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"memory-trace", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int c;
     int64_t v;
 
@@ -348,6 +351,7 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         case 'O': o->overlap = 1; break;
         case 'G': if (check_gemm(optarg)) return 2; o->gemm = optarg; break;
         case 'v': o->svg = optarg; break;
+        case 'T': o->memory_trace = optarg; break;
         case 'n':
             if (parse_i64("--points", optarg, 2, &v) || v > 10000)
                 return v > 10000 ? cli_error("--points takes at most 10000, got '%s'", optarg), 2 : 2;
@@ -356,7 +360,7 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         case 'h':
             printf("usage: clremat plan MODEL [--remat MODE] [--batch N] [--optimizer NAME] [--json] [--actions]\n"
                    "       [--memory-limit BYTES | --device SEL] [--overlap] [--gemm PATH]\n"
-                   "       [--pareto [--points N] [--svg FILE]]\n"
+                   "       [--pareto [--points N] [--svg FILE]] [--memory-trace FILE]\n"
                    "Prints, per layer, output and saved bytes, whether tensors are kept or discarded after\n"
                    "the forward pass, recomputations and forward FLOPs; then the predicted peak of live\n"
                    "device bytes, activation bytes kept, and recompute FLOPs as a share of the step.\n"
@@ -365,13 +369,17 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
                    "--gemm plans for that GEMM path on the device (its workspace is in the peak);\n"
                    "without it no device is opened and the native path (no workspace) is assumed.\n"
                    "--pareto sweeps budgets from the smallest feasible peak to the none peak and lists\n"
-                   "peak against recompute cost; --svg FILE plots it with the Keras-style modes marked.\n");
+                   "peak against recompute cost; --svg FILE plots it with the Keras-style modes marked.\n"
+                   "--memory-trace FILE writes the step's live tensors over time as Chrome trace / Perfetto\n"
+                   "JSON (docs/memory-trace.md).\n");
             return 0;
         default: return 2;
         }
     }
     if (optind + 1 != argc)
         return cli_error("plan: expected one MODEL argument"), 2;
+    if (o->memory_trace && o->pareto)
+        return cli_error("plan: --memory-trace traces one plan; it does not go with --pareto"), 2;
     o->model_path = argv[optind];
     return CLI_CONTINUE;
 }

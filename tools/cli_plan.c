@@ -2,6 +2,7 @@
  * size, per layer and in total, as a table or JSON. Needs no device. */
 #include "cli.h"
 #include "executor.h"
+#include "memory_trace.h"
 #include "report_svg.h"
 #include <stdlib.h>
 #include <string.h>
@@ -214,9 +215,21 @@ int cli_plan(const cli_global *g, int argc, char **argv)
             }
         }
     }
+    st = 0;
+    if (o.memory_trace) {
+        clremat_trace_event *ev = NULL;
+        char *names = NULL, title[512];
+        int n = 0;
+        snprintf(title, sizeof title, "%.200s, plan %.200s, batch %lld", gr->name, pol.text, batch);
+        if (clremat_trace_from_plan(gr, costs, &plan, &ev, &n, &names) != CLREMAT_OK ||
+            clremat_trace_write(o.memory_trace, title, plan.fixed_bytes, ev, n, gr, &plan, NULL) != CLREMAT_OK)
+            st = cli_error("%s", clremat_last_error());
+        free(ev);
+        free(names);
+    }
     clremat_plan_free(&plan);
     free(costs);
     clremat_ctx_destroy(ctx);
     clremat_graph_free(gr);
-    return 0;
+    return st;
 }

@@ -45,7 +45,16 @@ static void print_json(const clremat_train_config *cfg, const clremat_train_resu
     printf(" \"flops\": {\"step\": %.6g, \"recompute\": %.6g, \"recompute_share\": ", r->step_flops,
            r->recompute_flops);
     cli_json_num(stdout, r->step_flops > 0 ? r->recompute_flops / r->step_flops : 0);
-    printf("}, \"recompute_actions\": %d,\n \"stopped\": ", r->n_recompute_actions);
+    printf("}, \"recompute_actions\": %d,\n \"replanned\": ", r->n_recompute_actions);
+    if (r->replans) {
+        printf("{\"count\": %d, \"step\": %lld, \"from_peak_bytes\": %llu, \"to_peak_bytes\": %llu, \"reason\": ",
+               r->replans, (long long)r->replan_step, (unsigned long long)r->replan_from_peak,
+               (unsigned long long)r->replan_to_peak);
+        cli_json_string(stdout, r->replan_reason);
+        printf("}");
+    } else
+        printf("null");
+    printf(",\n \"stopped\": ");
     if (r->stopped_nonfinite)
         cli_json_string(stdout, r->message);
     else
@@ -85,6 +94,10 @@ static void print_summary(const clremat_train_config *cfg, const clremat_train_r
     printf("             fixed %llu bytes (parameters %llu), activations kept after forward %llu bytes\n",
            (unsigned long long)r->fixed_bytes, (unsigned long long)r->param_bytes,
            (unsigned long long)r->kept_act_bytes);
+    if (r->replans)
+        printf("replanned    at step %lld, predicted peak %llu -> %llu bytes (peaks above are since then): %s\n",
+               (long long)r->replan_step + 1, (unsigned long long)r->replan_from_peak,
+               (unsigned long long)r->replan_to_peak, r->replan_reason);
     printf("recompute    %.4g FLOPs, %.1f%% of the step's %.4g FLOPs (%d recompute actions)\n",
            r->recompute_flops, r->step_flops > 0 ? 100.0 * r->recompute_flops / r->step_flops : 0.0,
            r->step_flops, r->n_recompute_actions);
