@@ -1,11 +1,14 @@
 /* bytes.c: parsing of byte counts with KiB/MiB/GiB (binary) and KB/MB/GB
- * (decimal) suffixes, as accepted by --memory-limit and budget:BYTES. */
-#include "clremat.h"
+ * (decimal) suffixes, as accepted by --memory-limit and budget:BYTES, and
+ * the host-memory check made before large host allocations. */
+#include "backend.h" /* clremat_set_error */
 #include <ctype.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 int clremat_parse_bytes(const char *text, uint64_t *bytes)
 {
@@ -35,4 +38,34 @@ int clremat_parse_bytes(const char *text, uint64_t *bytes)
         }
     }
     return -1;
+}
+
+/* Bytes of host memory available: MemAvailable of /proc/meminfo, else the
+ * physical memory; 0 when unknown. */
+static uint64_t host_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r"); /* a procfs file: never blocks */
+    char line[256];
+    unsigned long long kib;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (f) {
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+                fclose(f);
+                return (uint64_t)kib * 1024u;
+            }
+        fclose(f);
+    }
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+
+int clremat_host_alloc_check(uint64_t bytes, const char *what)
+{
+    uint64_t avail = host_available();
+    if (avail && bytes > avail)
+        return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY,
+                                 "%s needs %llu bytes of host memory but %llu bytes are available",
+                                 what ? what : "an allocation", (unsigned long long)bytes,
+                                 (unsigned long long)avail);
+    return CLREMAT_OK;
 }

@@ -10,6 +10,7 @@
  * (clremat_gemm_decide). A cache file that does not parse, is of another
  * rule version or names another device, driver or kernels source is
  * ignored and rewritten by a new calibration. */
+#include "atomic_file.h"
 #include "gemm.h"
 #include <clblast_c.h>
 #include <inttypes.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define CAL_REPS 3 /* timed rounds after the warm-up round */
 #define STR_(x) #x
@@ -217,8 +219,9 @@ int clremat_gemm_cache_load(const clremat_ctx *ctx)
     char path[4200], text[4096];
     size_t n;
     FILE *f;
-    if (!clremat_gemm_cache_file(ctx, path, sizeof path) || !(f = fopen(path, "r")))
-        return 0;
+    if (!clremat_gemm_cache_file(ctx, path, sizeof path) || access(path, F_OK) != 0 ||
+        clremat_open_regular(path, "GEMM cache file", &f, NULL) != CLREMAT_OK)
+        return 0; /* absent, or not a regular file (never blocks on a FIFO) */
     n = fread(text, 1, sizeof text - 1, f);
     fclose(f);
     text[n] = 0;

@@ -1,6 +1,7 @@
 /* train.c: the training loop: data, steps with warm-up, progress, validation,
  * step-time statistics, memory high-water, and weights load/save. */
 #include "train.h"
+#include "atomic_file.h"
 #include "safetensors.h"
 #include <math.h>
 #include <stdio.h>
@@ -134,20 +135,34 @@ int clremat_weights_load(clremat_trainer *t, const char *path)
                 break;
             }
             memcpy(host + off, tt->data, sizeof(float) * (size_t)pr->elems);
+            for (int64_t i = 0; i < pr->elems; i++)
+                if (!isfinite(host[off + (size_t)i])) {
+                    st = clremat_set_error(CLREMAT_ERR_PARSE, "%s: tensor '%s' element %lld is %g, not a finite float",
+                                           path, name, (long long)i, (double)host[off + (size_t)i]);
+                    break;
+                }
             off += (size_t)pr->elems;
             used++;
         }
+    /* every tensor of the file must be one the model has, by its exact
+     * name: the names are unique, so a count short of the file's means a
+     * stray one; find it to name it */
     if (st == CLREMAT_OK && used != f.n)
         for (size_t i = 0; i < f.n; i++) {
-            char *slash;
-            char lname[128];
-            snprintf(lname, sizeof lname, "%s", f.tensors[i].name);
-            slash = strrchr(lname, '/');
-            if (slash)
-                *slash = 0;
-            if (clremat_graph_find_layer(g, lname) < 0) {
-                st = clremat_set_error(CLREMAT_ERR_MISMATCH, "%s: tensor '%s' matches no layer of model '%s'",
-                                       path, f.tensors[i].name, g->name);
+            const char *tn = f.tensors[i].name, *slash = strrchr(tn, '/');
+            char lname[sizeof f.tensors[i].name];
+            int l = -1, known = 0;
+            if (slash) {
+                snprintf(lname, sizeof lname, "%.*s", (int)(slash - tn), tn);
+                l = clremat_graph_find_layer(g, lname);
+            }
+            for (int p = 0; l >= 0 && p < g->layers[l].n_params && !known; p++)
+                known = strcmp(slash + 1, g->layers[l].params[p].name) == 0;
+            if (!known) {
+                st = clremat_set_error(CLREMAT_ERR_MISMATCH,
+                                       "%s: tensor '%s' is not a parameter of model '%s' (a weights file holds "
+                                       "exactly the model's LAYER/PARAM tensors)",
+                                       path, tn, g->name);
                 break;
             }
         }
@@ -161,16 +176,48 @@ int clremat_weights_load(clremat_trainer *t, const char *path)
     return st;
 }
 
-static int load_data(const clremat_train_config *cfg, const clremat_graph *g, clremat_dataset *d)
+/* 1 when --data names a file rather than a synthetic task. */
+static int data_is_file(const char *task)
 {
     struct stat sb;
+    return task && (lstat(task, &sb) == 0 || strchr(task, '/'));
+}
+
+static int load_data(const clremat_train_config *cfg, const clremat_graph *g, clremat_dataset *d)
+{
     const char *task = cfg->data;
-    if (task && stat(task, &sb) == 0)
+    if (data_is_file(task))
         return clremat_data_load(g, task, d);
-    if (task && strchr(task, '/'))
-        return clremat_set_error(CLREMAT_ERR_IO, "--data %s: no such file", task);
     return clremat_data_synthetic(g, task, cfg->seed, cfg->train_samples > 0 ? cfg->train_samples : 4096,
                                   cfg->val_samples > 0 ? cfg->val_samples : 512, d);
+}
+
+/* Refuses bad paths before any work: the model, --load and a --data file
+ * must be regular files (checked without blocking on a FIFO), and --save
+ * must be writable by the rules of atomic_file.h, so that a run never
+ * trains for minutes and then fails on a path it could have refused. */
+static int check_paths(const clremat_train_config *cfg)
+{
+    FILE *f = NULL;
+    int st;
+    if (!cfg->model_path)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "no model file given");
+    if ((st = clremat_open_regular(cfg->model_path, "model file", &f, NULL)) != CLREMAT_OK)
+        return st;
+    fclose(f);
+    if (cfg->load) {
+        if ((st = clremat_open_regular(cfg->load, "--load weights file", &f, NULL)) != CLREMAT_OK)
+            return st;
+        fclose(f);
+    }
+    if (data_is_file(cfg->data)) {
+        if ((st = clremat_open_regular(cfg->data, "--data file", &f, NULL)) != CLREMAT_OK)
+            return st;
+        fclose(f);
+    }
+    if (cfg->save && (st = clremat_output_check(cfg->save, "--save")) != CLREMAT_OK)
+        return st;
+    return CLREMAT_OK;
 }
 
 /* Keeps the pool's recorded timeline in the result and stops recording. */
@@ -236,10 +283,13 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     memset(res, 0, sizeof *res);
     snprintf(res->device, sizeof res->device, "%s", ctx->info.name);
     snprintf(res->platform, sizeof res->platform, "%s", ctx->info.platform);
-    res->val_loss = res->val_accuracy = NAN;
-    if ((st = clremat_graph_load(cfg->model_path, &g)))
+    res->val_loss = res->val_accuracy = res->final_loss = NAN;
+    if ((st = check_paths(cfg)) || (st = clremat_graph_load(cfg->model_path, &g)))
         goto fail;
     res->g = g;
+    /* before the data or anything else is sized from the batch */
+    if ((st = clremat_batch_check(g, batch)))
+        goto fail;
     if ((st = clremat_policy_parse(cfg->remat, &pol)))
         goto fail;
     snprintf(res->remat, sizeof res->remat, "%s", pol.text);
@@ -261,10 +311,27 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
      * reserved bytes (cached buffers) stay within it as well as live bytes */
     if (pol.kind == CLREMAT_POLICY_BUDGET && pol.budget < clremat_pool_get_stats(ctx->pool).limit)
         clremat_pool_set_limit(ctx->pool, pol.budget);
+    if (cfg->costs_measured) {
+        /* the measurement runs a step: refuse a plan that cannot fit before
+         * the batch is allocated and measured (the same check and message as
+         * the real trainer's, with FLOP costs) */
+        if ((st = clremat_trainer_new_costs(ctx, g, batch, &pol, &opt, cfg->seed, NULL, cfg->overlap, &t))) {
+            clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
+            goto fail;
+        }
+        clremat_trainer_free(t);
+        t = NULL;
+    }
+    /* the batch check bounds these products below 2^31 elements each */
+    if ((st = clremat_host_alloc_check(sizeof(float) * (uint64_t)batch *
+                                           (uint64_t)(data.train.x_elems + data.train.y_elems),
+                                       "the host copy of one batch"))) 
+        goto fail;
     x = malloc(sizeof(float) * (size_t)(batch * data.train.x_elems));
     y = malloc(sizeof(float) * (size_t)(batch * data.train.y_elems));
     if (!x || !y) {
-        st = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
+        st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory for a batch of %lld samples",
+                               (long long)batch);
         goto fail;
     }
     if (cfg->costs_measured) {
@@ -311,9 +378,13 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         if (cfg->timeline && s == steps - 1 && st == CLREMAT_OK)
             st = copy_timeline(ctx->pool, res);
         if (st == CLREMAT_ERR_NONFINITE) {
+            clremat_pool_stats ps = clremat_pool_get_stats(ctx->pool);
             res->stopped_nonfinite = 1;
             res->losses[s] = loss;
+            res->final_loss = loss; /* the non-finite loss that stopped the run */
             res->steps_run = s + 1;
+            res->measured_peak = ps.live_peak; /* the step ran to its end */
+            res->reserved_peak = ps.reserved_peak;
             snprintf(res->message, sizeof res->message, "%s", clremat_ctx_last_error(ctx));
         }
         if (st != CLREMAT_OK) {
@@ -368,6 +439,8 @@ int clremat_train_run(const clremat_train_config *cfg, clremat_train_result *res
     clremat_ctx *ctx = NULL;
     clremat_gemm_path path = CLREMAT_GEMM_AUTO;
     int st = cfg->gemm ? clremat_gemm_path_parse(cfg->gemm, &path) : CLREMAT_OK;
+    if (st == CLREMAT_OK) /* before a device is opened (a calibration can take seconds) */
+        st = check_paths(cfg);
     if (st == CLREMAT_OK)
         st = clremat_ctx_create(cfg->device, cfg->memory_limit, &ctx);
     if (st == CLREMAT_OK)
