@@ -1,6 +1,7 @@
 /* report_svg.c: the SVG picture of a comparison: live device bytes over one
  * training step for each remat mode (one panel per device), then the median
  * step time and the peak live bytes of every (device, mode) run as bars. */
+#include "utf8.h"
 #include "atomic_file.h"
 #include "compare.h"
 #include <math.h>
@@ -18,15 +19,25 @@ static const char *const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
 
 static void text_escaped(FILE *f, const char *s)
 {
-    for (; *s; s++) {
-        if (*s == '<')
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        size_t n = clremat_utf8_seq(p);
+        if (n == 0 || (*p < 0x20 && *p != '\t' && *p != '\n') || *p == 0x7f) {
+            fputs("&#xFFFD;", f); /* XML allows neither control characters nor non-UTF-8 bytes */
+            p += n ? n : 1;
+            continue;
+        }
+        if (*p == '<')
             fputs("&lt;", f);
-        else if (*s == '>')
+        else if (*p == '>')
             fputs("&gt;", f);
-        else if (*s == '&')
+        else if (*p == '&')
             fputs("&amp;", f);
+        else if (*p == '"')
+            fputs("&quot;", f);
         else
-            fputc(*s, f);
+            fwrite(p, 1, n, f);
+        p += n;
     }
 }
 

@@ -2,6 +2,7 @@
  * bytes on x, recompute cost on y, the front as a step line through its
  * points and the Keras-style modes as labelled squares. The file is written
  * atomically (backend/atomic_file.c), so PATH is never left half-written. */
+#include "utf8.h"
 #include "plan.h"
 #include "atomic_file.h"
 #include "backend.h"
@@ -22,16 +23,27 @@ typedef struct axis {
     const char *unit;
 } axis;
 
+/* Text as XML character data: markup escaped; control characters (not
+ * allowed in XML 1.0) and bytes that are not UTF-8 become U+FFFD. */
 static void xml_text(FILE *f, const char *s)
 {
-    for (; *s; s++)
-        switch (*s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        size_t n = clremat_utf8_seq(p);
+        if (n == 0 || (*p < 0x20 && *p != '\t' && *p != '\n') || *p == 0x7f) {
+            fputs("&#xFFFD;", f);
+            p += n ? n : 1;
+            continue;
+        }
+        switch (*p) {
         case '&': fputs("&amp;", f); break;
         case '<': fputs("&lt;", f); break;
         case '>': fputs("&gt;", f); break;
         case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
+        default: fwrite(p, 1, n, f);
         }
+        p += n;
+    }
 }
 
 static void byte_axis(axis *a, double lo, double hi)

@@ -1,5 +1,6 @@
 /* cli_plan.c: `clremat plan MODEL`: the remat plan of a model at a batch
  * size, per layer and in total, as a table or JSON. Needs no device. */
+#include "atomic_file.h"
 #include "cli.h"
 #include "executor.h"
 #include <stdlib.h>
@@ -107,6 +108,10 @@ int cli_plan(const cli_global *g, int argc, char **argv)
     actions = o.actions;
     if (clremat_opt_defaults(optname, &opt) != 0)
         return cli_error("unknown optimizer '%s'; valid: sgd, adam, adamw", optname);
+    if (o.svg && !o.pareto)
+        return cli_error("plan: --svg FILE draws the Pareto front: it needs --pareto");
+    if (o.svg && clremat_output_check(o.svg, "--svg")) /* before any work */
+        return cli_error("%s", clremat_last_error());
     if ((st = clremat_graph_load(o.model_path, &gr)))
         return cli_error("%s", clremat_last_error());
     if (o.pareto) {
