@@ -300,8 +300,6 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     }
     if (cfg->lr > 0)
         opt.lr = (float)cfg->lr;
-    if ((st = load_data(cfg, g, &data)))
-        goto fail;
     clremat_pool_set_limit(ctx->pool, cfg->memory_limit ? cfg->memory_limit : ctx->info.global_mem_bytes);
     if (pol.kind == CLREMAT_POLICY_AUTO && cfg->auto_budget) { /* reported as auto, planned as a budget */
         pol.kind = CLREMAT_POLICY_BUDGET;
@@ -311,21 +309,24 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
      * reserved bytes (cached buffers) stay within it as well as live bytes */
     if (pol.kind == CLREMAT_POLICY_BUDGET && pol.budget < clremat_pool_get_stats(ctx->pool).limit)
         clremat_pool_set_limit(ctx->pool, pol.budget);
+    /* the plan is checked (and, without measured costs, the trainer made)
+     * before the data is built or the batch allocated, so a step that
+     * cannot fit is refused at once; with measured costs, a probe with FLOP
+     * costs gives the same check and message as the real trainer's */
+    if ((st = clremat_trainer_new_costs(ctx, g, batch, &pol, &opt, cfg->seed, NULL, cfg->overlap, &t))) {
+        clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
+        goto fail;
+    }
     if (cfg->costs_measured) {
-        /* the measurement runs a step: refuse a plan that cannot fit before
-         * the batch is allocated and measured (the same check and message as
-         * the real trainer's, with FLOP costs) */
-        if ((st = clremat_trainer_new_costs(ctx, g, batch, &pol, &opt, cfg->seed, NULL, cfg->overlap, &t))) {
-            clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
-            goto fail;
-        }
         clremat_trainer_free(t);
         t = NULL;
     }
+    if ((st = load_data(cfg, g, &data)))
+        goto fail;
     /* the batch check bounds these products below 2^31 elements each */
     if ((st = clremat_host_alloc_check(sizeof(float) * (uint64_t)batch *
                                            (uint64_t)(data.train.x_elems + data.train.y_elems),
-                                       "the host copy of one batch"))) 
+                                       "the host copy of one batch")))
         goto fail;
     x = malloc(sizeof(float) * (size_t)(batch * data.train.x_elems));
     y = malloc(sizeof(float) * (size_t)(batch * data.train.y_elems));
@@ -340,10 +341,10 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
             clremat_set_error(st, "measuring layer costs: %s", clremat_ctx_last_error(ctx));
             goto fail;
         }
-    }
-    if ((st = clremat_trainer_new_costs(ctx, g, batch, &pol, &opt, cfg->seed, layer_ms, cfg->overlap, &t))) {
-        clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
-        goto fail;
+        if ((st = clremat_trainer_new_costs(ctx, g, batch, &pol, &opt, cfg->seed, layer_ms, cfg->overlap, &t))) {
+            clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
+            goto fail;
+        }
     }
     if (cfg->load && (st = clremat_weights_load(t, cfg->load)))
         goto fail;
