@@ -1,6 +1,7 @@
 /* policy.c: parses --remat MODE strings into a clremat_policy. */
 #include "plan.h"
 #include "backend.h"
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +28,10 @@ int clremat_policy_parse(const char *text, clremat_policy *out)
         out->kind = CLREMAT_POLICY_LARGER_THAN;
         if (text[11] == ':') {
             char *end;
-            long long v = strtoll(text + 12, &end, 10);
-            if (end == text + 12 || *end || v < 0)
+            long long v;
+            errno = 0;
+            v = strtoll(text + 12, &end, 10);
+            if (!(text[12] >= '0' && text[12] <= '9') || end == text + 12 || *end || errno == ERANGE || v < 0)
                 return clremat_set_error(CLREMAT_ERR_PLAN,
                     "--remat %s: larger_than takes a non-negative element count, e.g. larger_than:4096", text);
             out->threshold = v;
