@@ -315,3 +315,9 @@ int clremat_open_regular(const char *path, const char *what, FILE **f, uint64_t 
         *size = (uint64_t)sb.st_size;
     return CLREMAT_OK;
 }
+
+int clremat_same_file(const char *a, const char *b)
+{
+    struct stat x, y;
+    return a && b && stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}

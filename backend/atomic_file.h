@@ -55,6 +55,11 @@ int clremat_afile_commit(clremat_afile *a);
 /** Removes the temporary file and frees a. */
 void clremat_afile_abort(clremat_afile *a);
 
+/** 1 when paths a and b both exist and name the same file (device and
+ * inode, symbolic links followed), else 0: an output must never be one of
+ * the run's inputs. */
+int clremat_same_file(const char *a, const char *b);
+
 /** Opens path for reading without ever blocking (O_NONBLOCK, so a FIFO
  * without a writer cannot hang the caller), then refuses anything but a
  * regular file. what names the role ("model file", "--load"). On success

@@ -217,6 +217,10 @@ static int check_paths(const clremat_train_config *cfg)
     }
     if (cfg->save && (st = clremat_output_check(cfg->save, "--save")) != CLREMAT_OK)
         return st;
+    if (cfg->save && (clremat_same_file(cfg->save, cfg->model_path) ||
+                      (data_is_file(cfg->data) && clremat_same_file(cfg->save, cfg->data))))
+        return clremat_set_error(CLREMAT_ERR_IO, "--save %s: is the run's %s; refusing to overwrite an input",
+                                 cfg->save, clremat_same_file(cfg->save, cfg->model_path) ? "model file" : "--data file");
     return CLREMAT_OK;
 }
 
@@ -356,6 +360,8 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     res->step_flops = t->plan.step_flops;
     res->recompute_flops = t->plan.recompute_flops;
     res->n_recompute_actions = t->plan.n_recompute_actions;
+    if ((st = clremat_host_alloc_check((uint64_t)steps * (sizeof(float) + sizeof(double)), "the per-step losses and times")))
+        goto fail;
     res->losses = calloc((size_t)steps, sizeof(float));
     res->step_ms = calloc((size_t)steps, sizeof(double));
     if (!res->losses || !res->step_ms) {

@@ -217,6 +217,27 @@ START_TEST(test_outputs_checked_first)
     EXPECT_REFUSED(NULL, 20, args, "--svg", "/dev/null");
     ck_assert_int_eq(lstat(fifo, &sb), 0);
     ck_assert(S_ISFIFO(sb.st_mode));
+    /* an output that is one of the run's inputs */
+    {
+        char m[256];
+        FILE *src = fopen(model(), "r"), *dst;
+        int c;
+        snprintf(m, sizeof m, "%s", path_in("m.json"));
+        ck_assert_ptr_nonnull(dst = fopen(m, "w"));
+        while ((c = fgetc(src)) != EOF)
+            fputc(c, dst);
+        fclose(src);
+        fclose(dst);
+        snprintf(args, sizeof args, "train %s --steps 1000000 --quiet --save %s", m, m);
+        EXPECT_REFUSED(NULL, 20, args, "--save", "model file");
+        snprintf(args, sizeof args, "compare %s --steps 1000000 --quiet --csv %s", m, m);
+        EXPECT_REFUSED(NULL, 20, args, "--csv", "input");
+        snprintf(args, sizeof args, "plan %s --pareto --svg %s", m, m);
+        EXPECT_REFUSED(NULL, 20, args, "--svg", "model file");
+    }
+    /* a report that cannot be written to stdout is an error, not a success */
+    snprintf(args, sizeof args, "plan %s --json >/dev/full", model());
+    EXPECT_REFUSED(NULL, 20, args, "stdout");
     /* a dangling symbolic link is refused, not replaced by a file */
     ck_assert_int_eq(symlink(path_in("nowhere"), path_in("dangling")), 0);
     snprintf(args, sizeof args, "train %s --steps 1000000 --quiet --save %s", model(), path_in("dangling"));

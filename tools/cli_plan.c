@@ -141,6 +141,8 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         return cli_error("plan: --svg FILE draws the Pareto front: it needs --pareto");
     if (o.svg && clremat_output_check(o.svg, "--svg")) /* before any work */
         return cli_error("%s", clremat_last_error());
+    if (o.svg && clremat_same_file(o.svg, o.model_path))
+        return cli_error("--svg %s: is the model file; refusing to overwrite it", o.svg);
     if ((st = clremat_graph_load(o.model_path, &gr)))
         return cli_error("%s", clremat_last_error());
     if (o.pareto) {
