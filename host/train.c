@@ -64,9 +64,11 @@ int clremat_weights_save(clremat_trainer *t, const char *path)
     const clremat_graph *g = t->g;
     size_t n = 0, k = 0;
     clremat_st_tensor *ts;
-    float *host = malloc(t->plan.param_bytes ? t->plan.param_bytes : 1);
-    int st;
+    int st = clremat_host_alloc_check(t->plan.param_bytes, "saving the weights");
+    float *host = st == CLREMAT_OK ? malloc(t->plan.param_bytes ? t->plan.param_bytes : 1) : NULL;
     size_t off = 0;
+    if (st != CLREMAT_OK)
+        return st;
     for (int l = 0; l < g->n_layers; l++)
         n += (size_t)g->layers[l].n_params;
     ts = calloc(n + 1, sizeof *ts);
@@ -102,9 +104,11 @@ int clremat_weights_load(clremat_trainer *t, const char *path)
 {
     const clremat_graph *g = t->g;
     clremat_st_file f;
-    float *host = malloc(t->plan.param_bytes ? t->plan.param_bytes : 1);
+    int st = clremat_host_alloc_check(t->plan.param_bytes, "loading the weights");
+    float *host = st == CLREMAT_OK ? malloc(t->plan.param_bytes ? t->plan.param_bytes : 1) : NULL;
     size_t off = 0, used = 0;
-    int st = host ? clremat_st_read(path, &f) : clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
+    if (st == CLREMAT_OK)
+        st = host ? clremat_st_read(path, &f) : clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory");
     if (st != CLREMAT_OK) {
         free(host);
         return st;
