@@ -3,6 +3,7 @@
  * the host-memory check made before large host allocations. */
 #include "backend.h" /* clremat_set_error */
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,16 +22,40 @@ int clremat_parse_bytes(const char *text, uint64_t *bytes)
     };
     char *end;
     double v;
+    size_t digits;
     if (!text || !*text || isspace((unsigned char)*text) || *text == '-' || *text == '+')
+        return -1;
+    /* a plain decimal number: digits, optionally a fraction (no hex, no
+     * exponent, no "inf" or "nan", which strtod would also take) */
+    digits = strspn(text, "0123456789");
+    if (digits == 0 || (text[digits] == '.' && strspn(text + digits + 1, "0123456789") == 0) ||
+        (text[digits] == 'x' || text[digits] == 'X'))
+        return -1;
+    if (text[digits] == '.')
+        digits += 1 + strspn(text + digits + 1, "0123456789");
+    if (text[digits] == 'e' || text[digits] == 'E')
         return -1;
     v = strtod(text, &end);
     if (end == text || !isfinite(v) || v < 0)
+        return -1;
+    if (end != text + digits)
         return -1;
     while (*end == ' ')
         end++;
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strcasecmp(end, units[i].suffix) == 0) {
             double total = v * units[i].mult;
+            if (!strchr(text, '.') || text + digits <= strchr(text, '.')) {
+                /* a whole number: exact in 64 bits, whatever its size */
+                unsigned long long w;
+                uint64_t mult = (uint64_t)units[i].mult;
+                errno = 0;
+                w = strtoull(text, NULL, 10);
+                if (errno == ERANGE || (mult && w > UINT64_MAX / mult))
+                    return -1;
+                *bytes = (uint64_t)w * mult;
+                return 0;
+            }
             if (total > 1.8e19 || total != floor(total))
                 return -1;
             *bytes = (uint64_t)total;

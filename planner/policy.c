@@ -12,7 +12,9 @@ static const char *const valid_modes =
 int clremat_policy_parse(const char *text, clremat_policy *out)
 {
     memset(out, 0, sizeof *out);
-    if (!text || !*text)
+    if (text && !*text) /* given, but empty: not the same as not given */
+        return clremat_set_error(CLREMAT_ERR_PLAN, "--remat '': empty remat mode; valid modes: %s", valid_modes);
+    if (!text)
         text = "none";
     snprintf(out->text, sizeof out->text, "%s", text);
     out->threshold = 1024;

@@ -450,6 +450,21 @@ START_TEST(test_options_strict)
     EXPECT_REFUSED(NULL, 10, args, "--points", "'1'");
     snprintf(args, sizeof args, "train %s --quiet --memory-limit 0", model());
     EXPECT_REFUSED(NULL, 10, args, "--memory-limit", "'0'");
+    {
+        static const char *const bad_bytes[] = {"0x100000", "1e9", "inf", "nan", " 5MiB", "18446744073709551616",
+                                                "17179869184GiB", ".5", "1."};
+        for (size_t i = 0; i < sizeof bad_bytes / sizeof bad_bytes[0]; i++) {
+            snprintf(want, sizeof want, "'%s'", bad_bytes[i]);
+            snprintf(args, sizeof args, "plan %s --remat auto --memory-limit '%s'", model(), bad_bytes[i]);
+            EXPECT_REFUSED(NULL, 10, args, "--memory-limit", want);
+            snprintf(args, sizeof args, "plan %s --remat 'budget:%s'", model(), bad_bytes[i]);
+            EXPECT_REFUSED(NULL, 10, args, "budget");
+        }
+    }
+    snprintf(args, sizeof args, "plan %s --remat ''", model());
+    EXPECT_REFUSED(NULL, 10, args, "--remat", "empty");
+    snprintf(args, sizeof args, "plan %s --remat 'larger_than:99999999999999999999'", model());
+    EXPECT_REFUSED(NULL, 10, args, "larger_than");
     snprintf(args, sizeof args, "train %s --steps 1 --quiet --device ''", model());
     EXPECT_REFUSED(NULL, 10, args, "--device", "''");
     EXPECT_REFUSED(NULL, 10, "--device '' devices", "--device", "''");
