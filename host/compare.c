@@ -2,11 +2,13 @@
  * derives the cross-run checks (overhead against none, bitwise equality to
  * none on the same device, largest loss difference across devices). */
 #include "compare.h"
+#include "atomic_file.h"
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char *const mode_names[] = {"none", "full", "activations", "larger_than", "list_of_layers:",
                                          "budget:", "auto"};
@@ -235,6 +237,15 @@ int clremat_compare(const clremat_compare_config *cfg, clremat_compare_run **out
     clremat_graph_free(g);
     if (st)
         return st;
+    { /* a --data file: a regular file, checked once before any run */
+        struct stat sb;
+        FILE *f = NULL;
+        if (cfg->data && (lstat(cfg->data, &sb) == 0 || strchr(cfg->data, '/'))) {
+            if ((st = clremat_open_regular(cfg->data, "--data file", &f, NULL)))
+                return st;
+            fclose(f);
+        }
+    }
     if ((st = clremat_split_modes(cfg->modes, &modes, &nm)))
         return st;
     for (int m = 0; m < nm; m++) {
