@@ -40,6 +40,16 @@ put("model", "block.json", HEAD + '{"block": "b", "repeat": 2, "remat": true, "l
     '{"name": "loss", "type": "mse"}' + TAIL)
 put("model", "bad-units.json", HEAD + '{"type": "dense", "units": "abc"}' + TAIL)
 put("model", "bad-syntax.json", HEAD + '{"type": "dense", "units": 4,,}' + TAIL)
+# sizes whose products overflow 32 or 64 bits: per-sample shapes, units, vocabularies, sequence lengths
+put("model", "huge-input.json", '{"input": {"shape": [2147483647, 2147483647]}, "layers": ['
+    '{"type": "dense", "units": 4}, {"name": "loss", "type": "mse"}]}')
+put("model", "huge-units.json", HEAD + '{"type": "dense", "units": 2147483647},'
+    '{"type": "dense", "units": 9223372036854775807}, {"name": "loss", "type": "mse"}' + TAIL)
+put("model", "huge-seq.json", '{"input": {"shape": [65536], "dtype": "int32"}, "layers": ['
+    '{"type": "embedding", "vocab": 4294967296, "dim": 65536}, {"type": "attention", "heads": 65536},'
+    '{"type": "dense", "units": 16}, {"name": "loss", "type": "softmax_cross_entropy"}]}')
+put("model", "huge-repeat.json", HEAD + '{"block": "b", "repeat": 4294967297, "layers": ['
+    '{"type": "dense", "units": 8}]}, {"name": "loss", "type": "mse"}' + TAIL)
 
 # ---- safetensors files
 def st(header, data=b"", hlen=None):
