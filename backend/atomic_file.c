@@ -77,12 +77,12 @@ static int resolve_output(const char *path, const char *what, char **target, int
             if (!(*target = realpath(path, NULL)))
                 return clremat_set_error(CLREMAT_ERR_IO, "%s %s: cannot resolve the symbolic link: %s", what, path,
                                          strerror(errno));
-            *mode = (int)(tb.st_mode & 07777);
+            *mode = (int)(tb.st_mode & 0777);
         } else if (!S_ISREG(sb.st_mode)) {
             return clremat_set_error(CLREMAT_ERR_IO, "%s %s: is %s, not a regular file; refusing to replace it", what,
                                      path, kind_of(sb.st_mode));
         } else {
-            *mode = (int)(sb.st_mode & 07777);
+            *mode = (int)(sb.st_mode & 0777);
         }
     } else if (errno != ENOENT) {
         return clremat_set_error(CLREMAT_ERR_IO, "%s %s: cannot check the path: %s", what, path, strerror(errno));
