@@ -15,8 +15,8 @@
  * - a symbolic link is followed (the file it points to is replaced, the
  *   link stays); a link to nothing or to anything but a regular file is
  *   refused;
- * - a replaced file keeps its read/write/execute permission bits (not setuid, setgid or sticky); a new one gets 0666 less
- *   the umask;
+ * - a replaced file keeps its read/write/execute permission bits (not
+ *   setuid, setgid or sticky); a new one gets 0666 less the umask;
  * - the temporary file is ".BASENAME.XXXXXX" in the target's folder (six
  *   mkstemp characters), held under an exclusive flock while it is written.
  *   A save killed before its rename leaves one behind; the next successful
