@@ -158,8 +158,11 @@ int clremat_afile_open(clremat_afile *a, const char *path)
         goto fail;
     }
     /* the lock marks the temporary file as in use until this process closes
-     * it (or dies): stale-file cleanup by another save skips locked files */
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0 || fchmod(fd, (mode_t)mode) != 0 || !(a->f = fdopen(fd, "wb"))) {
+     * it (or dies): stale-file cleanup by another save skips locked files.
+     * On a file system without flock the lock fails here and in the
+     * cleanup alike, which then removes nothing: not an error. */
+    (void)flock(fd, LOCK_EX | LOCK_NB);
+    if (fchmod(fd, (mode_t)mode) != 0 || !(a->f = fdopen(fd, "wb"))) {
         st = clremat_set_error(CLREMAT_ERR_IO, "%s: cannot open '%s' for writing: %s", path, a->tmp,
                                strerror(errno));
         close(fd);
