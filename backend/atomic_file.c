@@ -99,8 +99,9 @@ static int resolve_output(const char *path, const char *what, char **target, int
         goto fail;
     }
     if (stat(dir, &sb) != 0) {
-        st = clremat_set_error(CLREMAT_ERR_IO, "%s %s: folder '%s' %s", what, path, dir,
-                               errno == ENOENT ? "does not exist" : strerror(errno));
+        int e = errno;
+        st = clremat_set_error(CLREMAT_ERR_IO, "%s %s: folder '%s' %s%s%s", what, path, dir,
+                               e == ENOENT ? "does not exist (" : "cannot be reached (", strerror(e), ")");
         goto fail;
     }
     if (!S_ISDIR(sb.st_mode)) {
