@@ -464,6 +464,10 @@ START_TEST(test_options_strict)
     EXPECT_REFUSED(NULL, 10, args, "--lr", "'nan'");
     snprintf(args, sizeof args, "compare %s --quiet --lr inf", model());
     EXPECT_REFUSED(NULL, 10, args, "--lr", "'inf'");
+    snprintf(args, sizeof args, "train %s --quiet --lr 1e-50", model()); /* 0 as a float */
+    EXPECT_REFUSED(NULL, 10, args, "--lr", "'1e-50'");
+    snprintf(args, sizeof args, "train %s --quiet --lr 0x1p-3", model());
+    EXPECT_REFUSED(NULL, 10, args, "--lr", "'0x1p-3'");
     snprintf(args, sizeof args, "plan %s --pareto --points 10001", model());
     EXPECT_REFUSED(NULL, 10, args, "--points", "'10001'");
     snprintf(args, sizeof args, "plan %s --pareto --points 1", model());

@@ -153,8 +153,11 @@ static int parse_lr(const char *v, double *out)
 {
     char *end;
     *out = strtod(v, &end);
-    if (!((*v >= '0' && *v <= '9') || *v == '.') || end == v || *end || !(*out > 0) || !isfinite(*out))
-        return cli_error("--lr takes a positive number, got '%s'", v), 1;
+    /* decimal only (strtod also takes hex); and representable as the float
+     * the optimizer uses (1e-50 would become 0, 1e39 infinity) */
+    if (!((*v >= '0' && *v <= '9') || *v == '.') || strpbrk(v, "xX") || end == v || *end || !(*out > 0) ||
+        !isfinite(*out) || !((float)*out > 0) || !isfinite((float)*out))
+        return cli_error("--lr takes a positive number within float range, got '%s'", v), 1;
     return 0;
 }
 
