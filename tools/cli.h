@@ -80,7 +80,9 @@ int cli_plan(const cli_global *g, int argc, char **argv);
 /** `clremat compare MODEL [options]`: the acceptance protocol across devices and modes. */
 int cli_compare(const cli_global *g, int argc, char **argv);
 
-/** Prints a JSON string literal (quoted and escaped) to f. */
+/** Prints a JSON string literal (quoted and escaped) to f; a byte of s that
+ * is not part of well-formed UTF-8 is written as \u00XX, so the output is
+ * always valid JSON. */
 void cli_json_string(FILE *f, const char *s);
 
 /** Prints v as a JSON number ("%.9g") to f, or null when v is not finite. */

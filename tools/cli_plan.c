@@ -1,11 +1,13 @@
 /* cli_plan.c: `clremat plan MODEL`: the remat plan of a model at a batch
  * size, per layer and in total, as a table or JSON. Needs no device. */
+#include "atomic_file.h"
 #include "cli.h"
 #include "executor.h"
 #include "memory_trace.h"
 #include "report_svg.h"
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Bytes a layer's backward reads (its saved tensors). */
 static uint64_t saved_bytes(const clremat_graph *g, const clremat_layer_cost *c, int l)
@@ -37,6 +39,21 @@ static const char *internal_state(const clremat_plan *p, const clremat_layer_cos
     return !any ? "-" : all ? "kept" : "discarded";
 }
 
+/* The sweep plans every point on the whole model: its work grows as points
+ * x layers (about 4 us per layer and point on the CI machine, after a setup
+ * that does not depend on the points). Past this product --points is
+ * refused with the largest count the model allows; past PARETO_NOTE_WORK
+ * the sweep says on stderr what it is doing and how long it took. */
+#define PARETO_MAX_WORK ((int64_t)10000000)
+#define PARETO_NOTE_WORK ((int64_t)200000)
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* --pareto: the front as a table or JSON, and optionally an SVG plot. */
 static int print_pareto(const clremat_graph *gr, long long batch, int opt_states, int json, int points,
                         const char *svg)
@@ -45,12 +62,25 @@ static int print_pareto(const clremat_graph *gr, long long batch, int opt_states
     clremat_pareto_point *pts = NULL;
     clremat_pareto_mark *marks = NULL;
     int n = 0, nm = 0, st, rc = 0;
+    int64_t layers = gr->n_layers > 0 ? gr->n_layers : 1, max_points = PARETO_MAX_WORK / layers;
+    int note = (int64_t)points * layers > PARETO_NOTE_WORK;
+    double t0 = now_s();
+    if (max_points < 2)
+        max_points = 2;
+    if (points > max_points)
+        return cli_error("--points %d is too many for model '%s' (%lld layers): at most %lld (points x layers may "
+                         "not exceed %lld)",
+                         points, gr->name, (long long)layers, (long long)max_points, (long long)PARETO_MAX_WORK);
     if ((st = clremat_plan_input_for(NULL, gr, batch, opt_states, NULL, &in, NULL, NULL)))
         return cli_error("%s", clremat_last_error());
+    if (note)
+        fprintf(stderr, "pareto: planning %d budgets on %lld layers ...\n", points, (long long)layers);
     if ((st = clremat_plan_pareto(&in, points, &pts, &n)) || (st = clremat_pareto_marks(&in, &marks, &nm))) {
         rc = cli_error("%s", clremat_last_error());
         goto done;
     }
+    if (note)
+        fprintf(stderr, "pareto: %d points on the front, %.1f s\n", n, now_s() - t0);
     if (json) {
         printf("{\"model\": ");
         cli_json_string(stdout, gr->name);
@@ -109,6 +139,16 @@ int cli_plan(const cli_global *g, int argc, char **argv)
     actions = o.actions;
     if (clremat_opt_defaults(optname, &opt) != 0)
         return cli_error("unknown optimizer '%s'; valid: sgd, adam, adamw", optname);
+    if (o.svg && !o.pareto)
+        return cli_error("plan: --svg FILE draws the Pareto front: it needs --pareto");
+    if (o.svg && clremat_output_check(o.svg, "--svg")) /* before any work */
+        return cli_error("%s", clremat_last_error());
+    if (o.svg && clremat_same_file(o.svg, o.model_path))
+        return cli_error("--svg %s: is the model file; refusing to overwrite it", o.svg);
+    if (o.memory_trace && clremat_output_check(o.memory_trace, "--memory-trace")) /* before any work */
+        return cli_error("%s", clremat_last_error());
+    if (o.memory_trace && clremat_same_file(o.memory_trace, o.model_path))
+        return cli_error("--memory-trace %s: is the model file; refusing to overwrite it", o.memory_trace);
     if ((st = clremat_graph_load(o.model_path, &gr)))
         return cli_error("%s", clremat_last_error());
     if (o.pareto) {
