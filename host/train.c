@@ -354,7 +354,7 @@ int clremat_weights_load_opt(clremat_trainer *t, const char *path, int with_stat
                     size_t e = (size_t)g->layers[l].params[p].elems;
                     if (at < acc + e)
                         st = clremat_set_error(CLREMAT_ERR_PARSE,
-                                               "%s: %s%s/%s element %zu is %g, not a finite float", path,
+                                               "%s: %s'%s/%s' element %zu is %g, not a finite float", path,
                                                i >= pfloats ? "optimizer state of " : "tensor ", g->layers[l].name,
                                                g->layers[l].params[p].name, at - acc, (double)host[i]);
                     acc += e;

@@ -132,8 +132,12 @@ START_TEST(test_huge_batch)
     EXPECT_REFUSED(NULL, 20, args, "batch 2147483647 is too large", "largest is 16777215");
     /* below the index limit but far beyond the device: the plan is refused
      * before the batch is allocated or measured (once 44 s and 7.9 GB) */
-    snprintf(args, sizeof args, "train %s --batch 9999999 --costs measured --steps 1 --quiet", model());
+    snprintf(args, sizeof args, "train %s --batch 4000000 --costs measured --steps 1 --quiet", model());
     EXPECT_REFUSED(NULL, 10, args, "needs", "bytes of device memory");
+    /* one tensor beyond the device's largest allocation (h1's output is 5.1 GB
+     * at this batch; PoCL and rusticl allow 2 GiB): refused by name at once */
+    snprintf(args, sizeof args, "train %s --batch 9999999 --costs measured --steps 1 --quiet", model());
+    EXPECT_REFUSED(NULL, 10, args, "h1/out of 5119999488 bytes", "CL_DEVICE_MAX_MEM_ALLOC_SIZE");
     snprintf(args, sizeof args, "train %s --batch 99999999 --costs measured --steps 1 --quiet", model());
     EXPECT_REFUSED(NULL, 10, args, "batch 99999999");
     /* a number past 64 bits is refused by every command alike, --quiet or not */
