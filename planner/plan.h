@@ -17,7 +17,8 @@ typedef enum clremat_policy_kind {
     CLREMAT_POLICY_LARGER_THAN,     /**< layers whose output has > threshold elements (batch included) */
     CLREMAT_POLICY_LIST,            /**< the named layers or blocks */
     CLREMAT_POLICY_BUDGET,          /**< least recompute within budget bytes */
-    CLREMAT_POLICY_AUTO             /**< budget = the memory limit; none when it fits */
+    CLREMAT_POLICY_AUTO,            /**< budget = the memory limit; none when it fits */
+    CLREMAT_POLICY_SAVE_DOTS        /**< keep matrix-product outputs, recompute the elementwise work between them */
 } clremat_policy_kind;
 
 #define CLREMAT_MAX_POLICY_NAMES 64
@@ -33,7 +34,7 @@ typedef struct clremat_policy {
 } clremat_policy;
 
 /** Parses "none", "full", "activations", "larger_than[:N]",
- * "list_of_layers:A,B", "budget:BYTES", "auto". Errors name the mode and
+ * "list_of_layers:A,B", "save_dots", "budget:BYTES", "auto". Errors name the mode and
  * list the valid ones (clremat_last_error). */
 int clremat_policy_parse(const char *text, clremat_policy *out);
 
@@ -113,6 +114,26 @@ int clremat_plan_from_flags(const clremat_plan_input *in, const unsigned char *w
                             const unsigned char *wrap_block, const unsigned char *act_discard,
                             clremat_plan *out);
 
+/** Wrap decisions for clremat_plan_from_flagset. Per layer: wrap_layer
+ * (the layer is a wrapped unit), act_discard (its activation output is
+ * recomputed by one elementwise pass), pin (bit s: slot s is kept for the
+ * backward even inside a wrapped unit, whose recomputation then skips it);
+ * per block: wrap_block. act_discard and pin may be NULL (all zero). */
+typedef struct clremat_flagset {
+    const unsigned char *wrap_layer;
+    const unsigned char *wrap_block;
+    const unsigned char *act_discard;
+    const unsigned char *pin;
+} clremat_flagset;
+
+/** Plans from a flag set (clremat_plan_from_flags with pinned slots). */
+int clremat_plan_from_flagset(const clremat_plan_input *in, const clremat_flagset *f, clremat_plan *out);
+
+/** The flags of save_dots (planner/policies.c) into caller arrays of
+ * n_layers (wl, ad, pin) and n_blocks (wb) entries. */
+void clremat_save_dots_flags(const clremat_plan_input *in, unsigned char *wl, unsigned char *wb, unsigned char *ad,
+                             unsigned char *pin);
+
 /** Overlap (planner/overlap.c): lets each recomputation run on a second
  * queue while the previous segment's backward runs. The order of actions,
  * hence every allocation and free and the predicted peak, stays that of the
@@ -126,7 +147,7 @@ int clremat_plan_overlap(const clremat_plan_input *in, clremat_plan *plan);
 /** Human name of an action kind. */
 const char *clremat_action_name(clremat_action_kind k);
 
-/* ---------------------------------------------------------------- h5-budget */
+/* ---------------------------------------------------------------- the budget planner */
 
 /** Fixed device bytes of a step (parameters, their gradients, optimizer
  * state, input batch, labels, scratch), as schedule.c counts them; the
