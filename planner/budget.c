@@ -89,7 +89,7 @@ static int min_peak_dp(clremat_bsolver *b)
                 short bw = 0;
                 if (d == 0) {
                     b->mp[at] = base_peak(st, s, k);
-                    b->mc[at] = st->fcost[s];
+                    b->mc[at] = st->fcleaf[2 * s + k];
                     b->mw[at] = 0;
                     continue;
                 }
@@ -199,7 +199,7 @@ int clremat_bsolver_table(clremat_bsolver *b, uint64_t max_budget)
                 }
                 if (d == 0) {
                     for (int64_t m = cdiv(base_peak(st, s, k), u); m <= smax; m++) {
-                        C[m] = st->fcost[s];
+                        C[m] = st->fcleaf[2 * s + k];
                         W[m] = 0;
                     }
                     continue;

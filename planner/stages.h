@@ -34,6 +34,7 @@ typedef struct clremat_stages {
     int64_t *A;                 /**< per stage: bytes of its output (the loss value for the last) */
     double *fcost;              /**< per stage: forward cost (layer_cost or fwd_flops) */
     double total_fcost;         /**< sum of fcost: one forward of the whole graph */
+    double *fcleaf;             /**< per [2*i+k]: cost of the layers the leaf forward (fal) reruns */
     /* profiles: [i], or [2*i+k] for k = keep the stage input after the op */
     clremat_prof *fn;           /**< forward, input freed after its last use, internals dropped */
     clremat_prof *fk;           /**< forward, input kept, internals dropped */
@@ -63,6 +64,7 @@ typedef struct clremat_sx {
     const clremat_stages *st;
     unsigned char *live, *grad, *ran;
     int64_t bytes, peak;
+    double ran_cost;            /**< forward cost of the layers run so far */
     int emit;
     clremat_action *acts;
     int n_acts, cap_acts;

@@ -80,9 +80,56 @@ static slist *enumerate(slist memo[MAXK][MAXK], int done[MAXK][MAXK], int s, int
     return out;
 }
 
-/* A compute sequence to actions: stage i is layer i (a chain); every tensor
- * freed right after its last use before it is produced again; the loss
- * value freed after the update. */
+/* Whether comp[i] (a forward or backward) reads a slot of layer L. */
+static int reads_layer(const clremat_graph *g, const clremat_layer_cost *c, const clremat_action *a, int L)
+{
+    const clremat_layer *l = &g->layers[a->layer];
+    if (a->kind == CLREMAT_ACT_FORWARD || a->kind == CLREMAT_ACT_RECOMPUTE) {
+        for (int k = 0; k < l->n_inputs; k++)
+            if (l->inputs[k] == L)
+                return 1;
+    } else if (a->kind == CLREMAT_ACT_BACKWARD) {
+        if (a->layer == L && c[L].bwd_needs_slots)
+            return 1;
+        for (int k = 0; k < l->n_inputs; k++)
+            if (l->inputs[k] == L && (c[a->layer].bwd_needs_inputs >> k & 1u))
+                return 1;
+    }
+    return 0;
+}
+
+/* Removes recomputations whose results nothing reads before the layer runs
+ * again or the step ends (dead work), until none is left. */
+static int drop_dead(const clremat_graph *g, const clremat_layer_cost *c, clremat_action *comp, int nc)
+{
+    int changed = 1;
+    while (changed) {
+        changed = 0;
+        for (int i = 0; i < nc; i++) {
+            int L = comp[i].layer, used = 0;
+            if (comp[i].kind != CLREMAT_ACT_RECOMPUTE || L == g->n_layers - 1)
+                continue;
+            for (int j = i + 1; j < nc && !used; j++) {
+                if ((comp[j].kind == CLREMAT_ACT_FORWARD || comp[j].kind == CLREMAT_ACT_RECOMPUTE) &&
+                    comp[j].layer == L)
+                    break;
+                used = reads_layer(g, c, &comp[j], L);
+            }
+            if (!used) {
+                memmove(&comp[i], &comp[i + 1], sizeof *comp * (size_t)(nc - i - 1));
+                nc--;
+                changed = 1;
+                break;
+            }
+        }
+    }
+    return nc;
+}
+
+/* A compute sequence to actions: stage i is layer i (a chain); dead
+ * recomputations removed (the planner never plans them); every tensor freed
+ * right after its last use before it is produced again; the loss value
+ * freed after the update. */
 static int to_actions(const clremat_graph *g, const clremat_layer_cost *c, const sched *sc, clremat_action *out)
 {
     int n = g->n_layers, loss = n - 1, nc = 0, na = 0;
@@ -105,6 +152,7 @@ static int to_actions(const clremat_graph *g, const clremat_layer_cost *c, const
             }
         }
     }
+    nc = drop_dead(g, c, comp, nc);
     memset(n_free, 0, sizeof n_free);
     for (int L = 0; L < n; L++)
         for (int s = 0; s < c[L].n_slots; s++) {
