@@ -206,7 +206,8 @@ typedef struct clremat_pareto_point {
 } clremat_pareto_point;
 
 /** Sweeps `points` (>= 2) budgets evenly from the smallest feasible peak to
- * the none plan's peak and returns the distinct plans found, sorted by peak,
+ * the none plan's peak, plus the peaks of the flag search's front, and
+ * returns the distinct plans found, sorted by peak,
  * each strictly cheaper than every point with a smaller peak (a monotone
  * front). *out is malloc'ed (free it); *n its length. */
 int clremat_plan_pareto(const clremat_plan_input *in, int points, clremat_pareto_point **out, int *n);
@@ -219,7 +220,7 @@ typedef struct clremat_pareto_mark {
 } clremat_pareto_mark;
 
 /** The Keras-style modes as labelled points: none, full, activations,
- * larger_than (threshold 1024), and list_of_layers:B for each top-level
+ * larger_than (threshold 1024), save_dots, and list_of_layers:B for each top-level
  * block B. *out is malloc'ed (free it); *n its length. */
 int clremat_pareto_marks(const clremat_plan_input *in, clremat_pareto_mark **out, int *n);
 
