@@ -2,14 +2,16 @@
  * wrap-flag subset (the space list_of_layers, full, larger_than and none
  * span) of random small DAGs (residual blocks, overlapping skips, nested and
  * repeated blocks), at many budgets; the reported minimum peak and whom it
- * is credited to; the Pareto front holds only non-dominated points. No
- * device. */
+ * is credited to; the Pareto front holds only non-dominated points; and the
+ * three reproductions of the planner's issue (a skip over a wide layer, dead
+ * recomputation in a residual block, a minimum below full's). No device. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "plan.h"
+#include "executor.h"
 #include "plangraphs.h"
 #include "testutil.h"
 
@@ -295,6 +297,217 @@ START_TEST(test_budget_beats_every_wrap_subset_large)
 }
 END_TEST
 
+/* ------------------------------------------------------------ the issue's reproductions */
+
+/* Model A: a skip over a wide middle layer (batch 32, per-sample input [16]). */
+static const char *const model_a =
+    "{\"name\": \"repro_a\", \"input\": {\"shape\": [16]}, \"layers\": [{\"name\": \"a\", \"type\": \"dense\", \"units\":"
+    " 37, \"activation\": \"gelu\"}, {\"name\": \"b\", \"type\": \"dense\", \"units\": 300, \"activation\": \"relu\"}, "
+    "{\"name\": \"c\", \"type\": \"dense\", \"units\": 37, \"activation\": \"tanh\"}, {\"name\": \"skip\", \"type\": \"add"
+    "\", \"inputs\": [\"c\", \"a\"]}, {\"name\": \"logits\", \"type\": \"dense\", \"units\": 4}, {\"name\": \"loss\", \"typ"
+    "e\": \"softmax_cross_entropy\"}]}";
+
+/* Model B: a stem, a residual block b0 and a residual pair outside blocks
+ * (per-sample input [30]). */
+static const char *const model_b =
+    "{\"name\": \"repro_b\", \"input\": {\"shape\": [30]}, \"layers\": [{\"name\": \"stem\", \"type\": \"dense\", \"unit"
+    "s\": 48, \"activation\": \"gelu\"}, {\"block\": \"b0\", \"layers\": [{\"name\": \"up\", \"type\": \"dense\", \"units"
+    "\": 160, \"activation\": \"relu\"}, {\"name\": \"down\", \"type\": \"dense\", \"units\": 48}, {\"name\": \"res\", \""
+    "type\": \"add\", \"inputs\": [\"down\", \"@block_input\"]}]}, {\"name\": \"up1\", \"type\": \"dense\", \"units\": 1"
+    "60, \"activation\": \"relu\"}, {\"name\": \"down1\", \"type\": \"dense\", \"units\": 48}, {\"name\": \"res1\", \"ty"
+    "pe\": \"add\", \"inputs\": [\"down1\", \"b0/res\"]}, {\"name\": \"logits\", \"type\": \"dense\", \"units\": 9}, {\"n"
+    "ame\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}";
+
+/* Model C: a stem and five residual blocks with three overlapping skips
+ * (stem..j1, r2..j2, j1..j3). */
+static const char *const model_c =
+    "{\"name\": \"repro_c\", \"input\": {\"shape\": [24]}, \"layers\": [{\"name\": \"stem\", \"type\": \"dense\", \"unit"
+    "s\": 48, \"activation\": \"gelu\"}, {\"block\": \"r1\", \"layers\": [{\"name\": \"up\", \"type\": \"dense\", \"units"
+    "\": 96, \"activation\": \"relu\"}, {\"name\": \"down\", \"type\": \"dense\", \"units\": 48}, {\"name\": \"res\", \"t"
+    "ype\": \"add\", \"inputs\": [\"down\", \"@block_input\"]}]}, {\"block\": \"r2\", \"layers\": [{\"name\": \"up\", \"t"
+    "ype\": \"dense\", \"units\": 96, \"activation\": \"relu\"}, {\"name\": \"down\", \"type\": \"dense\", \"units\": 48"
+    "}, {\"name\": \"res\", \"type\": \"add\", \"inputs\": [\"down\", \"@block_input\"]}]}, {\"block\": \"r3\", \"layers"
+    "\": [{\"name\": \"up\", \"type\": \"dense\", \"units\": 96, \"activation\": \"relu\"}, {\"name\": \"down\", \"type\":"
+    " \"dense\", \"units\": 48}, {\"name\": \"res\", \"type\": \"add\", \"inputs\": [\"down\", \"@block_input\"]}]}, {\""
+    "name\": \"j1\", \"type\": \"add\", \"inputs\": [\"r3/res\", \"stem\"]}, {\"block\": \"r4\", \"layers\": [{\"name\": \""
+    "up\", \"type\": \"dense\", \"units\": 96, \"activation\": \"relu\"}, {\"name\": \"down\", \"type\": \"dense\", \"uni"
+    "ts\": 48}, {\"name\": \"res\", \"type\": \"add\", \"inputs\": [\"down\", \"@block_input\"]}]}, {\"name\": \"j2\", \""
+    "type\": \"add\", \"inputs\": [\"r4/res\", \"r2/res\"]}, {\"block\": \"r5\", \"layers\": [{\"name\": \"up\", \"type\":"
+    " \"dense\", \"units\": 96, \"activation\": \"relu\"}, {\"name\": \"down\", \"type\": \"dense\", \"units\": 48}, {\""
+    "name\": \"res\", \"type\": \"add\", \"inputs\": [\"down\", \"@block_input\"]}]}, {\"name\": \"j3\", \"type\": \"add\""
+    ", \"inputs\": [\"r5/res\", \"j1\"]}, {\"name\": \"logits\", \"type\": \"dense\", \"units\": 10}, {\"name\": \"loss\""
+    ", \"type\": \"softmax_cross_entropy\"}]}";
+
+typedef struct loaded {
+    clremat_graph *g;
+    clremat_plan_input in;
+} loaded;
+
+static void load(const char *json, loaded *m)
+{
+    ck_assert_msg(clremat_graph_load_string(json, "test", &m->g) == CLREMAT_OK, "%s", clremat_last_error());
+    ck_assert_msg(clremat_plan_input_for(NULL, m->g, 32, 2, NULL, &m->in, NULL, NULL) == CLREMAT_OK, "%s",
+                  clremat_last_error());
+}
+
+static void unload(loaded *m)
+{
+    free((void *)m->in.costs);
+    clremat_graph_free(m->g);
+}
+
+static void plan_text(const clremat_plan_input *in, const char *mode, clremat_plan *p)
+{
+    clremat_policy pol;
+    ck_assert_int_eq(clremat_policy_parse(mode, &pol), CLREMAT_OK);
+    ck_assert_msg(clremat_plan_build(in, &pol, p) == CLREMAT_OK, "%s: %s", mode, clremat_last_error());
+}
+
+/* budget: at the peak of a hand-picked list_of_layers plan recomputes no
+ * more than it; returns what budget: recomputes. */
+static double budget_vs_list(const clremat_plan_input *in, const char *mode, uint64_t want_peak, double *list_cost)
+{
+    clremat_plan l, b;
+    double got;
+    plan_text(in, mode, &l);
+    if (want_peak)
+        ck_assert_uint_eq(l.peak_bytes, want_peak);
+    *list_cost = clremat_plan_recompute_cost(in, &l);
+    ck_assert_msg(clremat_plan_budget(in, l.peak_bytes, &b) == CLREMAT_OK, "%s", clremat_last_error());
+    ck_assert_uint_le(b.peak_bytes, l.peak_bytes);
+    got = clremat_plan_recompute_cost(in, &b);
+    ck_assert_msg(got <= *list_cost, "%s: budget recomputes %g, the list %g", mode, got, *list_cost);
+    clremat_plan_free(&l);
+    clremat_plan_free(&b);
+    return got;
+}
+
+START_TEST(test_repro_a_skip_over_wide_layer)
+{
+    loaded m;
+    double list_cost;
+    load(model_a, &m);
+    /* the issue's figures: peak 504688, 7.296e5 FLOPs; budget: used to take full (1.483e6) */
+    budget_vs_list(&m.in, "list_of_layers:b", 504688, &list_cost);
+    ck_assert(fabs(list_cost - 7.296e5) < 1e2);
+    unload(&m);
+}
+END_TEST
+
+START_TEST(test_repro_b_no_dead_recompute)
+{
+    loaded m;
+    double list_cost;
+    clremat_plan b;
+    clremat_pareto_point *pts;
+    int np;
+    load(model_b, &m);
+    /* the issue's figures: peak 619040, 5.97e5 FLOPs; budget: used to rerun b0/down and b0/res (1.092e6) */
+    budget_vs_list(&m.in, "list_of_layers:stem,b0", 619040, &list_cost);
+    ck_assert(fabs(list_cost - 5.97e5) < 1e3);
+    /* b0/down and b0/res feed nothing the backward reads: never rerun */
+    ck_assert_int_eq(clremat_plan_budget(&m.in, 619040, &b), CLREMAT_OK);
+    ck_assert_int_eq(b.recomputes[clremat_graph_find_layer(m.g, "b0/down")], 0);
+    ck_assert_int_eq(b.recomputes[clremat_graph_find_layer(m.g, "b0/res")], 0);
+    clremat_plan_free(&b);
+    /* the front lists no point the list plan dominates */
+    ck_assert_int_eq(clremat_plan_pareto(&m.in, 12, &pts, &np), CLREMAT_OK);
+    for (int i = 0; i < np; i++)
+        ck_assert_msg(!(pts[i].peak_bytes >= 619040 && pts[i].recompute_cost > list_cost), "point %d", i);
+    free(pts);
+    unload(&m);
+}
+END_TEST
+
+static void note_least(const clremat_plan_input *in, const clremat_plan *p, uint64_t *least, double *least_cost)
+{
+    double c = clremat_plan_recompute_cost(in, p);
+    if (p->peak_bytes < *least || (p->peak_bytes == *least && c < *least_cost)) {
+        *least = p->peak_bytes;
+        *least_cost = c;
+    }
+}
+
+START_TEST(test_repro_c_true_minimum)
+{
+    static const char *const names[] = {"stem", "r1", "r2", "r3", "j1", "r4", "j2", "r5", "j3", "logits"};
+    static const char *const modes[] = {"full", "activations", "save_dots", "larger_than"};
+    loaded m;
+    double list_cost, least_cost = HUGE_VAL;
+    uint64_t least = UINT64_MAX, pmin;
+    char by[200];
+    clremat_plan p;
+    load(model_c, &m);
+    budget_vs_list(&m.in, "list_of_layers:stem,r1,r2,r4,r5", 0, &list_cost);
+    /* every list of top-level names and the other modes: the least peak and its least cost */
+    for (int mask = 1; mask < 1 << 10; mask++) {
+        char mode[256] = "list_of_layers:";
+        for (int k = 0, first = 1; k < 10; k++)
+            if (mask >> k & 1) {
+                strcat(mode, first ? "" : ",");
+                strcat(mode, names[k]);
+                first = 0;
+            }
+        plan_text(&m.in, mode, &p);
+        note_least(&m.in, &p, &least, &least_cost);
+        clremat_plan_free(&p);
+    }
+    for (int k = 0; k < 4; k++) {
+        plan_text(&m.in, modes[k], &p);
+        note_least(&m.in, &p, &least, &least_cost);
+        clremat_plan_free(&p);
+    }
+    /* the reported minimum is at most the least of them, and reached */
+    pmin = planner_min(&m.in, by, sizeof by);
+    ck_assert_uint_le(pmin, least);
+    ck_assert_msg(clremat_plan_budget(&m.in, pmin, &p) == CLREMAT_OK, "%s", clremat_last_error());
+    ck_assert_uint_eq(p.peak_bytes, pmin);
+    if (pmin == least)
+        ck_assert(clremat_plan_recompute_cost(&m.in, &p) <= least_cost);
+    clremat_plan_free(&p);
+    /* credited to a mode that reaches it, named so the user can use it */
+    if (strncmp(by, "wrap ", 5) != 0 && strncmp(by, "the rotor", 9) != 0) {
+        plan_text(&m.in, by, &p);
+        ck_assert_uint_eq(p.peak_bytes, pmin);
+        clremat_plan_free(&p);
+    }
+    /* auto's refusal names the memory limit */
+    ck_assert_int_eq(clremat_plan_auto(&m.in, pmin - 1, &p), CLREMAT_ERR_PLAN);
+    ck_assert_msg(strstr(clremat_last_error(), "memory limit of") != NULL, "%s", clremat_last_error());
+    unload(&m);
+}
+END_TEST
+
+/* When full and activations both reach the least peak, the cheaper is named. */
+START_TEST(test_minimum_credited_to_cheapest)
+{
+    pg_rng r = {4242};
+    int checked = 0;
+    for (int it = 0; it < 400 && checked < 3; it++) {
+        clremat_graph *g = random_dag(&r, 4, 9);
+        clremat_layer_cost *c = calloc((size_t)g->n_layers, sizeof *c);
+        clremat_plan_input in = {g, 2, c, 2, 8, NULL};
+        clremat_plan full, act;
+        char by[200];
+        uint64_t pmin;
+        pg_fake_costs(g, 2, c);
+        plan_text(&in, "full", &full);
+        plan_text(&in, "activations", &act);
+        pmin = planner_min(&in, by, sizeof by);
+        if (act.peak_bytes == pmin && full.peak_bytes == pmin &&
+            clremat_plan_recompute_cost(&in, &act) < clremat_plan_recompute_cost(&in, &full)) {
+            ck_assert_msg(strcmp(by, "full") != 0, "credited to full though activations is cheaper");
+            checked++;
+        }
+        clremat_plan_free(&full);
+        clremat_plan_free(&act);
+        free(c);
+        clremat_graph_free(g);
+    }
+    ck_assert_int_gt(checked, 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("budget_dag");
@@ -302,6 +515,13 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_budget_beats_every_wrap_subset, 0, 3);
     tcase_add_loop_test(tc, test_budget_beats_every_wrap_subset_large, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("reproductions");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_repro_a_skip_over_wide_layer);
+    tcase_add_test(tc, test_repro_b_no_dead_recompute);
+    tcase_add_test(tc, test_repro_c_true_minimum);
+    tcase_add_test(tc, test_minimum_credited_to_cheapest);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
