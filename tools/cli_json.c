@@ -35,3 +35,15 @@ void cli_json_member(FILE *f, const char *before, double v)
     fputs(before, f);
     cli_json_num(f, v);
 }
+
+int cli_json_error(int status, const char *message)
+{
+    cli_error("%s", message);
+    printf("{\"error\": {\"status\": %d, \"status_name\": ", status);
+    cli_json_string(stdout, clremat_status_str(status));
+    printf(", \"message\": ");
+    cli_json_string(stdout, message);
+    printf("}}\n");
+    fflush(stdout);
+    return 1;
+}
