@@ -8,10 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* simulator work allowed to the local search: plans x layers^2 */
-#define PLS_WORK 1.5e8
-#define PLS_MIN 200
+/* simulator work allowed to the local search: plans x layers^3 (one
+ * simulation costs about layers^2 x consumers; measured, not exact) */
+#define PLS_WORK 3e9
 #define PLS_MAX 20000
+/* each top-level block alone as a seed, up to this many blocks */
+#define SEED_BLOCKS 24
 
 typedef struct var {
     int at;                     /* byte index in a flag vector */
@@ -146,7 +148,7 @@ static int seeds(clremat_fsearch *fs, unsigned char *f)
     clremat_save_dots_flags(in, wl_of(fs, f), wb_of(fs, f), ad_of(fs, f), pin_of(fs, f));
     if ((rc = eval(fs, f, "save_dots")) < 0)
         return rc;
-    for (int b = 0; b < fs->nb; b++) {
+    for (int b = 0; b < fs->nb && fs->nb <= SEED_BLOCKS; b++) {
         char label[128];
         memset(f, 0, (size_t)fs->width);
         wb_of(fs, f)[b] = 1;
@@ -217,8 +219,8 @@ int clremat_fsearch_run(clremat_fsearch *fs, const clremat_plan_input *in)
     }
 
     /* Pareto local search from the front */
-    cap = (long)(PLS_WORK / ((double)fs->nl * fs->nl));
-    cap = cap < PLS_MIN ? PLS_MIN : cap > PLS_MAX ? PLS_MAX : cap;
+    cap = (long)(PLS_WORK / ((double)fs->nl * fs->nl * fs->nl));
+    cap = cap > PLS_MAX ? PLS_MAX : cap;
     cap += fs->evaluated;
     for (int i = 0; i < fs->n; i++) {
         unsigned char **nq;

@@ -33,7 +33,7 @@ typedef struct clremat_fsearch {
 /** Most wrap flags searched exhaustively (2^this plans). */
 #define CLREMAT_FSEARCH_EXHAUSTIVE 14
 /** Largest graph (layers) searched at all; beyond, only the rotor DP. */
-#define CLREMAT_FSEARCH_MAX_LAYERS 400
+#define CLREMAT_FSEARCH_MAX_LAYERS 700
 
 /** Runs the search: the Keras-mode plans (none, full, activations,
  * larger_than, save_dots, each top-level block) as seeds; every subset of
