@@ -332,6 +332,16 @@ static int schedule(const clremat_bsolver *b, int mode, int64_t m, const char *t
     snprintf(pol.text, sizeof pol.text, "%s", text);
     if (rc == CLREMAT_OK)
         rc = clremat_plan_from_actions(b->in, r.x.acts, r.x.n_acts, &pol, out);
+    /* a stage rerun may feed only layers the next rerun skips: drop such
+     * dead recomputation, simulating again after each removal */
+    while (rc == CLREMAT_OK) {
+        int n = clremat_actions_drop_dead(b->in, out->actions, out->n_actions);
+        if (n == out->n_actions)
+            break;
+        memcpy(r.x.acts, out->actions, sizeof *r.x.acts * (size_t)n);
+        clremat_plan_free(out);
+        rc = clremat_plan_from_actions(b->in, r.x.acts, n, &pol, out);
+    }
     clremat_sx_free(&r.x);
     return rc;
 }

@@ -90,4 +90,11 @@ void clremat_sx_backward(clremat_sx *x, int i, int keep_in);
 /** Appends UPDATE and the final FREE of the loss value. */
 void clremat_sx_finish(clremat_sx *x);
 
+/** Dead recomputation removal (prune.c) on a simulated action list
+ * (alloc_slots filled): drops the first RECOMPUTE or RECOMPUTE_ACT none of
+ * whose allocated slots is read before it is freed, with the FREEs of those
+ * slots, and returns the new length (n when there is none). Simulate again
+ * and repeat until it returns n. */
+int clremat_actions_drop_dead(const clremat_plan_input *in, clremat_action *acts, int n);
+
 #endif /* CLREMAT_STAGES_H */

@@ -133,6 +133,62 @@ static clremat_graph *random_dag(pg_rng *r, int minv, int maxv)
     }
 }
 
+/* Whether action a reads slot s of layer L. */
+static int action_reads(const clremat_plan_input *in, const clremat_action *a, int L, int s)
+{
+    const clremat_layer *l;
+    const clremat_layer_cost *c;
+    if (a->layer < 0)
+        return 0;
+    l = &in->g->layers[a->layer];
+    c = &in->costs[a->layer];
+    switch (a->kind) {
+    case CLREMAT_ACT_FORWARD:
+    case CLREMAT_ACT_RECOMPUTE:
+        for (int k = 0; k < l->n_inputs; k++)
+            if (s == 0 && l->inputs[k] == L)
+                return 1;
+        return 0;
+    case CLREMAT_ACT_RECOMPUTE_ACT:
+        if (c->act_from_input)
+            return s == 0 && l->inputs[c->act_source] == L;
+        return a->layer == L && s == c->act_source;
+    case CLREMAT_ACT_BACKWARD:
+        if (a->layer == L && (c->bwd_needs_slots >> s & 1u))
+            return 1;
+        for (int k = 0; k < l->n_inputs; k++)
+            if (s == 0 && l->inputs[k] == L && (c->bwd_needs_inputs >> k & 1u))
+                return 1;
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+/* Every recomputation produces something read before it is freed: no dead
+ * recomputation in the plan. */
+static void check_no_dead_recompute(const clremat_plan_input *in, const clremat_plan *p, const char *what)
+{
+    for (int i = 0; i < p->n_actions; i++) {
+        const clremat_action *a = &p->actions[i];
+        int L = a->layer, used = 0;
+        if (a->kind != CLREMAT_ACT_RECOMPUTE && a->kind != CLREMAT_ACT_RECOMPUTE_ACT)
+            continue;
+        for (int s = 0; s < CLREMAT_MAX_SLOTS && !used; s++) {
+            if (!(a->alloc_slots >> s & 1u))
+                continue;
+            for (int j = i + 1; j < p->n_actions && !used; j++) {
+                const clremat_action *b = &p->actions[j];
+                if (b->kind == CLREMAT_ACT_FREE && b->layer == L && b->slot == s)
+                    break;
+                used = action_reads(in, b, L, s);
+            }
+        }
+        ck_assert_msg(used, "%s: action %d recomputes '%s' and nothing reads what it produced", what, i,
+                      in->g->layers[L].name);
+    }
+}
+
 typedef struct pc {
     uint64_t peak;
     double cost;
@@ -256,12 +312,20 @@ static void check_dags(uint64_t seed, int n_graphs, int minv, int maxv, int n_bu
             clremat_plan p;
             ck_assert_msg(clremat_plan_budget(&in, budget, &p) == CLREMAT_OK, "%s", clremat_last_error());
             ck_assert_uint_le(p.peak_bytes, budget);
+            check_no_dead_recompute(&in, &p, "budget");
             ck_assert_msg(clremat_plan_recompute_cost(&in, &p) <= want,
                           "graph %d (%d layers, %d blocks), budget %llu: planner %g, a wrap subset %g", it,
                           g->n_layers, g->n_blocks, (unsigned long long)budget, clremat_plan_recompute_cost(&in, &p),
                           want);
             clremat_plan_free(&p);
             budgets++;
+        }
+        { /* the stage schedules (rotor's engine) rerun nothing dead either */
+            clremat_plan q;
+            if (clremat_plan_sqrt(&in, &q) == CLREMAT_OK) {
+                check_no_dead_recompute(&in, &q, "sqrt");
+                clremat_plan_free(&q);
+            }
         }
         { /* the front: sorted, strictly cheaper, none dominated by the space */
             clremat_pareto_point *pts;
@@ -375,6 +439,7 @@ static double budget_vs_list(const clremat_plan_input *in, const char *mode, uin
     *list_cost = clremat_plan_recompute_cost(in, &l);
     ck_assert_msg(clremat_plan_budget(in, l.peak_bytes, &b) == CLREMAT_OK, "%s", clremat_last_error());
     ck_assert_uint_le(b.peak_bytes, l.peak_bytes);
+    check_no_dead_recompute(in, &b, mode);
     got = clremat_plan_recompute_cost(in, &b);
     ck_assert_msg(got <= *list_cost, "%s: budget recomputes %g, the list %g", mode, got, *list_cost);
     clremat_plan_free(&l);
