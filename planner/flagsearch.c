@@ -216,6 +216,24 @@ int clremat_fsearch_run(clremat_fsearch *fs, const clremat_plan_input *in)
                 goto oom;
         }
         fs->exhaustive = 1;
+    } else {
+        /* too many: every subset of the top-level units (top-level blocks
+         * and layers outside blocks), the list_of_layers plans of top-level
+         * names, when there are few enough */
+        int top[CLREMAT_FSEARCH_EXHAUSTIVE + 2], nt = 0;
+        for (int v = 0; v < nwrap && nt <= CLREMAT_FSEARCH_EXHAUSTIVE; v++) {
+            int at = vars[v].at;
+            int is_top = at >= fs->nl ? g->blocks[at - fs->nl].parent < 0 : g->layers[at].block < 0;
+            if (is_top)
+                top[nt++] = v;
+        }
+        for (long mask = 0; nt <= CLREMAT_FSEARCH_EXHAUSTIVE && mask < 1L << nt; mask++) {
+            memset(f, 0, (size_t)fs->width);
+            for (int k = 0; k < nt; k++)
+                f[vars[top[k]].at] = (mask >> k & 1) ? vars[top[k]].on : 0;
+            if (eval(fs, f, NULL) < 0)
+                goto oom;
+        }
     }
 
     /* Pareto local search from the front */

@@ -37,7 +37,8 @@ typedef struct clremat_fsearch {
 
 /** Runs the search: the Keras-mode plans (none, full, activations,
  * larger_than, save_dots, each top-level block) as seeds; every subset of
- * the wrap flags when there are at most CLREMAT_FSEARCH_EXHAUSTIVE of them;
+ * the wrap flags when there are at most CLREMAT_FSEARCH_EXHAUSTIVE of them,
+ * else every subset of the top-level units' flags when those are few enough;
  * then a Pareto local search (every single-flag change of each front point,
  * wrap, activation discard and pin flags alike) within a bound on the plans
  * simulated. Graphs above CLREMAT_FSEARCH_MAX_LAYERS get an empty front. */

@@ -15,7 +15,7 @@
 #include "plangraphs.h"
 #include "testutil.h"
 
-#define MAXV 14
+#define MAXV 16
 
 typedef struct dag {
     clremat_graph *g;
@@ -361,6 +361,14 @@ START_TEST(test_budget_beats_every_wrap_subset_large)
 }
 END_TEST
 
+/* Beyond the exhaustive limit (14 wrap flags) the planner's local search
+ * alone stands against the brute force (fixed seeds: not a proof). */
+START_TEST(test_local_search_beyond_exhaustive)
+{
+    check_dags(900 + (uint64_t)_i, 3, 15, 16, 8);    /* 32768 to 65536 subsets each */
+}
+END_TEST
+
 /* ------------------------------------------------------------ the reproductions */
 
 /* Model A: a skip over a wide middle layer (batch 32, per-sample input [16]). */
@@ -580,6 +588,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_budget_beats_every_wrap_subset, 0, 3);
     tcase_add_loop_test(tc, test_budget_beats_every_wrap_subset_large, 0, 2);
+    tcase_add_test(tc, test_local_search_beyond_exhaustive);
     suite_add_tcase(s, tc);
     tc = tcase_create("reproductions");
     tcase_set_timeout(tc, 300);
