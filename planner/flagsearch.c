@@ -25,33 +25,34 @@ static unsigned char *wb_of(const clremat_fsearch *fs, unsigned char *f) { retur
 static unsigned char *ad_of(const clremat_fsearch *fs, unsigned char *f) { return f + fs->nl + fs->nb; }
 static unsigned char *pin_of(const clremat_fsearch *fs, unsigned char *f) { return f + 2 * fs->nl + fs->nb; }
 
-/* The mode text of a flag vector: list_of_layers for wrap flags alone. */
+/* The mode text of a flag vector: list_of_layers for wrap flags alone (when
+ * the whole list fits; else "wrap N units: ..." so it is not taken for a
+ * mode), "wrap ...; keeping ..." when discards or pins are set too. */
 static void label_of(const clremat_fsearch *fs, const unsigned char *f, char *out, size_t len)
 {
     const clremat_graph *g = fs->in->g;
+    char buf[1024];
     size_t off = 0;
-    int any_wrap = 0, mixed = 0;
+    int units = 0, mixed = 0;
     for (int l = 0; l < fs->nl; l++)
         mixed |= f[fs->nl + fs->nb + l] | f[2 * fs->nl + fs->nb + l];
-    off += (size_t)snprintf(out, len, "%s", mixed ? "wrap " : "list_of_layers:");
-    for (int b = 0; b < fs->nb && off < len; b++)
-        if (f[fs->nl + b]) {
-            off += (size_t)snprintf(out + off, len - off, "%s%s", any_wrap ? "," : "", g->blocks[b].name);
-            any_wrap = 1;
-        }
-    for (int l = 0; l < fs->nl && off < len; l++)
-        if (f[l]) {
-            off += (size_t)snprintf(out + off, len - off, "%s%s", any_wrap ? "," : "", g->layers[l].name);
-            any_wrap = 1;
-        }
-    if (!any_wrap && !mixed) {
+    buf[0] = 0;
+    for (int b = 0; b < fs->nb && off < sizeof buf; b++)
+        if (f[fs->nl + b])
+            off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", units++ ? "," : "", g->blocks[b].name);
+    for (int l = 0; l < fs->nl && off < sizeof buf; l++)
+        if (f[l])
+            off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", units++ ? "," : "", g->layers[l].name);
+    if (!units && !mixed)
         snprintf(out, len, "none");
-        return;
-    }
-    if (mixed && off < len)
-        off += (size_t)snprintf(out + off, len - off, "%skeeping products/recomputing activations of some layers",
-                                any_wrap ? "; " : "nothing; ");
-    if (off >= len && len > 4)
+    else if (!mixed && off < sizeof buf && strlen("list_of_layers:") + off < len)
+        snprintf(out, len, "list_of_layers:%s", buf);
+    else if (mixed)
+        snprintf(out, len, "wrap %s; keeping products/recomputing activations of some layers",
+                 units ? buf : "nothing");
+    else
+        snprintf(out, len, "wrap %d layers and blocks: %s", units, buf);
+    if (strlen(out) + 1 >= len && len > 4)
         memcpy(out + len - 4, "...", 4);
 }
 
