@@ -146,6 +146,22 @@ static int seeds(clremat_fsearch *fs, unsigned char *f)
         f[l] = in->batch * clremat_shape_elems(&g->layers[l].out_shape) > 1024;
     if ((rc = eval(fs, f, "larger_than")) < 0)
         return rc;
+    /* larger_than at every threshold that makes a difference: each distinct
+     * output size (elements, batch included) */
+    for (int t = 0; t + 1 < nl && nl <= 4 * SEED_BLOCKS; t++) {
+        int64_t th = in->batch * clremat_shape_elems(&g->layers[t].out_shape), seen = 0;
+        char label[128];
+        for (int u = 0; u < t && !seen; u++)
+            seen = in->batch * clremat_shape_elems(&g->layers[u].out_shape) == th;
+        if (seen)
+            continue;
+        memset(f, 0, (size_t)fs->width);
+        for (int l = 0; l + 1 < nl; l++)
+            f[l] = in->batch * clremat_shape_elems(&g->layers[l].out_shape) > th;
+        snprintf(label, sizeof label, "larger_than:%lld", (long long)th);
+        if ((rc = eval(fs, f, label)) < 0)
+            return rc;
+    }
     clremat_save_dots_flags(in, wl_of(fs, f), wb_of(fs, f), ad_of(fs, f), pin_of(fs, f));
     if ((rc = eval(fs, f, "save_dots")) < 0)
         return rc;

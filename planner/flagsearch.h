@@ -36,7 +36,8 @@ typedef struct clremat_fsearch {
 #define CLREMAT_FSEARCH_MAX_LAYERS 700
 
 /** Runs the search: the Keras-mode plans (none, full, activations,
- * larger_than, save_dots, each top-level block) as seeds; every subset of
+ * larger_than at every threshold that changes the plan on graphs of up to
+ * 96 layers, save_dots, each top-level block) as seeds; every subset of
  * the wrap flags when there are at most CLREMAT_FSEARCH_EXHAUSTIVE of them,
  * else every subset of the top-level units' flags when those are few enough;
  * then a Pareto local search (every single-flag change of each front point,
