@@ -7,7 +7,7 @@
 #include <string.h>
 
 static const char *const valid_modes =
-    "none, full, activations, larger_than[:N], list_of_layers:NAME[,NAME...], budget:BYTES, auto";
+    "none, full, activations, larger_than[:N], list_of_layers:NAME[,NAME...], save_dots, budget:BYTES, auto";
 
 int clremat_policy_parse(const char *text, clremat_policy *out)
 {
@@ -24,6 +24,8 @@ int clremat_policy_parse(const char *text, clremat_policy *out)
         out->kind = CLREMAT_POLICY_FULL;
     } else if (!strcmp(text, "activations")) {
         out->kind = CLREMAT_POLICY_ACTIVATIONS;
+    } else if (!strcmp(text, "save_dots")) {
+        out->kind = CLREMAT_POLICY_SAVE_DOTS;
     } else if (!strcmp(text, "auto")) {
         out->kind = CLREMAT_POLICY_AUTO;
     } else if (!strncmp(text, "larger_than", 11) && (text[11] == 0 || text[11] == ':')) {

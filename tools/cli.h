@@ -88,6 +88,12 @@ void cli_json_string(FILE *f, const char *s);
 /** Prints v as a JSON number ("%.9g") to f, or null when v is not finite. */
 void cli_json_num(FILE *f, double v);
 
+/** Prints {"error": {"status": N, "status_name": "...", "message": "..."}}
+ * and a newline on stdout, for a --json run that fails: a script reading
+ * stdout always gets one JSON object. The message also goes to stderr
+ * (cli_error). Returns 1, the exit status. */
+int cli_json_error(int status, const char *message);
+
 /** Prints the text before (such as ", \"p10\": ") and then cli_json_num(f, v). */
 void cli_json_member(FILE *f, const char *before, double v);
 

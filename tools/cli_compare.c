@@ -59,7 +59,7 @@ static void print_json(FILE *f, const clremat_compare_config *cfg, const clremat
         cli_json_member(f, ", \"p10\": ", r->p10_ms);
         cli_json_member(f, ", \"p90\": ", r->p90_ms);
         cli_json_member(f, "}, \"overhead_vs_none\": ", r->overhead);
-        fprintf(f, ", \"recompute_flops\": %.6g, \"recompute_share\": ", r->recompute_flops);
+        fprintf(f, ", \"recompute_flops\": %.9g, \"recompute_share\": ", r->recompute_flops);
         cli_json_num(f, r->step_flops > 0 ? r->recompute_flops / r->step_flops : NAN);
         cli_json_member(f, ",\n   \"final_loss\": ", r->status == CLREMAT_OK ? r->final_loss : NAN);
         cli_json_member(f, ", \"val_loss\": ", r->status == CLREMAT_OK ? r->val_loss : NAN);

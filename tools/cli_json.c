@@ -59,3 +59,15 @@ void cli_json_optimizer(FILE *f, const clremat_opt_config *o)
     cli_json_member(f, ", \"weight_decay\": ", o->weight_decay);
     fputc('}', f);
 }
+
+int cli_json_error(int status, const char *message)
+{
+    cli_error("%s", message);
+    printf("{\"error\": {\"status\": %d, \"status_name\": ", status);
+    cli_json_string(stdout, clremat_status_str(status));
+    printf(", \"message\": ");
+    cli_json_string(stdout, message);
+    printf("}}\n");
+    fflush(stdout);
+    return 1;
+}
