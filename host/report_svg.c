@@ -287,6 +287,27 @@ static void peak_panel(FILE *f, double y0, const clremat_compare_run *runs, int 
         gx1 = LEFT + bw * k + gap * d;
         svg_text(f, (gx0 + gx1) / 2, bottom + 16, "middle", 11, NULL, devs[d]);
     }
+    /* the memory limit the runs had to fit, where it is on the axis */
+    if (n > 0 && runs[0].limit > 0 && (double)runs[0].limit <= svg_axis_hi(&ax)) {
+        int same = 1;
+        for (int i = 1; i < n; i++)
+            same &= runs[i].limit == runs[0].limit;
+        if (same) {
+            double y = bottom - h * (double)runs[0].limit / svg_axis_hi(&ax);
+            char lim[64];
+            fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\" stroke-width=\"1.2\" "
+                       "stroke-dasharray=\"6,3\"/>\n",
+                    LEFT, y, x1, y);
+            svg_format_value((double)runs[0].limit, SVG_UNIT_BYTES, lim, sizeof lim);
+            snprintf(buf, sizeof buf, "memory limit %s", lim);
+            /* inside the plot, with a white halo so bars behind it do not hide it */
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"10\" stroke=\"white\" "
+                       "stroke-width=\"3\" paint-order=\"stroke\">",
+                    x1 - 4, y - 4);
+            svg_write_escaped(f, buf);
+            fputs("</text>\n", f);
+        }
+    }
     legend(f, x1 + 14, y0 + 64, modes, nm, NULL, 0);
 }
 

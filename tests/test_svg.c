@@ -178,6 +178,7 @@ static void make_runs(clremat_compare_run *r, clremat_pool_event *tl)
             x->p10_ms = ms[d][m] * 0.95;
             x->p90_ms = ms[d][m] * 1.1;
             x->measured_peak = x->predicted_peak = m == 1 ? 3223824 : 5075216;
+            x->limit = 4718592; /* --memory-limit 4.5MiB */
             x->timeline = tl + (d * 3 + m) * 8;
             x->n_timeline = 8;
             for (int k = 0; k < 8; k++)
@@ -207,6 +208,8 @@ START_TEST(test_compare_picture)
     /* peaks printed on the bars and marked on the timelines */
     ck_assert_int_ge(count(svg, ">4.84 MiB<"), 4);
     ck_assert_int_ge(count(svg, ">3.07 MiB<"), 2);
+    /* the memory limit the runs had to fit is drawn on the peak panel */
+    ck_assert_int_eq(count(svg, ">memory limit 4.50 MiB<"), 1);
     /* auto equals none: said in each device's legend, drawn dashed */
     ck_assert_int_eq(count(svg, "auto (= none)"), 2);
     ck_assert_ptr_nonnull(strstr(svg, "stroke-dasharray"));
