@@ -87,6 +87,10 @@ cmds = [
     "compare\nm.json\n--warmup\n20\n--steps\n20", "compare\nm.json\n--batch\n0",
     "compare\nm.json\n--lr\ninf", "compare\nm.json\n--costs\ntime", "compare\nm.json\n--remat\n,",
     "compare\nm.json\n--memory-limit\n0", "compare",
+    "fit\n--help", "fit\nm.json\n--memory\n6GiB,8GiB,16GiB",
+    "fit\nm.json\n--memory\n1MiB,,2\n--remat\nnone,list_of_layers:a,b,auto",
+    "--device\ncpu\nfit\nm.json\n--batch\n64\n--max-batch\n4096\n--json\n--svg\nx.svg",
+    "fit\nm.json\n--memory\n0\n--steps\n1001", "fit\nm.json\n--memory\nlots", "fit",
 ]
 for i, c in enumerate(cmds):
     put("cli", "%02d" % i, c)
