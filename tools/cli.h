@@ -59,6 +59,7 @@ typedef struct cli_fit_opts {
     int64_t batch;              /**< --batch (default 32) */
     int64_t max_batch;          /**< --max-batch: cap of the largest-batch search (default 1048576) */
     int64_t steps;              /**< --steps: timed steps of the calibration (default 5) */
+    int64_t calibration_batch;  /**< --calibration-batch: batch of the calibration (0: --batch) */
     int json;                   /**< --json */
     const char *svg;            /**< --svg FILE */
 } cli_fit_opts;

@@ -167,9 +167,10 @@ int cli_fit(const cli_global *g, int argc, char **argv)
                 rc = cli_error("fit: --device '%s': %s", o.device, clremat_last_error()) + 1;
             goto done;
         }
+        int64_t cb = o.calibration_batch ? o.calibration_batch : o.batch;
         fprintf(stderr, "fit: calibrating step times on %s at batch %lld...\n", clremat_ctx_device(ctx)->name,
-                (long long)o.batch);
-        if ((st = clremat_fit_calibrate(ctx, gr, o.batch, &opt, 1, (int)o.steps, &cal))) {
+                (long long)cb);
+        if ((st = clremat_fit_calibrate(ctx, gr, cb, &opt, 1, (int)o.steps, &cal))) {
             rc = cli_error("fit: %s", clremat_last_error());
             goto done;
         }

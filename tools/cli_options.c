@@ -512,7 +512,8 @@ static int fit_usage(FILE *f)
 {
     fprintf(f,
         "usage: clremat fit MODEL [--memory SIZE,SIZE...] [--device SEL] [--batch N] [--optimizer NAME]\n"
-        "       [--remat MODE,MODE...] [--max-batch N] [--steps N] [--json] [--svg FILE]\n"
+        "       [--remat MODE,MODE...] [--max-batch N] [--steps N] [--calibration-batch N]\n"
+        "       [--json] [--svg FILE]\n"
         "For each memory size (--memory, e.g. 6GiB,8GiB,16GiB; else the memory of --device) and\n"
         "each remat mode: the predicted peak of a training step at --batch (32), whether it fits,\n"
         "the recompute share and the predicted step time, the fastest that fits marked; and the\n"
@@ -520,7 +521,8 @@ static int fit_usage(FILE *f)
         "(default): none, full, activations, larger_than, list_of_layers:B per top-level block,\n"
         "and auto (the budget planner at each size). Step times are predicted only with --device\n"
         "(or the global --device): a calibration measures --steps (5) timed steps there first;\n"
-        "without a device they are null. --max-batch caps the search (1048576). --svg FILE plots\n"
+        "without a device they are null. --calibration-batch N calibrates at another batch than\n"
+        "--batch. --max-batch caps the search (1048576). --svg FILE plots\n"
         "peak against predicted step time with the sizes as vertical lines. docs/user-guide.md.\n");
     return f == stdout ? 0 : 2;
 }
@@ -563,7 +565,8 @@ int cli_fit_parse(const cli_global *g, int argc, char **argv, cli_fit_opts *o)
         {"batch", required_argument, NULL, 'b'}, {"optimizer", required_argument, NULL, 'o'},
         {"remat", required_argument, NULL, 'r'}, {"max-batch", required_argument, NULL, 'M'},
         {"steps", required_argument, NULL, 's'}, {"json", no_argument, NULL, 'j'},
-        {"svg", required_argument, NULL, 'v'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"svg", required_argument, NULL, 'v'}, {"calibration-batch", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int c;
 
     memset(o, 0, sizeof *o);
@@ -579,6 +582,7 @@ int cli_fit_parse(const cli_global *g, int argc, char **argv, cli_fit_opts *o)
         case 'd': o->device = optarg; break;
         case 'b': if (parse_i64("--batch", optarg, 1, &o->batch)) return 2; break;
         case 'M': if (parse_i64("--max-batch", optarg, 1, &o->max_batch)) return 2; break;
+        case 'c': if (parse_i64("--calibration-batch", optarg, 1, &o->calibration_batch)) return 2; break;
         case 's':
             if (parse_i64("--steps", optarg, 1, &o->steps) || o->steps > 1000)
                 return o->steps > 1000 ? cli_error("--steps takes at most 1000, got '%s'", optarg), 2 : 2;
