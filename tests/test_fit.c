@@ -293,6 +293,11 @@ START_TEST(test_cli_errors)
                              sizeof out, err, sizeof err), 2);
     ck_assert_msg(strstr(err, "--memory") != NULL, "no hint at --memory: %s", err);
     ck_assert(out[0] == 0 && stat(svg, &sb) != 0);
+    /* a device selection that matches nothing */
+    snprintf(args, sizeof args, "%s --memory 1GiB --device no-such-device-xyz --svg '%s'", m, svg);
+    ck_assert_int_eq(run_fit(NULL, args, out, sizeof out, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "no-such-device-xyz") != NULL, "device not named: %s", err);
+    ck_assert(out[0] == 0 && stat(svg, &sb) != 0);
     /* an SVG that cannot be written: exit 1, no table */
     snprintf(args, sizeof args, "%s --memory 1GiB --svg '%s/no/such/dir/fit.svg'", m, dir);
     ck_assert_int_eq(run_fit(NULL, args, out, sizeof out, err, sizeof err), 1);
