@@ -6,6 +6,7 @@
 #include "data.h"
 #include "error.h"
 #include "executor.h"
+#include "svg_plot.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,18 +254,6 @@ double clremat_fit_predict_ms(const clremat_fit_calibration *c, const clremat_pl
 
 /* ------------------------------------------------------------- planning */
 
-static void human_bytes(uint64_t b, char *buf, size_t len)
-{
-    static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = (double)b;
-    int i = 0;
-    while (v >= 1024 && i < 4) {
-        v /= 1024;
-        i++;
-    }
-    snprintf(buf, len, i ? "%.1f %s" : "%.0f %s", v, u[i]);
-}
-
 int clremat_fit_plan_one(const clremat_fit_request *rq, const clremat_fit_config *c, uint64_t size, int64_t batch,
                          int *planned, int *fits, clremat_plan *plan_out, clremat_layer_cost **costs_out)
 {
@@ -348,7 +337,7 @@ static int measure_row(const clremat_fit_request *rq, const clremat_fit_config *
         return st;
     if (!planned) {
         if (which == 0) {
-            human_bytes(size, sz, sizeof sz);
+            svg_format_value((double)size, SVG_UNIT_BYTES, sz, sizeof sz);
             snprintf(r->note, sizeof r->note, "no plan within %s: %.200s", sz, clremat_last_error());
             r->step_ms = NAN;
         }
