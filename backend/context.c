@@ -58,6 +58,13 @@ int clremat_ctx_create(const char *selection, uint64_t mem_limit, clremat_ctx **
     clremat_allocator alloc = {cl_create, cl_release, NULL};
 
     *out = NULL;
+    { /* a misspelt CLREMAT_GEMM would otherwise be ignored without a word */
+        const char *env = getenv("CLREMAT_GEMM");
+        clremat_gemm_path gp;
+        if (env && *env && clremat_gemm_path_parse(env, &gp) != CLREMAT_OK)
+            return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT,
+                                     "CLREMAT_GEMM='%s': takes native, clblast or auto (or unset it)", env);
+    }
     ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return clremat_set_error(CL_OUT_OF_HOST_MEMORY, "out of host memory");

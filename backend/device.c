@@ -198,7 +198,11 @@ static long match(const clremat_device_info *devs, size_t n, const char *sel)
 {
     unsigned p, d;
     char tail;
-    if (sscanf(sel, "%u:%u%c", &p, &d, &tail) == 2) {
+    /* "P:D": digits only (sscanf alone would take " 1:-2" or wrap 99999999999) */
+    if (strspn(sel, "0123456789") > 0 && strspn(sel, "0123456789") <= 6 && sel[strspn(sel, "0123456789")] == ':' &&
+        strspn(sel + strspn(sel, "0123456789") + 1, "0123456789") > 0 &&
+        strspn(sel + strspn(sel, "0123456789") + 1, "0123456789") <= 6 &&
+        sscanf(sel, "%u:%u%c", &p, &d, &tail) == 2) {
         for (size_t i = 0; i < n; i++)
             if (devs[i].platform_index == p && devs[i].device_index == d)
                 return (long)i;

@@ -6,6 +6,7 @@
  * with the smaller total time wins (clremat_gemm_decide). A cache file that does not parse, is of another
  * rule version or names another device, driver or kernels source is
  * ignored and rewritten by a new calibration. */
+#include "atomic_file.h"
 #include "gemm.h"
 #include <clblast_c.h>
 #include <inttypes.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -187,8 +189,9 @@ int clremat_gemm_cache_load(const clremat_ctx *ctx)
     char path[4200], text[4096];
     size_t n;
     FILE *f;
-    if (!clremat_gemm_cache_file(ctx, path, sizeof path) || !(f = fopen(path, "r")))
-        return 0;
+    if (!clremat_gemm_cache_file(ctx, path, sizeof path) || access(path, F_OK) != 0 ||
+        clremat_open_regular(path, "GEMM cache file", &f, NULL) != CLREMAT_OK)
+        return 0; /* absent, or not a regular file (never blocks on a FIFO) */
     n = fread(text, 1, sizeof text - 1, f);
     fclose(f);
     text[n] = 0;

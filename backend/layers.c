@@ -34,6 +34,82 @@ int clremat_layer_cost_of(const clremat_graph *g, int l, int64_t batch, clremat_
     return im->cost(g, l, batch, out);
 }
 
+/* Per-sample elements of a byte count measured at batch 1 (floats; never 0). */
+static int64_t per_sample(size_t bytes_at_1)
+{
+    int64_t e = (int64_t)((bytes_at_1 + sizeof(float) - 1) / sizeof(float));
+    return e > 0 ? e : 1;
+}
+
+/* The most elements per sample of any tensor of a step; *layer the layer
+ * holding it (-1: input or labels). 0 when a cost cannot be computed. */
+static int64_t worst_per_sample(const clremat_graph *g, int *layer)
+{
+    int64_t worst = 1, e;
+    int who = -1;
+    *layer = -1;
+    if (!g)
+        return 0;
+    /* every tensor of a step grows linearly with the batch, so its size at
+     * batch 1 is its per-sample size (a fixed part, such as a loss scalar,
+     * only makes the bound tighter, never loose) */
+    e = clremat_shape_elems(&g->io.input);
+    worst = e > worst ? e : worst;
+    e = clremat_shape_elems(&g->io.labels);
+    worst = e > worst ? e : worst;
+    for (int l = 0; l < g->n_layers; l++) {
+        clremat_layer_cost c;
+        if (clremat_layer_cost_of(g, l, 1, &c) != CLREMAT_OK)
+            return 0;
+        for (int s = 0; s < c.n_slots && s < CLREMAT_MAX_SLOTS; s++)
+            if ((e = per_sample(c.slot_bytes[s])) > worst) {
+                worst = e;
+                who = l;
+            }
+        if ((e = per_sample(c.fwd_temp_bytes)) > worst) {
+            worst = e;
+            who = l;
+        }
+        if ((e = per_sample(c.bwd_temp_bytes)) > worst) {
+            worst = e;
+            who = l;
+        }
+    }
+    *layer = who;
+    return worst;
+}
+
+int64_t clremat_max_batch(const clremat_graph *g, int *layer)
+{
+    int who;
+    int64_t worst = worst_per_sample(g, &who);
+    if (layer)
+        *layer = who;
+    return worst > 0 ? CLREMAT_MAX_TENSOR_ELEMS / worst : 0;
+}
+
+int clremat_batch_check(const clremat_graph *g, int64_t batch)
+{
+    int who = -1;
+    int64_t max, worst;
+    if (batch < 1)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "batch size must be at least 1, got %lld",
+                                 (long long)batch);
+    worst = worst_per_sample(g, &who);
+    if (worst == 0)
+        return CLREMAT_ERR_INVALID_ARGUMENT; /* the reason is in the last error */
+    max = CLREMAT_MAX_TENSOR_ELEMS / worst;
+    if (batch > max)
+        return clremat_set_error(CLREMAT_ERR_TOO_LARGE,
+                                 "batch %lld is too large for model '%s': the largest is %lld (%s%s%s holds %lld "
+                                 "elements per sample, and no device tensor may hold more than %lld elements)",
+                                 (long long)batch, g->name, (long long)max, who >= 0 ? "layer '" : "",
+                                 who >= 0 ? g->layers[who].name : "the input or labels", who >= 0 ? "'" : "",
+                                 (long long)worst,
+                                 (long long)CLREMAT_MAX_TENSOR_ELEMS);
+    return CLREMAT_OK;
+}
+
 int clremat_layer_forward(clremat_layer_call *c)
 {
     const clremat_layer_impl *im = impl_of(c->g, c->layer);

@@ -16,6 +16,23 @@
 /** Fills the cost of layer l of finalized graph g at batch size batch. */
 int clremat_layer_cost_of(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *out);
 
+/** Largest element count any one device tensor may hold: the kernels index
+ * with 32-bit ints. */
+#define CLREMAT_MAX_TENSOR_ELEMS ((int64_t)2147483647)
+
+/** The largest batch of g for which every tensor of a step (the input
+ * batch, the labels, every layer's slots and workspaces) holds at most
+ * CLREMAT_MAX_TENSOR_ELEMS elements; *layer (may be NULL) gets the layer
+ * that bounds it (-1: the input or labels). Returns 0 when the costs cannot
+ * be computed (the reason in the last error). */
+int64_t clremat_max_batch(const clremat_graph *g, int *layer);
+
+/** Checks batch against clremat_max_batch before anything is sized from
+ * it: returns CLREMAT_OK, or CLREMAT_ERR_TOO_LARGE naming the batch, the
+ * limit and the tensor that sets it (CLREMAT_ERR_INVALID_ARGUMENT for a
+ * batch below 1). */
+int clremat_batch_check(const clremat_graph *g, int64_t batch);
+
 /** Everything a launch needs. Buffers not used by a layer type are NULL. */
 typedef struct clremat_layer_call {
     clremat_ctx *ctx;

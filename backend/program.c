@@ -7,30 +7,37 @@
  * failure there falls back to building from source.
  * CLREMAT_NO_PROGRAM_CACHE=1 turns the binary cache off. */
 #include "backend.h"
+#include "atomic_file.h"
 #include "gemm.h"
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Reads a whole file into a malloc'd NUL-terminated string. */
-static char *read_file(const char *path, size_t *len)
+/* Reads a whole regular file into a malloc'd NUL-terminated string (a FIFO
+ * or device is refused without blocking, see clremat_open_regular); what
+ * names it in the error. NULL on failure, with the reason set. */
+static char *read_file(const char *path, const char *what, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = NULL;
     char *buf = NULL;
-    long n;
-    if (!f)
+    uint64_t n;
+    if (clremat_open_regular(path, what, &f, &n) != CLREMAT_OK)
         return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
-        buf = malloc((size_t)n + 1);
-        if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-            free(buf);
-            buf = NULL;
-        }
-        if (buf) {
-            buf[n] = 0;
-            *len = (size_t)n;
-        }
+    if (n > ((uint64_t)256 << 20)) {
+        clremat_set_error(CLREMAT_ERR_IO, "%s: %s is %llu bytes, more than the 256 MiB allowed", path, what,
+                          (unsigned long long)n);
+    } else if (!(buf = malloc((size_t)n + 1))) {
+        clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory", path);
+    } else if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        clremat_set_error(CLREMAT_ERR_IO, "%s: cannot read %s: %s", path, what,
+                          ferror(f) ? strerror(errno) : "file changed size");
+        free(buf);
+        buf = NULL;
+    } else {
+        buf[n] = 0;
+        *len = (size_t)n;
     }
     fclose(f);
     return buf;
@@ -91,7 +98,7 @@ static int binary_path(uint64_t key, char *out, size_t len)
 static int load_binary(clremat_ctx *ctx, const char *path)
 {
     size_t len = 0, hl = strlen(BIN_MAGIC), bin_len;
-    char *file = read_file(path, &len), *nl;
+    char *file = read_file(path, "program cache file", &len), *nl;
     const unsigned char *bin;
     unsigned long long want_len = 0, want_hash = 0;
     cl_int err, bstatus;
@@ -158,9 +165,9 @@ int clremat_build_program(clremat_ctx *ctx)
     int st = CLREMAT_OK, cached;
 
     if (override && *override) {
-        owned = read_file(override, &len);
+        owned = read_file(override, "CLREMAT_KERNELS source", &len);
         if (!owned)
-            return clremat_fail(ctx, CLREMAT_ERR_IO, "CLREMAT_KERNELS=%s cannot be read", override);
+            return clremat_fail(ctx, CLREMAT_ERR_IO, "CLREMAT_KERNELS: %s", clremat_last_error());
         src = owned;
         origin = override;
     }

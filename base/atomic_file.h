@@ -1,30 +1,70 @@
 /* atomic_file.h: the one way clremat writes a file atomically (reports,
  * safetensors, the on-disk caches): a temporary file beside the target,
  * flushed and synced, renamed into place on commit, removed on abort or on
- * any failure, so a crash or an error never leaves a partial file. In
- * backend/ so that backend/, host/, planner/ and tools/ can all use it. */
+ * any failure, so a crash or an error never leaves a partial file. Also the
+ * checks every input and output path goes through: inputs are opened
+ * without blocking and must be regular files; outputs are validated before
+ * any work starts. In backend/ so that backend/, host/, planner/ and tools/
+ * can all use it.
+ *
+ * Rules for an output path (docs/user-guide.md, "Files"):
+ * - it must not be empty; its folder must exist, be a folder, and be
+ *   writable and searchable;
+ * - the target must be absent or a regular file: a folder, FIFO, socket or
+ *   device is refused, never replaced;
+ * - a symbolic link is followed (the file it points to is replaced, the
+ *   link stays); a link to nothing or to anything but a regular file is
+ *   refused;
+ * - a replaced file keeps its read/write/execute permission bits (not
+ *   setuid, setgid or sticky); a new one gets 0666 less the umask;
+ * - the temporary file is ".BASENAME.XXXXXX" in the target's folder (six
+ *   mkstemp characters), held under an exclusive flock while it is written.
+ *   A save killed before its rename leaves one behind; the next successful
+ *   save of the same target removes every such file whose lock nobody
+ *   holds. */
 #ifndef CLREMAT_ATOMIC_FILE_H
 #define CLREMAT_ATOMIC_FILE_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 typedef struct clremat_afile {
     FILE *f;            /**< write through this */
     char *tmp;          /**< temporary path */
-    char *path;         /**< final path */
+    char *path;         /**< final path (a symbolic link's target, resolved) */
 } clremat_afile;
 
-/** Creates a temporary file (mode 0644) beside path. On failure nothing is
- * left behind and the error names path, the folder and the errno text
- * (CLREMAT_ERR_IO, or CLREMAT_ERR_OUT_OF_MEMORY). */
+/** Checks that path can be written by clremat_afile_open, by the rules
+ * above, without creating anything. what names the role in the message
+ * ("--save", "--csv"). Returns CLREMAT_OK, or CLREMAT_ERR_IO with a message
+ * "WHAT PATH: why". */
+int clremat_output_check(const char *path, const char *what);
+
+/** Creates a temporary file beside path (after the checks of
+ * clremat_output_check). On failure nothing is left behind and the error
+ * names path, the folder and the errno text (CLREMAT_ERR_IO, or
+ * CLREMAT_ERR_OUT_OF_MEMORY). */
 int clremat_afile_open(clremat_afile *a, const char *path);
 
 /** Flushes, syncs and renames the file into place (then syncs the folder,
- * best effort); on any failure removes it and returns CLREMAT_ERR_IO naming
- * the path and the errno text. Frees a either way. */
+ * best effort, and removes stale temporary files of the same target); on
+ * any failure removes it and returns CLREMAT_ERR_IO naming the path and the
+ * errno text. Frees a either way. */
 int clremat_afile_commit(clremat_afile *a);
 
 /** Removes the temporary file and frees a. */
 void clremat_afile_abort(clremat_afile *a);
+
+/** 1 when paths a and b both exist and name the same file (device and
+ * inode, symbolic links followed), else 0: an output must never be one of
+ * the run's inputs. */
+int clremat_same_file(const char *a, const char *b);
+
+/** Opens path for reading without ever blocking (O_NONBLOCK, so a FIFO
+ * without a writer cannot hang the caller), then refuses anything but a
+ * regular file. what names the role ("model file", "--load"). On success
+ * *f is open for binary reading and *size holds the file's size. Errors
+ * (CLREMAT_ERR_IO) read "PATH: WHAT ...: why". */
+int clremat_open_regular(const char *path, const char *what, FILE **f, uint64_t *size);
 
 #endif

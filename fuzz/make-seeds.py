@@ -40,6 +40,16 @@ put("model", "block.json", HEAD + '{"block": "b", "repeat": 2, "remat": true, "l
     '{"name": "loss", "type": "mse"}' + TAIL)
 put("model", "bad-units.json", HEAD + '{"type": "dense", "units": "abc"}' + TAIL)
 put("model", "bad-syntax.json", HEAD + '{"type": "dense", "units": 4,,}' + TAIL)
+# sizes whose products overflow 32 or 64 bits: per-sample shapes, units, vocabularies, sequence lengths
+put("model", "huge-input.json", '{"input": {"shape": [2147483647, 2147483647]}, "layers": ['
+    '{"type": "dense", "units": 4}, {"name": "loss", "type": "mse"}]}')
+put("model", "huge-units.json", HEAD + '{"type": "dense", "units": 2147483647},'
+    '{"type": "dense", "units": 9223372036854775807}, {"name": "loss", "type": "mse"}' + TAIL)
+put("model", "huge-seq.json", '{"input": {"shape": [65536], "dtype": "int32"}, "layers": ['
+    '{"type": "embedding", "vocab": 4294967296, "dim": 65536}, {"type": "attention", "heads": 65536},'
+    '{"type": "dense", "units": 16}, {"name": "loss", "type": "softmax_cross_entropy"}]}')
+put("model", "huge-repeat.json", HEAD + '{"block": "b", "repeat": 4294967297, "layers": ['
+    '{"type": "dense", "units": 8}]}, {"name": "loss", "type": "mse"}' + TAIL)
 
 # ---- safetensors files
 def st(header, data=b"", hlen=None):
@@ -66,6 +76,21 @@ put("safetensors", "f16", st({"h": {"dtype": "F16", "shape": [2], "data_offsets"
 put("safetensors", "hugelen", st(b"{}", hlen=1 << 62))
 put("safetensors", "dup", st(b'{"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, '
                              b'"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}', bytes(4)))
+# hostile files: non-finite values, offsets and shapes whose products overflow 64 bits, stray names
+put("safetensors", "nan", st({"h1/kernel": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}},
+                             struct.pack("<2f", float("nan"), float("inf"))))
+put("safetensors", "offset-wrap", st({"a": {"dtype": "F32", "shape": [1],
+                                            "data_offsets": [18446744073709551612, 0]}}, bytes(4)))
+put("safetensors", "offset-huge", st({"a": {"dtype": "F32", "shape": [1],
+                                            "data_offsets": [0, 18446744073709551615]}}, bytes(4)))
+put("safetensors", "shape-wrap", st({"a": {"dtype": "F64", "shape": [4294967296, 4294967296, 16],
+                                           "data_offsets": [0, 0]}}))
+put("safetensors", "shape-neg", st({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}}, bytes(4)))
+put("safetensors", "strays", st({"h1": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                                 "h1/extra": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]},
+                                 "h1/": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}}, bytes(12)))
+put("safetensors", "name-bytes", st(b'{"\\u0000\\udcff": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}',
+                                    bytes(4)))
 
 # ---- command lines (one argument per line)
 cmds = [
@@ -87,6 +112,17 @@ cmds = [
     "compare\nm.json\n--warmup\n20\n--steps\n20", "compare\nm.json\n--batch\n0",
     "compare\nm.json\n--lr\ninf", "compare\nm.json\n--costs\ntime", "compare\nm.json\n--remat\n,",
     "compare\nm.json\n--memory-limit\n0", "compare",
+    # hostile values: past 64 bits, signs, spaces, radix prefixes, empty selections, bad modes in a list
+    "train\nm.json\n--batch\n4611686018427387904\n--costs\nmeasured", "compare\nm.json\n--batch\n18446744073709551616",
+    "plan\nm.json\n--batch\n-9223372036854775808", "train\nm.json\n--batch\n 5", "train\nm.json\n--batch\n+5",
+    "plan\nm.json\n--batch\n0x10", "train\nm.json\n--steps\n100000001", "compare\nm.json\n--seed\n-1",
+    "train\nm.json\n--lr\nnan", "train\nm.json\n--lr\n 1e-3", "train\nm.json\n--lr\n1e400",
+    "plan\nm.json\n--pareto\n--points\n10001", "plan\nm.json\n--pareto\n--points\n1\n--svg\n",
+    "--device\n\ndevices", "--device=\ntrain\nm.json", "train\nm.json\n--device\n", "compare\nm.json\n--devices\n",
+    "compare\nm.json\n--devices\n,,", "compare\nm.json\n--remat\nnone,bogus",
+    "compare\nm.json\n--remat\nlist_of_layers:a,,b,full,bogus", "compare\nm.json\n--remat\nlist_of_layers:",
+    "train\nm.json\n--save\n", "train\nm.json\n--save\n/dev/null", "train\n\xff\xfe.json\n--json",
+    "train\nm.json\n--memory-limit\n18446744073709551616", "train\nm.json\n--memory-limit\n1e30GiB",
     "fit\n--help", "fit\nm.json\n--memory\n6GiB,8GiB,16GiB",
     "fit\nm.json\n--memory\n1MiB,,2\n--remat\nnone,list_of_layers:a,b,auto",
     "--device\ncpu\nfit\nm.json\n--batch\n64\n--max-batch\n4096\n--json\n--svg\nx.svg",

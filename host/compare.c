@@ -2,15 +2,18 @@
  * derives the cross-run checks (overhead against none, bitwise equality to
  * none on the same device, largest loss difference across devices). */
 #include "compare.h"
+#include "atomic_file.h"
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char *const mode_names[] = {"none", "full", "activations", "larger_than", "list_of_layers:",
                                          "budget:", "auto"};
 
+/* 1 when s starts with a remat mode's name: where a list of layers ends. */
 static int starts_mode(const char *s)
 {
     for (size_t i = 0; i < sizeof mode_names / sizeof mode_names[0]; i++)
@@ -28,8 +31,11 @@ int clremat_split_modes(const char *text, char ***modes, int *n)
     *n = 0;
     if (!text || !*text)
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "--remat: no modes given");
+    /* every comma separates modes, except inside list_of_layers:A,B,...,
+     * whose names run until a comma followed by a mode's name */
     for (;; s++) {
-        if (*s == 0 || (*s == ',' && starts_mode(s + 1))) {
+        int in_list = !strncmp(start, "list_of_layers:", 15);
+        if (*s == 0 || (*s == ',' && (!in_list || starts_mode(s + 1)))) {
             char **nv = realloc(v, sizeof *v * (size_t)(k + 1));
             if (!nv)
                 goto oom;
@@ -233,7 +239,19 @@ int clremat_compare(const clremat_compare_config *cfg, clremat_compare_run **out
     *n_out = 0;
     if ((st = clremat_graph_load(cfg->model_path, &g)))
         return st;
+    st = clremat_batch_check(g, cfg->batch); /* one clear refusal, not one per run */
     clremat_graph_free(g);
+    if (st)
+        return st;
+    { /* a --data file: a regular file, checked once before any run */
+        struct stat sb;
+        FILE *f = NULL;
+        if (cfg->data && (lstat(cfg->data, &sb) == 0 || strchr(cfg->data, '/'))) {
+            if ((st = clremat_open_regular(cfg->data, "--data file", &f, NULL)))
+                return st;
+            fclose(f);
+        }
+    }
     if ((st = clremat_split_modes(cfg->modes, &modes, &nm)))
         return st;
     for (int m = 0; m < nm; m++) {

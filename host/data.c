@@ -107,8 +107,16 @@ static int split_alloc(clremat_split *s, int64_t n, int64_t x_elems, int64_t y_e
     s->x_elems = x_elems;
     s->y_elems = y_elems;
     if (n < 0 || x_elems < 0 || y_elems < 0 || (x_elems && n > INT64_MAX / 4 / x_elems) ||
-        (y_elems && n > INT64_MAX / 4 / y_elems))
+        (y_elems && n > INT64_MAX / 4 / y_elems) || (x_elems + y_elems && n > INT64_MAX / 4 / (x_elems + y_elems)))
         goto fail;
+    if (clremat_host_alloc_check((uint64_t)n * (uint64_t)(x_elems + y_elems) * sizeof(float), "the data set") !=
+        CLREMAT_OK) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", clremat_last_error());
+        split_free(s);
+        return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s (%lld samples of %lld + %lld floats)", why,
+                                 (long long)n, (long long)x_elems, (long long)y_elems);
+    }
     s->x = malloc(n * x_elems > 0 ? (size_t)(n * x_elems) * sizeof(float) : 1);
     s->y = malloc(n * y_elems > 0 ? (size_t)(n * y_elems) * sizeof(float) : 1);
     if (!s->x || !s->y)
@@ -194,16 +202,21 @@ static int check_task(const clremat_graph *g, const char *task, task_kind kind)
 
 /* K cluster centres in D dimensions, N(0, 1) * CLUSTER_SCALE each, redrawn
  * (up to CENTRE_TRIES times) while closer than CLUSTER_MIN_DIST to an earlier
- * one, so that even in few dimensions the classes stay separable. */
+ * one, so that even in few dimensions the classes stay separable. The check
+ * costs K^2 D / 2 steps, so above CENTRE_CHECK_MAX_WORK it is skipped (many
+ * classes: centres drawn once; a model with that many classes would
+ * otherwise wait minutes for its data). */
+#define CENTRE_CHECK_MAX_WORK ((int64_t)1 << 30)
 static void make_centres(uint64_t seed, int64_t K, int64_t D, double *centres)
 {
+    int64_t tries = K <= CENTRE_CHECK_MAX_WORK / K / (D > 0 ? D : 1) ? CENTRE_TRIES : 1;
     for (int64_t c = 0; c < K; c++) {
         double *x = centres + c * D;
-        for (int64_t attempt = 0; attempt < CENTRE_TRIES; attempt++) {
+        for (int64_t attempt = 0; attempt < tries; attempt++) {
             int close = 0;
             for (int64_t d = 0; d < D; d++)
                 x[d] = CLUSTER_SCALE * normal_at(seed, TAG_CENTRES, (attempt << 32) | c, (uint32_t)d);
-            for (int64_t o = 0; o < c && !close; o++) {
+            for (int64_t o = 0; o < c && !close && tries > 1; o++) {
                 double dist2 = 0;
                 for (int64_t d = 0; d < D; d++)
                     dist2 += (x[d] - centres[o * D + d]) * (x[d] - centres[o * D + d]);
@@ -293,7 +306,10 @@ int clremat_data_synthetic(const clremat_graph *g, const char *task, uint64_t se
     M = shape_elems(&g->io.labels);
     if (kind == TASK_CLUSTERS || kind == TASK_REGRESSION) {
         int64_t rows = kind == TASK_CLUSTERS ? g->io.classes : D, cols = kind == TASK_CLUSTERS ? D : M;
-        fixed = malloc((size_t)(rows * cols) * sizeof *fixed);
+        /* rows and cols are each below 2^31: the product fits, the bytes are checked */
+        if ((st = clremat_host_alloc_check((uint64_t)rows * (uint64_t)cols * sizeof *fixed, "synthetic task data")))
+            return st;
+        fixed = malloc((size_t)((uint64_t)rows * (uint64_t)cols * sizeof *fixed));
         if (!fixed)
             return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "task '%s': out of host memory", task);
         if (kind == TASK_CLUSTERS)

@@ -87,6 +87,12 @@ int clremat_plan_input_for(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
         st = clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
         goto done;
     }
+    /* before anything is sized from the batch: no size product may overflow */
+    if ((st = clremat_batch_check(g, batch)) != CLREMAT_OK) {
+        if (ctx)
+            clremat_fail(ctx, st, "%s", clremat_last_error());
+        goto done;
+    }
     if (ctx) {
         st = costs_with_gemm(ctx, g, batch, costs, wf, wb);
         if (st == CLREMAT_OK)
@@ -941,7 +947,7 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
             return st;
         return clremat_fail(t->ctx, CLREMAT_ERR_NONFINITE,
                             "step %lld: the loss is not finite (%g); first layer whose output is non-finite: '%s'",
-                            (long long)t->step, (double)result[0], bad >= 0 ? g->layers[bad].name : g->layers[g->n_layers - 1].name);
+                            (long long)(t->step + 1), (double)result[0], bad >= 0 ? g->layers[bad].name : g->layers[g->n_layers - 1].name);
     }
     t->step++;
     t->data_position += t->batch;

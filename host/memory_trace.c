@@ -6,6 +6,7 @@
 #include "memory_trace.h"
 #include "atomic_file.h"
 #include "error.h"
+#include "utf8.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,14 +109,7 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
     while (*p) {
         unsigned c = *p;
-        int n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-        for (int i = 1; i < n; i++)
-            if ((p[i] & 0xC0) != 0x80)
-                n = 0;
-        if (n == 3 && ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] >= 0xA0)))
-            n = 0; /* overlong, surrogate */
-        if (n == 4 && ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] >= 0x90)))
-            n = 0;
+        int n = (int)clremat_utf8_seq(p);
         if (n == 0) {
             fputs("\\ufffd", f);
             p++;

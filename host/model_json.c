@@ -4,6 +4,7 @@
  * later can be told from an unknown name), the second checks every field and
  * builds the graph. Every error says FILE:LINE:COL of the offending value and
  * what was expected. */
+#include "atomic_file.h"
 #include "graph.h"
 #include "error.h"
 #include "json_pos.h"
@@ -794,22 +795,18 @@ int clremat_graph_load(const char *path, clremat_graph **out)
 {
     FILE *f = NULL;
     char *buf = NULL;
-    long size;
+    uint64_t size;
     int st;
     if (!out)
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "graph_load: NULL output");
     *out = NULL;
     if (!path)
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "graph_load: NULL path");
-    if (!(f = fopen(path, "rb")))
-        return clremat_set_error(CLREMAT_ERR_IO, "%s: cannot open model file: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        st = clremat_set_error(CLREMAT_ERR_IO, "%s: cannot read model file (not a regular file?)", path);
-        goto fail;
-    }
-    if (size > MAX_FILE_BYTES) {
-        st = clremat_set_error(CLREMAT_ERR_IO, "%s: model file is %ld bytes, more than the %ld allowed", path,
-                               size, MAX_FILE_BYTES);
+    if ((st = clremat_open_regular(path, "model file", &f, &size)) != CLREMAT_OK)
+        return st;
+    if (size > (uint64_t)MAX_FILE_BYTES) {
+        st = clremat_set_error(CLREMAT_ERR_IO, "%s: model file is %llu bytes, more than the %ld allowed", path,
+                               (unsigned long long)size, MAX_FILE_BYTES);
         goto fail;
     }
     if (!(buf = malloc((size_t)size + 1))) {
@@ -817,7 +814,8 @@ int clremat_graph_load(const char *path, clremat_graph **out)
         goto fail;
     }
     if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
-        st = clremat_set_error(CLREMAT_ERR_IO, "%s: read error: %s", path, strerror(errno));
+        st = clremat_set_error(CLREMAT_ERR_IO, "%s: read error: %s", path, ferror(f) ? strerror(errno) :
+                               "file changed size");
         goto fail;
     }
     buf[size] = '\0';

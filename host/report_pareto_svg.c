@@ -130,6 +130,13 @@ static void body(FILE *f, const char *title, const char *cost_unit, const clrema
         }
         fprintf(f, "\"/>\n");
     }
+    /* the front's segments are obstacles too: a label never sits on the line */
+    for (int i = 1; i < n; i++) {
+        double x0 = px(&p, (double)pts[i - 1].peak_bytes), x1 = px(&p, (double)pts[i].peak_bytes);
+        double y0 = py(&p, pts[i - 1].recompute_cost), y1 = py(&p, pts[i].recompute_cost);
+        obstacles[n_obst++] = (svg_box){fmin(x0, x1), y0 - 1.5, fabs(x1 - x0), 3};
+        obstacles[n_obst++] = (svg_box){x1 - 1.5, fmin(y0, y1), 3, fabs(y1 - y0)};
+    }
     for (int i = 0; i < n; i++) {
         double cx = px(&p, (double)pts[i].peak_bytes), cy = py(&p, pts[i].recompute_cost);
         fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"#1f77b4\"><title>budget %llu: peak %llu, "
@@ -174,7 +181,7 @@ int clremat_pareto_svg(const char *path, const char *title, const char *cost_uni
     clremat_afile a;
     char(*texts)[1024] = malloc(sizeof *texts * (size_t)(n_marks + 1));
     svg_label *labels = malloc(sizeof *labels * (size_t)(n_marks + 1));
-    svg_box *obstacles = malloc(sizeof *obstacles * (size_t)(n + n_marks + 2));
+    svg_box *obstacles = malloc(sizeof *obstacles * (size_t)(3 * n + n_marks + 2));
     int rc;
     if (!texts || !labels || !obstacles) {
         rc = clremat_set_error(CLREMAT_ERR_INTERNAL, "pareto SVG: out of host memory");

@@ -48,34 +48,33 @@ static void put_le64(unsigned char *p, uint64_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
-/* Reads the whole file into a malloc'd buffer. */
+/* Reads the whole file into a malloc'd buffer (never blocking on a FIFO:
+ * anything but a regular file is refused before it is read). */
 static int slurp(const char *path, unsigned char **buf, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    struct stat st;
+    FILE *f = NULL;
+    uint64_t size;
     unsigned char *b = NULL;
     size_t n;
-    int status;
-    if (!f)
-        return clremat_set_error(CLREMAT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (fstat(fileno(f), &st) != 0) {
-        status = clremat_set_error(CLREMAT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    int status = clremat_open_regular(path, "safetensors file", &f, &size);
+    if (status != CLREMAT_OK)
+        return status;
+    if (size > (uint64_t)SIZE_MAX - 1 || (status = clremat_host_alloc_check(size, path)) != CLREMAT_OK) {
+        if (size > (uint64_t)SIZE_MAX - 1)
+            status = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: %llu bytes do not fit in host memory", path,
+                                       (unsigned long long)size);
         goto fail;
     }
-    if (!S_ISREG(st.st_mode)) {
-        status = clremat_set_error(CLREMAT_ERR_IO, "%s: not a regular file", path);
-        goto fail;
-    }
-    b = malloc(st.st_size > 0 ? (size_t)st.st_size : 1);
+    b = malloc(size > 0 ? (size_t)size : 1);
     if (!b) {
-        status = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory reading %lld bytes", path,
-                                   (long long)st.st_size);
+        status = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory reading %llu bytes", path,
+                                   (unsigned long long)size);
         goto fail;
     }
-    n = fread(b, 1, (size_t)st.st_size, f);
-    if (n != (size_t)st.st_size) {
-        status = clremat_set_error(CLREMAT_ERR_IO, "%s: read %zu of %lld bytes: %s", path, n,
-                                   (long long)st.st_size, ferror(f) ? strerror(errno) : "file changed size");
+    n = fread(b, 1, (size_t)size, f);
+    if (n != (size_t)size) {
+        status = clremat_set_error(CLREMAT_ERR_IO, "%s: read %zu of %llu bytes: %s", path, n,
+                                   (unsigned long long)size, ferror(f) ? strerror(errno) : "file changed size");
         goto fail;
     }
     fclose(f);

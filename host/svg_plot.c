@@ -1,6 +1,7 @@
 /* svg_plot.c: axis ticks, units, XML text and label placement for the SVG
  * reports (svg_plot.h). */
 #include "svg_plot.h"
+#include "utf8.h"
 #include <math.h>
 #include <string.h>
 
@@ -119,30 +120,15 @@ void svg_format_value(double v, svg_unit_kind kind, char *buf, size_t len)
 }
 
 /* Length of the valid UTF-8 sequence at p that encodes an XML character
- * (no C0 controls but tab, no surrogates, no U+FFFE/U+FFFF); 0 if none. */
+ * (no C0 controls but tab, no U+FFFE/U+FFFF); 0 if none. */
 static int utf8_char(const unsigned char *p)
 {
-    unsigned c = p[0], cp;
-    int n;
-    if (c < 0x80)
-        return c >= 0x20 || c == '\t' ? 1 : 0;
-    if (c >= 0xC2 && c <= 0xDF)
-        n = 2, cp = c & 0x1F;
-    else if (c >= 0xE0 && c <= 0xEF)
-        n = 3, cp = c & 0x0F;
-    else if (c >= 0xF0 && c <= 0xF4)
-        n = 4, cp = c & 0x07;
-    else
+    size_t n = clremat_utf8_seq(p);
+    if (n == 1 && p[0] < 0x20 && p[0] != '\t')
         return 0;
-    for (int i = 1; i < n; i++) {
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-        cp = cp << 6 | (p[i] & 0x3F);
-    }
-    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF) ||
-        cp == 0xFFFE || cp == 0xFFFF)
+    if (n == 3 && p[0] == 0xEF && p[1] == 0xBF && (p[2] == 0xBE || p[2] == 0xBF))
         return 0;
-    return n;
+    return (int)n;
 }
 
 void svg_write_escaped(FILE *f, const char *s)

@@ -2,6 +2,7 @@
  * step-time statistics, memory high-water, and weights load/save. */
 #include "train.h"
 #include "memory_trace.h"
+#include "atomic_file.h"
 #include "safetensors.h"
 #include <ctype.h>
 #include <errno.h>
@@ -117,8 +118,10 @@ int clremat_weights_save(clremat_trainer *t, const char *path)
     clremat_st_tensor *ts = NULL;
     clremat_st_meta meta[6 + N_META_HP];
     char vals[6 + N_META_HP][40];
-    float *host = malloc(t->plan.param_bytes * (size_t)(1 + nstate) + 1);
-    int st;
+    int st = clremat_host_alloc_check(t->plan.param_bytes * (uint64_t)(1 + nstate), "saving the weights");
+    float *host = st == CLREMAT_OK ? malloc(t->plan.param_bytes * (size_t)(1 + nstate) + 1) : NULL;
+    if (st != CLREMAT_OK)
+        return st;
     for (int l = 0; l < g->n_layers; l++)
         n += (size_t)g->layers[l].n_params;
     ts = calloc(n * (size_t)(1 + nstate) + 1, sizeof *ts);
@@ -285,9 +288,11 @@ int clremat_weights_load_opt(clremat_trainer *t, const char *path, int with_stat
     clremat_st_file f;
     clremat_checkpoint_info info;
     int nstate = clremat_opt_state_count(t->opt.kind);
-    float *host = malloc(t->plan.param_bytes * (size_t)(1 + nstate) + 1);
+    int st = clremat_host_alloc_check(t->plan.param_bytes * (uint64_t)(1 + nstate), "loading the weights");
+    float *host = st == CLREMAT_OK ? malloc(t->plan.param_bytes * (size_t)(1 + nstate) + 1) : NULL;
     size_t off = 0, pfloats = t->plan.param_bytes / sizeof(float);
-    int st = host ? clremat_st_read(path, &f) : clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
+    if (st == CLREMAT_OK)
+        st = host ? clremat_st_read(path, &f) : clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory");
     if (st != CLREMAT_OK) {
         free(host);
         return st;
@@ -316,20 +321,45 @@ int clremat_weights_load_opt(clremat_trainer *t, const char *path, int with_stat
                 memcpy(host + off, tt->data, sizeof(float) * (size_t)pr->elems);
                 off += (size_t)pr->elems;
             }
-    /* every weight tensor must belong to the model (state tensors are checked above or ignored) */
+    /* every tensor of the file must be one the model has, by its exact name:
+     * LAYER/PARAM, or optimizer state STATE_PREFIX SLOT/LAYER/PARAM of one */
     for (size_t i = 0; i < f.n && st == CLREMAT_OK; i++) {
-        char *slash;
-        char lname[128];
-        if (strncmp(f.tensors[i].name, STATE_PREFIX, strlen(STATE_PREFIX)) == 0)
-            continue;
-        snprintf(lname, sizeof lname, "%s", f.tensors[i].name);
-        slash = strrchr(lname, '/');
-        if (slash)
-            *slash = 0;
-        if (clremat_graph_find_layer(g, lname) < 0)
-            st = clremat_set_error(CLREMAT_ERR_MISMATCH, "%s: tensor '%s' matches no layer of model '%s'", path,
-                                   f.tensors[i].name, g->name);
+        const char *tn = f.tensors[i].name, *pname = tn, *slash;
+        char lname[sizeof f.tensors[i].name];
+        int l = -1, known = 0;
+        if (strncmp(tn, STATE_PREFIX, strlen(STATE_PREFIX)) == 0) { /* skip the state slot */
+            const char *sl = strchr(tn + strlen(STATE_PREFIX), '/');
+            pname = sl ? sl + 1 : "";
+        }
+        slash = strrchr(pname, '/');
+        if (slash) {
+            snprintf(lname, sizeof lname, "%.*s", (int)(slash - pname), pname);
+            l = clremat_graph_find_layer(g, lname);
+        }
+        for (int p = 0; l >= 0 && p < g->layers[l].n_params && !known; p++)
+            known = strcmp(slash + 1, g->layers[l].params[p].name) == 0;
+        if (!known)
+            st = clremat_set_error(CLREMAT_ERR_MISMATCH,
+                                   "%s: tensor '%s' is not a parameter of model '%s' (a weights file holds exactly "
+                                   "the model's LAYER/PARAM tensors, and optimizer state " STATE_PREFIX
+                                   "SLOT/LAYER/PARAM of them)",
+                                   path, tn, g->name);
     }
+    /* every value loaded must be a finite float */
+    for (size_t i = 0; i < off && st == CLREMAT_OK; i++)
+        if (!isfinite(host[i])) {
+            size_t at = i % (pfloats ? pfloats : 1), acc = 0;
+            for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++)
+                for (int p = 0; p < g->layers[l].n_params && st == CLREMAT_OK; p++) {
+                    size_t e = (size_t)g->layers[l].params[p].elems;
+                    if (at < acc + e)
+                        st = clremat_set_error(CLREMAT_ERR_PARSE,
+                                               "%s: %s'%s/%s' element %zu is %g, not a finite float", path,
+                                               i >= pfloats ? "optimizer state of " : "tensor ", g->layers[l].name,
+                                               g->layers[l].params[p].name, at - acc, (double)host[i]);
+                    acc += e;
+                }
+        }
     if (st == CLREMAT_OK) {
         st = clremat_trainer_set_params(t, host);
         if (st != CLREMAT_OK)
@@ -344,16 +374,59 @@ int clremat_weights_load_opt(clremat_trainer *t, const char *path, int with_stat
     return st;
 }
 
-static int load_data(const clremat_train_config *cfg, const clremat_graph *g, clremat_dataset *d)
+/* 1 when --data names a file rather than a synthetic task. */
+static int data_is_file(const char *task)
 {
     struct stat sb;
+    return task && (lstat(task, &sb) == 0 || strchr(task, '/'));
+}
+
+static int load_data(const clremat_train_config *cfg, const clremat_graph *g, clremat_dataset *d)
+{
     const char *task = cfg->data;
-    if (task && stat(task, &sb) == 0)
+    if (data_is_file(task))
         return clremat_data_load(g, task, d);
-    if (task && strchr(task, '/'))
-        return clremat_set_error(CLREMAT_ERR_IO, "--data %s: no such file", task);
     return clremat_data_synthetic(g, task, cfg->seed, cfg->train_samples > 0 ? cfg->train_samples : 4096,
                                   cfg->val_samples > 0 ? cfg->val_samples : 512, d);
+}
+
+/* Refuses bad paths before any work: the model, --load and a --data file
+ * must be regular files (checked without blocking on a FIFO), and --save
+ * must be writable by the rules of atomic_file.h, so that a run never
+ * trains for minutes and then fails on a path it could have refused. */
+static int check_paths(const clremat_train_config *cfg)
+{
+    FILE *f = NULL;
+    int st;
+    if (!cfg->model_path)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "no model file given");
+    if ((st = clremat_open_regular(cfg->model_path, "model file", &f, NULL)) != CLREMAT_OK)
+        return st;
+    fclose(f);
+    if (cfg->load) {
+        if ((st = clremat_open_regular(cfg->load, "--load weights file", &f, NULL)) != CLREMAT_OK)
+            return st;
+        fclose(f);
+    }
+    if (data_is_file(cfg->data)) {
+        if ((st = clremat_open_regular(cfg->data, "--data file", &f, NULL)) != CLREMAT_OK)
+            return st;
+        fclose(f);
+    }
+    if (cfg->save && (st = clremat_output_check(cfg->save, "--save")) != CLREMAT_OK)
+        return st;
+    if (cfg->save && (clremat_same_file(cfg->save, cfg->model_path) ||
+                      (data_is_file(cfg->data) && clremat_same_file(cfg->save, cfg->data))))
+        return clremat_set_error(CLREMAT_ERR_IO, "--save %s: is the run's %s; refusing to overwrite an input",
+                                 cfg->save, clremat_same_file(cfg->save, cfg->model_path) ? "model file" : "--data file");
+    if (cfg->memory_trace && (st = clremat_output_check(cfg->memory_trace, "--memory-trace")) != CLREMAT_OK)
+        return st;
+    if (cfg->memory_trace && (clremat_same_file(cfg->memory_trace, cfg->model_path) ||
+                              (data_is_file(cfg->data) && clremat_same_file(cfg->memory_trace, cfg->data)) ||
+                              (cfg->save && clremat_same_file(cfg->memory_trace, cfg->save))))
+        return clremat_set_error(CLREMAT_ERR_IO, "--memory-trace %s: is an input or the --save file; refusing to "
+                                 "overwrite it", cfg->memory_trace);
+    return CLREMAT_OK;
 }
 
 /* Keeps the pool's recorded timeline in the result and stops recording. */
@@ -479,10 +552,13 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     memset(res, 0, sizeof *res);
     snprintf(res->device, sizeof res->device, "%s", ctx->info.name);
     snprintf(res->platform, sizeof res->platform, "%s", ctx->info.platform);
-    res->val_loss = res->val_accuracy = NAN;
-    if ((st = clremat_graph_load(cfg->model_path, &g)))
+    res->val_loss = res->val_accuracy = res->final_loss = NAN;
+    if ((st = check_paths(cfg)) || (st = clremat_graph_load(cfg->model_path, &g)))
         goto fail;
     res->g = g;
+    /* before the data or anything else is sized from the batch */
+    if ((st = clremat_batch_check(g, batch)))
+        goto fail;
     if ((st = clremat_policy_parse(cfg->remat, &pol)))
         goto fail;
     snprintf(res->remat, sizeof res->remat, "%s", pol.text);
@@ -500,8 +576,6 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         goto fail;
     }
     res->opt = opt;
-    if ((st = load_data(cfg, g, &data)))
-        goto fail;
     clremat_pool_set_limit(ctx->pool, cfg->memory_limit ? cfg->memory_limit : ctx->info.global_mem_bytes);
     if (pol.kind == CLREMAT_POLICY_AUTO && cfg->auto_budget) { /* reported as auto, planned as a budget */
         pol.kind = CLREMAT_POLICY_BUDGET;
@@ -511,10 +585,30 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
      * reserved bytes (cached buffers) stay within it as well as live bytes */
     if (pol.kind == CLREMAT_POLICY_BUDGET && pol.budget < clremat_pool_get_stats(ctx->pool).limit)
         clremat_pool_set_limit(ctx->pool, pol.budget);
+    /* the plan is checked (and, without measured costs, the trainer made)
+     * before the data is built or the batch allocated, so a step that
+     * cannot fit is refused at once; with measured costs, a probe with FLOP
+     * costs gives the same check and message as the real trainer's */
+    if ((st = clremat_trainer_new_costs(ctx, g, batch, &pol, &opt, cfg->seed, NULL, cfg->overlap, &t))) {
+        clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
+        goto fail;
+    }
+    if (cfg->costs_measured) {
+        clremat_trainer_free(t);
+        t = NULL;
+    }
+    if ((st = load_data(cfg, g, &data)))
+        goto fail;
+    /* the batch check bounds these products below 2^31 elements each */
+    if ((st = clremat_host_alloc_check(sizeof(float) * (uint64_t)batch *
+                                           (uint64_t)(data.train.x_elems + data.train.y_elems),
+                                       "the host copy of one batch")))
+        goto fail;
     x = malloc(sizeof(float) * (size_t)(batch * data.train.x_elems));
     y = malloc(sizeof(float) * (size_t)(batch * data.train.y_elems));
     if (!x || !y) {
-        st = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
+        st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory for a batch of %lld samples",
+                               (long long)batch);
         goto fail;
     }
     if (cfg->costs_measured) {
@@ -523,10 +617,10 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
             clremat_set_error(st, "measuring layer costs: %s", clremat_ctx_last_error(ctx));
             goto fail;
         }
-    }
-    if ((st = clremat_trainer_new_costs(ctx, g, batch, &pol, &opt, cfg->seed, layer_ms, cfg->overlap, &t))) {
-        clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
-        goto fail;
+        if ((st = clremat_trainer_new_costs(ctx, g, batch, &pol, &opt, cfg->seed, layer_ms, cfg->overlap, &t))) {
+            clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
+            goto fail;
+        }
     }
     if (cfg->load && (st = clremat_weights_load_opt(t, cfg->load, !cfg->weights_only)))
         goto fail;
@@ -539,6 +633,8 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     res->step_flops = t->plan.step_flops;
     res->recompute_flops = t->plan.recompute_flops;
     res->n_recompute_actions = t->plan.n_recompute_actions;
+    if ((st = clremat_host_alloc_check((uint64_t)steps * (sizeof(float) + sizeof(double)), "the per-step losses and times")))
+        goto fail;
     res->losses = calloc((size_t)steps, sizeof(float));
     res->step_ms = calloc((size_t)steps, sizeof(double));
     if (!res->losses || !res->step_ms) {
@@ -565,9 +661,13 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         if (cfg->memory_trace && s == steps - 1 && st == CLREMAT_OK)
             st = write_memory_trace(cfg, t, res); /* the tags live in the trainer */
         if (st == CLREMAT_ERR_NONFINITE) {
+            clremat_pool_stats ps = clremat_pool_get_stats(ctx->pool);
             res->stopped_nonfinite = 1;
             res->losses[s] = loss;
+            res->final_loss = loss; /* the non-finite loss that stopped the run */
             res->steps_run = s + 1;
+            res->measured_peak = ps.live_peak; /* the step ran to its end */
+            res->reserved_peak = ps.reserved_peak;
             snprintf(res->message, sizeof res->message, "%s", clremat_ctx_last_error(ctx));
         }
         if (st != CLREMAT_OK) {
@@ -634,6 +734,8 @@ int clremat_train_run(const clremat_train_config *cfg, clremat_train_result *res
     clremat_ctx *ctx = NULL;
     clremat_gemm_path path = CLREMAT_GEMM_AUTO;
     int st = cfg->gemm ? clremat_gemm_path_parse(cfg->gemm, &path) : CLREMAT_OK;
+    if (st == CLREMAT_OK) /* before a device is opened (a calibration can take seconds) */
+        st = check_paths(cfg);
     if (st == CLREMAT_OK)
         st = clremat_ctx_create(cfg->device, cfg->memory_limit, &ctx);
     if (st == CLREMAT_OK)

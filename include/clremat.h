@@ -311,6 +311,13 @@ int clremat_opt_apply(clremat_opt_config *cfg, unsigned set, const clremat_opt_c
  * are decimal, KiB/MiB/GiB binary). Returns 0 and sets *bytes, or -1. */
 int clremat_parse_bytes(const char *text, uint64_t *bytes);
 
+/** Checks that bytes of host memory can be allocated before a large
+ * allocation: refuses (CLREMAT_ERR_OUT_OF_MEMORY, naming what, the bytes
+ * needed and the bytes available) when bytes exceed the memory the system
+ * reports available (MemAvailable, else physical memory). Returns
+ * CLREMAT_OK when it fits or nothing can be learnt. */
+int clremat_host_alloc_check(uint64_t bytes, const char *what);
+
 /* ------------------------------------------------------------ GEMM path */
 
 /** Which GEMM implementation a context uses. */

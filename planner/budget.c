@@ -89,7 +89,7 @@ static int min_peak_dp(clremat_bsolver *b)
                 short bw = 0;
                 if (d == 0) {
                     b->mp[at] = base_peak(st, s, k);
-                    b->mc[at] = st->fcost[s];
+                    b->mc[at] = st->fcleaf[2 * s + k];
                     b->mw[at] = 0;
                     continue;
                 }
@@ -199,7 +199,7 @@ int clremat_bsolver_table(clremat_bsolver *b, uint64_t max_budget)
                 }
                 if (d == 0) {
                     for (int64_t m = cdiv(base_peak(st, s, k), u); m <= smax; m++) {
-                        C[m] = st->fcost[s];
+                        C[m] = st->fcleaf[2 * s + k];
                         W[m] = 0;
                     }
                     continue;
@@ -332,6 +332,16 @@ static int schedule(const clremat_bsolver *b, int mode, int64_t m, const char *t
     snprintf(pol.text, sizeof pol.text, "%s", text);
     if (rc == CLREMAT_OK)
         rc = clremat_plan_from_actions(b->in, r.x.acts, r.x.n_acts, &pol, out);
+    /* a stage rerun may feed only layers the next rerun skips: drop such
+     * dead recomputation, simulating again after each removal */
+    while (rc == CLREMAT_OK) {
+        int n = clremat_actions_drop_dead(b->in, out->actions, out->n_actions);
+        if (n == out->n_actions)
+            break;
+        memcpy(r.x.acts, out->actions, sizeof *r.x.acts * (size_t)n);
+        clremat_plan_free(out);
+        rc = clremat_plan_from_actions(b->in, r.x.acts, n, &pol, out);
+    }
     clremat_sx_free(&r.x);
     return rc;
 }
@@ -386,11 +396,26 @@ static int candidate(clremat_bsolver *b, int which)
     return rc;
 }
 
+static const char *cand_label(const clremat_bsolver *b, int c)
+{
+    return c < 4 ? cand_name[c] : b->cand[c].policy.text;
+}
+
+static void note_min(clremat_bsolver *b, uint64_t peak, double cost, const char *label)
+{
+    if (peak < b->min_peak || (peak == b->min_peak && cost < b->min_peak_cost)) {
+        b->min_peak = peak;
+        b->min_peak_cost = cost;
+        snprintf(b->min_peak_by, sizeof b->min_peak_by, "%s", label);
+    }
+}
+
 int clremat_bsolver_init(clremat_bsolver *b, const clremat_plan_input *in)
 {
     int rc;
     memset(b, 0, sizeof *b);
     b->in = in;
+    b->limit_name = "budget";
     b->fixed = clremat_plan_fixed_bytes(in, NULL);
     if ((rc = clremat_stages_build(in, MAX_STAGES, &b->st)) != CLREMAT_OK)
         return rc;
@@ -414,13 +439,23 @@ int clremat_bsolver_init(clremat_bsolver *b, const clremat_plan_input *in)
             goto fail;
         rc = CLREMAT_OK;
     }
-    b->min_peak = b->fixed + (uint64_t)b->mp[seg(b, 0, 0, b->K - 1)];
-    b->min_peak_by = "rotor";
+    if ((rc = clremat_fsearch_run(&b->fs, in)) != CLREMAT_OK)
+        goto fail;
+    /* the least peak over every plan the solver makes, credited to the
+     * cheapest plan reaching it: the Keras modes first (ties keep them) */
+    b->min_peak = UINT64_MAX;
     for (int c = 0; c < b->n_cand; c++)
-        if (b->cand[c].actions && b->cand[c].peak_bytes < b->min_peak) {
-            b->min_peak = b->cand[c].peak_bytes;
-            b->min_peak_by = c < 4 ? cand_name[c] : "a Keras-style mode";
-        }
+        if (b->cand[c].actions)
+            note_min(b, b->cand[c].peak_bytes, b->cand_cost[c], cand_label(b, c));
+    for (int i = 0; i < b->fs.n; i++)
+        note_min(b, b->fs.pts[i].peak, b->fs.pts[i].cost, b->fs.pts[i].label);
+    {
+        clremat_plan p;
+        if ((rc = schedule(b, BY_MIN_PEAK, 0, "budget", &p)) != CLREMAT_OK)
+            goto fail;
+        note_min(b, p.peak_bytes, clremat_plan_recompute_cost(in, &p), "the rotor schedule over stages");
+        clremat_plan_free(&p);
+    }
     return CLREMAT_OK;
 fail:
     clremat_bsolver_free(b);
@@ -437,6 +472,7 @@ void clremat_bsolver_free(clremat_bsolver *b)
     free(b->W);
     for (int c = 0; c < CLREMAT_BSOLVER_CANDS; c++)
         clremat_plan_free(&b->cand[c]);
+    clremat_fsearch_free(&b->fs);
     memset(b, 0, sizeof *b);
 }
 
@@ -547,10 +583,10 @@ int clremat_bsolver_plan(clremat_bsolver *b, uint64_t budget, clremat_plan *out)
     memset(&best, 0, sizeof best);
     if (budget < b->min_peak)
         return clremat_set_error(CLREMAT_ERR_PLAN,
-            "budget of %llu bytes is below the smallest peak the planner reaches for model '%s' at batch %lld: "
+            "%s of %llu bytes is below the smallest peak the planner reaches for model '%s' at batch %lld: "
             "%llu bytes (%s; fixed bytes %llu)",
-            (unsigned long long)budget, g->name, (long long)b->in->batch, (unsigned long long)b->min_peak,
-            b->min_peak_by, (unsigned long long)b->fixed);
+            b->limit_name ? b->limit_name : "budget", (unsigned long long)budget, g->name, (long long)b->in->batch,
+            (unsigned long long)b->min_peak, b->min_peak_by, (unsigned long long)b->fixed);
     if (b->cand[CAND_NONE].actions && b->cand[CAND_NONE].peak_bytes <= budget) {
         rc = copy_plan(&b->cand[CAND_NONE], g->n_layers, g->n_blocks, out);
         goto done;
@@ -571,6 +607,15 @@ int clremat_bsolver_plan(clremat_bsolver *b, uint64_t budget, clremat_plan *out)
                 goto fail;
             best_cost = b->cand_cost[c];
         }
+    { /* the flag search's front */
+        const clremat_fpoint *fp = clremat_fsearch_best(&b->fs, budget);
+        if (fp && better(fp->cost, fp->peak, best_cost, best.actions ? best.peak_bytes : UINT64_MAX)) {
+            clremat_plan_free(&best);
+            if ((rc = clremat_fsearch_plan(&b->fs, fp, &best)) != CLREMAT_OK)
+                goto fail;
+            best_cost = clremat_plan_recompute_cost(b->in, &best);
+        }
+    }
     if (!best.actions) {
         rc = clremat_set_error(CLREMAT_ERR_INTERNAL, "budget planner: nothing fits %llu bytes though %llu should",
                                (unsigned long long)budget, (unsigned long long)b->min_peak);
@@ -592,19 +637,25 @@ fail:
 
 /* ------------------------------------------------------------ public */
 
-int clremat_plan_budget(const clremat_plan_input *in, uint64_t budget, clremat_plan *out)
+static int plan_within(const clremat_plan_input *in, uint64_t budget, const char *limit_name, clremat_plan *out)
 {
     clremat_bsolver b;
     int rc;
     memset(out, 0, sizeof *out);
     if ((rc = clremat_bsolver_init(&b, in)) != CLREMAT_OK)
         return rc;
+    b.limit_name = limit_name;
     if (budget >= b.min_peak && !(b.cand[CAND_NONE].actions && b.cand[CAND_NONE].peak_bytes <= budget))
         rc = clremat_bsolver_table(&b, budget);
     if (rc == CLREMAT_OK)
         rc = clremat_bsolver_plan(&b, budget, out);
     clremat_bsolver_free(&b);
     return rc;
+}
+
+int clremat_plan_budget(const clremat_plan_input *in, uint64_t budget, clremat_plan *out)
+{
+    return plan_within(in, budget, "budget", out);
 }
 
 int clremat_plan_auto(const clremat_plan_input *in, uint64_t limit, clremat_plan *out)
@@ -622,7 +673,7 @@ int clremat_plan_auto(const clremat_plan_input *in, uint64_t limit, clremat_plan
         return CLREMAT_OK;
     }
     clremat_plan_free(out);
-    rc = clremat_plan_budget(in, limit, out);
+    rc = plan_within(in, limit, "memory limit", out);
     if (rc == CLREMAT_OK) {
         out->policy.kind = CLREMAT_POLICY_AUTO;
         snprintf(out->policy.text, sizeof out->policy.text, "auto");

@@ -4,6 +4,7 @@
 #ifndef CLREMAT_BUDGET_SOLVER_H
 #define CLREMAT_BUDGET_SOLVER_H
 
+#include "flagsearch.h"
 #include "stages.h"
 
 /** The solver: stages, the exact minimum-peak program, the discretized
@@ -30,8 +31,12 @@ typedef struct clremat_bsolver {
     clremat_plan cand[CLREMAT_BSOLVER_CANDS];
     double cand_cost[CLREMAT_BSOLVER_CANDS];
     int n_cand;
+    /* the search over flag plans (exact over wrap flags on small graphs) */
+    clremat_fsearch fs;
     uint64_t min_peak;          /**< smallest peak of any plan the solver can make */
-    const char *min_peak_by;    /**< which one ("rotor", "full", ...) */
+    double min_peak_cost;       /**< the least recompute cost at that peak */
+    char min_peak_by[128];      /**< the cheapest mode reaching it ("activations", "list_of_layers:a,b", ...) */
+    const char *limit_name;     /**< what the budget is called in refusals ("budget", "memory limit") */
 } clremat_bsolver;
 
 /** Cuts the graph, measures the stages, solves the minimum-peak program and

@@ -36,7 +36,7 @@ int clremat_plan_pareto(const clremat_plan_input *in, int points, clremat_pareto
     hi = b.cand[0].peak_bytes; /* none */
     if (hi < lo)
         hi = lo;
-    pts = calloc((size_t)points, sizeof *pts);
+    pts = calloc((size_t)points + (size_t)b.fs.n, sizeof *pts);
     if (!pts) {
         rc = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory planning");
         goto done;
@@ -54,7 +54,22 @@ int clremat_plan_pareto(const clremat_plan_input *in, int points, clremat_pareto
         np++;
         clremat_plan_free(&p);
     }
-    /* the front: by peak, each strictly cheaper than everything before it */
+    /* the flag search's front at its own peaks: budgets between the evenly
+     * spaced ones would otherwise miss them */
+    for (int i = 0; i < b.fs.n; i++) {
+        clremat_plan p;
+        if (b.fs.pts[i].peak < lo || b.fs.pts[i].peak > hi)
+            continue;
+        if ((rc = clremat_bsolver_plan(&b, b.fs.pts[i].peak, &p)) != CLREMAT_OK)
+            goto done;
+        pts[np].budget = b.fs.pts[i].peak;
+        pts[np].peak_bytes = p.peak_bytes;
+        pts[np].recompute_cost = clremat_plan_recompute_cost(in, &p);
+        np++;
+        clremat_plan_free(&p);
+    }
+    /* the front: by peak, each strictly cheaper than everything before it
+     * (so no point is dominated by another) */
     qsort(pts, (size_t)np, sizeof *pts, by_peak_then_cost);
     for (int i = 0; i < np; i++)
         if (pts[i].recompute_cost < best) {
@@ -88,15 +103,15 @@ static int add_mark(const clremat_plan_input *in, const char *mode, clremat_pare
 
 int clremat_pareto_marks(const clremat_plan_input *in, clremat_pareto_mark **out, int *n)
 {
-    static const char *const modes[] = {"none", "full", "activations", "larger_than"};
+    static const char *const modes[] = {"none", "full", "activations", "larger_than", "save_dots"};
     const clremat_graph *g = in->g;
-    clremat_pareto_mark *m = calloc((size_t)g->n_blocks + 4, sizeof *m);
+    clremat_pareto_mark *m = calloc((size_t)g->n_blocks + 5, sizeof *m);
     int k = 0, rc = CLREMAT_OK;
     *out = NULL;
     *n = 0;
     if (!m)
         return clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory planning");
-    for (int i = 0; i < 4 && rc == CLREMAT_OK; i++)
+    for (int i = 0; i < 5 && rc == CLREMAT_OK; i++)
         rc = add_mark(in, modes[i], &m[k++]);
     for (int b = 0; b < g->n_blocks && rc == CLREMAT_OK; b++) {
         char mode[96];

@@ -17,7 +17,8 @@ typedef enum clremat_policy_kind {
     CLREMAT_POLICY_LARGER_THAN,     /**< layers whose output has > threshold elements (batch included) */
     CLREMAT_POLICY_LIST,            /**< the named layers or blocks */
     CLREMAT_POLICY_BUDGET,          /**< least recompute within budget bytes */
-    CLREMAT_POLICY_AUTO             /**< budget = the memory limit; none when it fits */
+    CLREMAT_POLICY_AUTO,            /**< budget = the memory limit; none when it fits */
+    CLREMAT_POLICY_SAVE_DOTS        /**< keep matrix-product outputs, recompute the elementwise work between them */
 } clremat_policy_kind;
 
 #define CLREMAT_MAX_POLICY_NAMES 64
@@ -33,7 +34,7 @@ typedef struct clremat_policy {
 } clremat_policy;
 
 /** Parses "none", "full", "activations", "larger_than[:N]",
- * "list_of_layers:A,B", "budget:BYTES", "auto". Errors name the mode and
+ * "list_of_layers:A,B", "save_dots", "budget:BYTES", "auto". Errors name the mode and
  * list the valid ones (clremat_last_error). */
 int clremat_policy_parse(const char *text, clremat_policy *out);
 
@@ -119,6 +120,26 @@ int clremat_plan_from_flags(const clremat_plan_input *in, const unsigned char *w
                             const unsigned char *wrap_block, const unsigned char *act_discard,
                             clremat_plan *out);
 
+/** Wrap decisions for clremat_plan_from_flagset. Per layer: wrap_layer
+ * (the layer is a wrapped unit), act_discard (its activation output is
+ * recomputed by one elementwise pass), pin (bit s: slot s is kept for the
+ * backward even inside a wrapped unit, whose recomputation then skips it);
+ * per block: wrap_block. act_discard and pin may be NULL (all zero). */
+typedef struct clremat_flagset {
+    const unsigned char *wrap_layer;
+    const unsigned char *wrap_block;
+    const unsigned char *act_discard;
+    const unsigned char *pin;
+} clremat_flagset;
+
+/** Plans from a flag set (clremat_plan_from_flags with pinned slots). */
+int clremat_plan_from_flagset(const clremat_plan_input *in, const clremat_flagset *f, clremat_plan *out);
+
+/** The flags of save_dots (planner/policies.c) into caller arrays of
+ * n_layers (wl, ad, pin) and n_blocks (wb) entries. */
+void clremat_save_dots_flags(const clremat_plan_input *in, unsigned char *wl, unsigned char *wb, unsigned char *ad,
+                             unsigned char *pin);
+
 /** Overlap (planner/overlap.c): lets each recomputation run on a second
  * queue while the previous segment's backward runs. The order of actions,
  * hence every allocation and free and the predicted peak, stays that of the
@@ -191,7 +212,8 @@ typedef struct clremat_pareto_point {
 } clremat_pareto_point;
 
 /** Sweeps `points` (>= 2) budgets evenly from the smallest feasible peak to
- * the none plan's peak and returns the distinct plans found, sorted by peak,
+ * the none plan's peak, plus the peaks of the flag search's front, and
+ * returns the distinct plans found, sorted by peak,
  * each strictly cheaper than every point with a smaller peak (a monotone
  * front). *out is malloc'ed (free it); *n its length. */
 int clremat_plan_pareto(const clremat_plan_input *in, int points, clremat_pareto_point **out, int *n);
@@ -204,7 +226,7 @@ typedef struct clremat_pareto_mark {
 } clremat_pareto_mark;
 
 /** The Keras-style modes as labelled points: none, full, activations,
- * larger_than (threshold 1024), and list_of_layers:B for each top-level
+ * larger_than (threshold 1024), save_dots, and list_of_layers:B for each top-level
  * block B. *out is malloc'ed (free it); *n its length. */
 int clremat_pareto_marks(const clremat_plan_input *in, clremat_pareto_mark **out, int *n);
 

@@ -4,7 +4,11 @@
  * keras.remat(f)). The loss layer is never wrapped: its value is read at the
  * end of the step. The searched policies (budget:BYTES, auto) are not here:
  * plan_build.c sends them to the budget planner, which calls this file for
- * the fixed plans it compares against. */
+ * the fixed plans it compares against. save_dots keeps the outputs of
+ * matrix products (dense pre-activations and outputs, attention's saved
+ * tensors), wraps every top-level block so its elementwise and
+ * normalization work is rerun from the block input and the kept products,
+ * and recomputes dense activation outputs from the kept pre-activation. */
 #include "plan.h"
 #include "error.h"
 #include <stdio.h>
@@ -22,12 +26,43 @@ static void list_names(const clremat_graph *g, char *buf, size_t len)
         off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? ", " : "", g->layers[l].name);
 }
 
+void clremat_save_dots_flags(const clremat_plan_input *in, unsigned char *wl, unsigned char *wb, unsigned char *ad,
+                             unsigned char *pin)
+{
+    const clremat_graph *g = in->g;
+    int n = g->n_layers;
+    memset(wl, 0, (size_t)n);
+    memset(wb, 0, (size_t)g->n_blocks);
+    memset(ad, 0, (size_t)n);
+    memset(pin, 0, (size_t)n);
+    for (int b = 0; b < g->n_blocks; b++)
+        wb[b] = g->blocks[b].parent < 0 || g->blocks[b].remat;
+    for (int l = 0; l + 1 < n; l++) {
+        const clremat_layer_cost *c = &in->costs[l];
+        int in_block = g->layers[l].block >= 0;
+        unsigned all = (1u << c->n_slots) - 1u;
+        if (g->layers[l].type == CLREMAT_ATTENTION) {
+            pin[l] = (unsigned char)all;
+        } else if (g->layers[l].type == CLREMAT_DENSE) {
+            /* the product is the pre-activation when there is an activation */
+            if (c->act_source >= 0 && !c->act_from_input) {
+                pin[l] = (unsigned char)(all & ~1u);
+                ad[l] = 1;
+            } else {
+                pin[l] = (unsigned char)all;
+            }
+        } else if (!in_block && c->act_source >= 0) {
+            ad[l] = 1; /* outside blocks: as activations mode */
+        }
+    }
+}
+
 int clremat_plan_fixed(const clremat_plan_input *in, const clremat_policy *p, clremat_plan *out)
 {
     const clremat_graph *g = in->g;
     int n = g->n_layers, st;
     unsigned char *wl = calloc((size_t)n + 1, 1), *wb = calloc((size_t)g->n_blocks + 1, 1);
-    unsigned char *ad = calloc((size_t)n + 1, 1);
+    unsigned char *ad = calloc((size_t)n + 1, 1), *pin = NULL;
 
     if (!wl || !wb || !ad) {
         st = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory planning");
@@ -48,10 +83,36 @@ int clremat_plan_fixed(const clremat_plan_input *in, const clremat_policy *p, cl
         for (int l = 0; l < n; l++)
             wl[l] = in->batch * clremat_shape_elems(&g->layers[l].out_shape) > p->threshold;
         break;
+    case CLREMAT_POLICY_SAVE_DOTS: {
+        clremat_flagset f;
+        pin = calloc((size_t)n + 1, 1);
+        if (!pin) {
+            st = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory planning");
+            goto done;
+        }
+        clremat_save_dots_flags(in, wl, wb, ad, pin);
+        f.wrap_layer = wl;
+        f.wrap_block = wb;
+        f.act_discard = ad;
+        f.pin = pin;
+        out->policy = *p;
+        st = clremat_plan_from_flagset(in, &f, out);
+        if (st == CLREMAT_OK)
+            out->policy = *p;
+        goto done;
+    }
     case CLREMAT_POLICY_LIST:
         for (int i = 0; i < p->n_names; i++) {
             int l = clremat_graph_find_layer(g, p->names[i]);
             int nb = l >= 0 ? 0 : clremat_graph_blocks_named(g, p->names[i], NULL, 0);
+            if (l >= 0 && l == n - 1) {
+                st = clremat_set_error(CLREMAT_ERR_PLAN,
+                    "list_of_layers: '%s' is the loss layer of model '%s' and cannot be wrapped: its value is "
+                    "read at the end of the step and its backward starts the backward pass, so there is "
+                    "nothing to discard or recompute",
+                    p->names[i], g->name);
+                goto done;
+            }
             if (l >= 0)
                 wl[l] = 1;
             else if (nb > 0) {
@@ -102,5 +163,6 @@ done:
     free(wl);
     free(wb);
     free(ad);
+    free(pin);
     return st;
 }

@@ -1,17 +1,20 @@
 /* policy.c: parses --remat MODE strings into a clremat_policy. */
 #include "plan.h"
 #include "error.h"
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const char *const valid_modes =
-    "none, full, activations, larger_than[:N], list_of_layers:NAME[,NAME...], budget:BYTES, auto";
+    "none, full, activations, larger_than[:N], list_of_layers:NAME[,NAME...], save_dots, budget:BYTES, auto";
 
 int clremat_policy_parse(const char *text, clremat_policy *out)
 {
     memset(out, 0, sizeof *out);
-    if (!text || !*text)
+    if (text && !*text) /* given, but empty: not the same as not given */
+        return clremat_set_error(CLREMAT_ERR_PLAN, "--remat '': empty remat mode; valid modes: %s", valid_modes);
+    if (!text)
         text = "none";
     snprintf(out->text, sizeof out->text, "%s", text);
     out->threshold = 1024;
@@ -21,14 +24,18 @@ int clremat_policy_parse(const char *text, clremat_policy *out)
         out->kind = CLREMAT_POLICY_FULL;
     } else if (!strcmp(text, "activations")) {
         out->kind = CLREMAT_POLICY_ACTIVATIONS;
+    } else if (!strcmp(text, "save_dots")) {
+        out->kind = CLREMAT_POLICY_SAVE_DOTS;
     } else if (!strcmp(text, "auto")) {
         out->kind = CLREMAT_POLICY_AUTO;
     } else if (!strncmp(text, "larger_than", 11) && (text[11] == 0 || text[11] == ':')) {
         out->kind = CLREMAT_POLICY_LARGER_THAN;
         if (text[11] == ':') {
             char *end;
-            long long v = strtoll(text + 12, &end, 10);
-            if (end == text + 12 || *end || v < 0)
+            long long v;
+            errno = 0;
+            v = strtoll(text + 12, &end, 10);
+            if (!(text[12] >= '0' && text[12] <= '9') || end == text + 12 || *end || errno == ERANGE || v < 0)
                 return clremat_set_error(CLREMAT_ERR_PLAN,
                     "--remat %s: larger_than takes a non-negative element count, e.g. larger_than:4096", text);
             out->threshold = v;

@@ -13,7 +13,10 @@
  *  - some such N consumes it in forward and W exists and does not contain
  *    its producer (it is an input of a unit that will be recomputed).
  * Activations mode adds: an activation output is not kept for backward; it
- * is recomputed by one elementwise pass right before a backward reads it. */
+ * is recomputed by one elementwise pass right before a backward reads it.
+ * A pinned slot (save_dots, the budget search's partial keeps) is kept like
+ * a tensor of an unwrapped layer even inside a wrapped unit, so that unit's
+ * recomputation skips what it already holds. */
 #include "plan.h"
 #include "error.h"
 #include <stdlib.h>
@@ -28,7 +31,7 @@ typedef struct gen {
     const clremat_plan_input *in;
     const clremat_graph *g;
     const clremat_layer_cost *c;
-    const unsigned char *wrap_layer, *wrap_block, *act_discard;
+    const unsigned char *wrap_layer, *wrap_block, *act_discard, *pin;
     clremat_plan *p;
     int n, loss;
     int **consumers;            /* per layer: consumer layer indices */
@@ -107,13 +110,13 @@ static int fwd_consumes(const gen *G, int N, int P, int s)
 
 static int check_needer(const gen *G, int N, int P, int s, int discard_act)
 {
-    int W;
+    int W, pinned = G->pin && (G->pin[P] >> s & 1u);
     if (G->bwd_done[N])
         return 0;
     W = wrap_unit(G, scope_of(G, N), N);
-    if (bwd_reads(G, N, P, s) && !discard_act && (W == NO_UNIT || !unit_contains(G, W, P)))
+    if (bwd_reads(G, N, P, s) && !discard_act && (pinned || W == NO_UNIT || !unit_contains(G, W, P)))
         return 1;
-    if (fwd_consumes(G, N, P, s) && W != NO_UNIT && !unit_contains(G, W, P))
+    if (fwd_consumes(G, N, P, s) && W != NO_UNIT && (pinned || !unit_contains(G, W, P)))
         return 1;
     return 0;
 }
@@ -434,6 +437,13 @@ int clremat_plan_from_flags(const clremat_plan_input *in, const unsigned char *w
                             const unsigned char *wrap_block, const unsigned char *act_discard,
                             clremat_plan *out)
 {
+    clremat_flagset f = {wrap_layer, wrap_block, act_discard, NULL};
+    return clremat_plan_from_flagset(in, &f, out);
+}
+
+int clremat_plan_from_flagset(const clremat_plan_input *in, const clremat_flagset *f, clremat_plan *out)
+{
+    const unsigned char *wrap_layer = f->wrap_layer, *wrap_block = f->wrap_block, *act_discard = f->act_discard;
     gen G;
     const clremat_graph *g = in->g;
     int n = g->n_layers, st = CLREMAT_OK;
@@ -448,6 +458,7 @@ int clremat_plan_from_flags(const clremat_plan_input *in, const unsigned char *w
     G.wrap_layer = wrap_layer;
     G.wrap_block = wrap_block;
     G.act_discard = act_discard;
+    G.pin = f->pin;
     G.p = out;
     G.n = n;
     G.loss = n - 1;

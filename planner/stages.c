@@ -37,6 +37,7 @@ void clremat_stages_free(clremat_stages *st)
     free(st->inneed);
     free(st->A);
     free(st->fcost);
+    free(st->fcleaf);
     free(st->fn);
     free(st->fk);
     free(st->fac);
@@ -126,10 +127,35 @@ void clremat_sx_forward(clremat_sx *x, int i, int all, int keep_in, int keep_out
     const clremat_graph *g = st->in->g;
     const clremat_layer_cost *c = st->in->costs;
     int lo = st->lo[i], hi = st->hi[i], loss = st->n - 1, inp = i > 0 ? st->hi[i - 1] : -1;
+    unsigned char *needed = calloc((size_t)(hi - lo + 1), 1);
 
+    if (!needed) {
+        x->err = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory planning");
+        return;
+    }
+    /* a rerun layer runs only if it produces a tensor, not live yet, that is
+     * kept after the operation or read by a later layer that runs (no dead
+     * recomputation); a layer's first run always happens */
+    for (int L = hi; L >= lo; L--) {
+        int need = !x->ran[L];
+        for (int s = 0; s < c[L].n_slots && !need; s++)
+            if (!x->live[L * S + s])
+                need = (L == hi && s == 0 && keep_out) || (L == loss && s == 0) ||
+                       (all && st->minbwd[L * S + s] >= 0);
+        needed[L - lo] |= (unsigned char)need;
+        if (!needed[L - lo])
+            continue;
+        for (int k = 0; k < g->layers[L].n_inputs; k++) {
+            int P = g->layers[L].inputs[k];
+            if (P >= lo && !x->live[P * S])
+                needed[P - lo] = 1;
+        }
+    }
     for (int L = lo; L <= hi; L++) {
         const clremat_layer *l = &g->layers[L];
         int64_t add = 0;
+        if (!needed[L - lo])
+            continue;
         for (int s = 0; s < c[L].n_slots; s++)
             if (!x->live[L * S + s]) {
                 x->live[L * S + s] = 1;
@@ -137,6 +163,7 @@ void clremat_sx_forward(clremat_sx *x, int i, int all, int keep_in, int keep_out
             }
         act(x, x->ran[L] ? CLREMAT_ACT_RECOMPUTE : CLREMAT_ACT_FORWARD, L, 0);
         x->ran[L] = 1;
+        x->ran_cost += st->in->layer_cost ? st->in->layer_cost[L] : c[L].fwd_flops;
         x->bytes += add;
         note(x, x->bytes + (int64_t)c[L].fwd_temp_bytes);
         /* what L produced, then what L read: free what nothing ahead needs */
@@ -159,6 +186,15 @@ void clremat_sx_forward(clremat_sx *x, int i, int all, int keep_in, int keep_out
                 drop(x, P, 0);
         }
     }
+    /* what skipped layers left, or kept for a consumer that was skipped:
+     * the same rules, the sweep being over */
+    for (int L = lo; L <= hi; L++)
+        for (int s = 0; s < c[L].n_slots; s++)
+            if (!((L == hi && s == 0 && keep_out) || (L == loss && s == 0) || (all && st->minbwd[L * S + s] >= 0)))
+                drop(x, L, s);
+    if (inp >= 0 && !(keep_in || (all && st->in_minbwd[i] >= 0)))
+        drop(x, inp, 0);
+    free(needed);
 }
 
 void clremat_sx_backward(clremat_sx *x, int i, int keep_in)
@@ -266,13 +302,14 @@ static int alloc_arrays(clremat_stages *st, int K)
     st->inneed = calloc((size_t)K, 1);
     st->A = calloc((size_t)K, sizeof(int64_t));
     st->fcost = calloc((size_t)K, sizeof(double));
+    st->fcleaf = calloc((size_t)K * 2, sizeof(double));
     st->fn = calloc((size_t)K, sizeof(clremat_prof));
     st->fk = calloc((size_t)K, sizeof(clremat_prof));
     st->fac = calloc((size_t)K * 2, sizeof(clremat_prof));
     st->fal = calloc((size_t)K * 2, sizeof(clremat_prof));
     st->bwd = calloc((size_t)K * 2, sizeof(clremat_prof));
     if (!st->lo || !st->hi || !st->stage_of || !st->lastfwd || !st->minbwd || !st->in_lastfwd ||
-        !st->in_minbwd || !st->outneed || !st->inneed || !st->A || !st->fcost || !st->fn || !st->fk ||
+        !st->in_minbwd || !st->outneed || !st->inneed || !st->A || !st->fcost || !st->fcleaf || !st->fn || !st->fk ||
         !st->fac || !st->fal || !st->bwd)
         return clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory planning");
     return CLREMAT_OK;
@@ -372,8 +409,10 @@ static int profile(clremat_stages *st)
             clremat_sx_forward(&x, i, 1, k, 1);
             st->fac[2 * i + k] = take(&x);
             START_FWD();
+            x.ran_cost = 0;
             clremat_sx_forward(&x, i, 1, k, st->outneed[i]);
             st->fal[2 * i + k] = take(&x);
+            st->fcleaf[2 * i + k] = x.ran_cost;
             /* the backward starts where the leaf forward ended */
             reset(&x, i);
             for (int L = st->lo[i]; L <= st->hi[i]; L++)

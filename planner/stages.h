@@ -34,6 +34,7 @@ typedef struct clremat_stages {
     int64_t *A;                 /**< per stage: bytes of its output (the loss value for the last) */
     double *fcost;              /**< per stage: forward cost (layer_cost or fwd_flops) */
     double total_fcost;         /**< sum of fcost: one forward of the whole graph */
+    double *fcleaf;             /**< per [2*i+k]: cost of the layers the leaf forward (fal) reruns */
     /* profiles: [i], or [2*i+k] for k = keep the stage input after the op */
     clremat_prof *fn;           /**< forward, input freed after its last use, internals dropped */
     clremat_prof *fk;           /**< forward, input kept, internals dropped */
@@ -63,6 +64,7 @@ typedef struct clremat_sx {
     const clremat_stages *st;
     unsigned char *live, *grad, *ran;
     int64_t bytes, peak;
+    double ran_cost;            /**< forward cost of the layers run so far */
     int emit;
     clremat_action *acts;
     int n_acts, cap_acts;
@@ -87,5 +89,12 @@ void clremat_sx_backward(clremat_sx *x, int i, int keep_in);
 
 /** Appends UPDATE and the final FREE of the loss value. */
 void clremat_sx_finish(clremat_sx *x);
+
+/** Dead recomputation removal (prune.c) on a simulated action list
+ * (alloc_slots filled): drops the first RECOMPUTE or RECOMPUTE_ACT none of
+ * whose allocated slots is read before it is freed, with the FREEs of those
+ * slots, and returns the new length (n when there is none). Simulate again
+ * and repeat until it returns n. */
+int clremat_actions_drop_dead(const clremat_plan_input *in, clremat_action *acts, int n);
 
 #endif /* CLREMAT_STAGES_H */

@@ -490,6 +490,20 @@ START_TEST(test_parse_bytes)
     ck_assert_int_eq(clremat_parse_bytes("12parsecs", &b), -1);
     ck_assert_int_eq(clremat_parse_bytes("", &b), -1);
     ck_assert_int_eq(clremat_parse_bytes("0.5", &b), -1);
+    /* strictly decimal: no hex, exponent, inf or nan (strtod takes them all) */
+    ck_assert_int_eq(clremat_parse_bytes("0x100000", &b), -1);
+    ck_assert_int_eq(clremat_parse_bytes("1e9", &b), -1);
+    ck_assert_int_eq(clremat_parse_bytes("inf", &b), -1);
+    ck_assert_int_eq(clremat_parse_bytes("nan", &b), -1);
+    ck_assert_int_eq(clremat_parse_bytes(".5", &b), -1);
+    ck_assert_int_eq(clremat_parse_bytes("1.", &b), -1);
+    /* whole numbers are exact to 64 bits; past them, refused */
+    ck_assert_int_eq(clremat_parse_bytes("9007199254740993", &b), 0);
+    ck_assert_uint_eq(b, 9007199254740993ULL);
+    ck_assert_int_eq(clremat_parse_bytes("18446744073709551615", &b), 0);
+    ck_assert_uint_eq(b, 18446744073709551615ULL);
+    ck_assert_int_eq(clremat_parse_bytes("18446744073709551616", &b), -1);
+    ck_assert_int_eq(clremat_parse_bytes("17179869184GiB", &b), -1);
 }
 END_TEST
 

@@ -5,7 +5,8 @@
  * launches where (and only where) the plan puts them, and the memory limit:
  * a plan that does not fit is refused with the numbers and a suggestion.
  * Overlapped modes ("MODE+overlap") cost nothing: the same predicted,
- * measured and reserved peaks as MODE run sequentially. */
+ * measured and reserved peaks as MODE run sequentially. save_dots and
+ * budget plans that keep parts of blocks hold to the same. */
 #include "testutil.h"
 #include "data.h"
 #include "executor.h"
@@ -275,9 +276,68 @@ START_TEST(test_budget_plans_on_device)
 }
 END_TEST
 
+/* save_dots (and it overlapped, and budgets at a quarter and three quarters
+ * between full's and none's peaks, where the planner keeps parts of blocks):
+ * bitwise the results of none, measured peak = predicted, recompute
+ * launches exactly where planned; save_dots recomputes something and keeps
+ * less than none wherever the model has a block. */
+START_TEST(test_save_dots_and_partial_keeps_on_device)
+{
+    const model_case *m = &models[_i];
+    clremat_ctx *ctx;
+    clremat_graph *g = load_model(m->file);
+    clremat_dataset d;
+    clremat_plan pn, pf;
+    clremat_policy none, full;
+    run_out base, r;
+    char modes[4][64];
+    size_t pbytes = (size_t)clremat_graph_param_elems(g) * sizeof(float);
+    clremat_policy_parse("none", &none);
+    clremat_policy_parse("full", &full);
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &none, 2, 0, NULL, 0, &pn, NULL, NULL, NULL), CLREMAT_OK);
+    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &full, 2, 0, NULL, 0, &pf, NULL, NULL, NULL), CLREMAT_OK);
+    snprintf(modes[0], sizeof modes[0], "save_dots");
+    snprintf(modes[1], sizeof modes[1], "save_dots+overlap");
+    snprintf(modes[2], sizeof modes[2], "budget:%llu",
+             (unsigned long long)(pf.peak_bytes + (pn.peak_bytes - pf.peak_bytes) / 4));
+    snprintf(modes[3], sizeof modes[3], "budget:%llu",
+             (unsigned long long)(pf.peak_bytes + 3 * (pn.peak_bytes - pf.peak_bytes) / 4));
+    ck_assert_int_eq(clremat_data_synthetic(g, NULL, 7, 256, 32, &d), CLREMAT_OK);
+    run_mode(ctx, g, &d, "none", &base);
+    for (int i = 0; i < 4; i++) {
+        run_mode(ctx, g, &d, modes[i], &r);
+        ck_assert_msg(memcmp(r.loss, base.loss, sizeof r.loss) == 0, "%s %s: losses differ from none's", m->file,
+                      modes[i]);
+        ck_assert_msg(memcmp(r.params, base.params, pbytes) == 0, "%s %s: parameters differ from none's", m->file,
+                      modes[i]);
+        ck_assert_msg(r.measured == r.predicted, "%s %s: measured peak %llu, predicted %llu", m->file, modes[i],
+                      (unsigned long long)r.measured, (unsigned long long)r.predicted);
+        if (i == 0 && g->n_blocks > 0) {
+            ck_assert_msg(r.n_recompute_actions > 0, "%s save_dots: nothing recomputed", m->file);
+            ck_assert_msg(r.measured < base.measured, "%s save_dots: peak %llu not below none's %llu", m->file,
+                          (unsigned long long)r.measured, (unsigned long long)base.measured);
+        }
+        if (i >= 2)
+            ck_assert_uint_le(r.measured, strtoull(modes[i] + 7, NULL, 10));
+        free(r.params);
+        free(r.profile);
+    }
+    free(base.params);
+    free(base.profile);
+    clremat_plan_free(&pn);
+    clremat_plan_free(&pf);
+    clremat_data_free(&d);
+    clremat_graph_free(g);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
 /* A deep uniform chain of 64 equal blocks: budget = fixed + 2 sqrt(n) block
- * activations holds the measured peak within it, with at most one extra
- * forward's worth of recompute. */
+ * activations (+ the largest GEMM workspace of one action, which the
+ * CLBlast path adds on top of the activations and the native path does not
+ * have) holds the measured peak within it, with at most one extra forward's
+ * worth of recompute. Planned on the context, so on the device's GEMM path. */
 START_TEST(test_deep_chain_sqrt_budget)
 {
     enum { NB = 64 };
@@ -290,7 +350,8 @@ START_TEST(test_deep_chain_sqrt_budget)
     run_out r;
     clremat_layer_cost *costs = NULL;
     double fwd = 0;
-    uint64_t block_bytes, budget;
+    uint64_t block_bytes, budget, ws = 0;
+    size_t *ws_fwd = NULL, *ws_bwd = NULL;
     snprintf(json, sizeof json,
              "{\"name\": \"deep\", \"input\": {\"shape\": [32]}, \"layers\": ["
              "{\"block\": \"b\", \"repeat\": %d, \"layers\": [{\"name\": \"d\", \"type\": \"dense\", "
@@ -299,13 +360,17 @@ START_TEST(test_deep_chain_sqrt_budget)
              "{\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}", NB);
     ck_assert_msg(clremat_graph_load_string(json, "deep", &g) == CLREMAT_OK, "%s", clremat_last_error());
     clremat_policy_parse("none", &none);
-    ck_assert_int_eq(clremat_plan_for(g, BATCH, &none, 2, 0, NULL, &pn, &costs), CLREMAT_OK);
-    block_bytes = costs[0].slot_bytes[0] + costs[0].slot_bytes[1]; /* a block keeps its output and pre-activation */
-    budget = pn.fixed_bytes + 2 * 8 * block_bytes;                 /* 2 sqrt(64) blocks */
-    for (int l = 0; l < g->n_layers; l++)
-        fwd += costs[l].fwd_flops;
-    snprintf(mode, sizeof mode, "budget:%llu", (unsigned long long)budget);
     TEST_OPEN_CTX(ctx, 0);
+    ck_assert_msg(clremat_plan_for_ctx(ctx, g, BATCH, &none, 2, 0, NULL, 0, &pn, &costs, &ws_fwd, &ws_bwd) ==
+                      CLREMAT_OK, "%s", clremat_ctx_last_error(ctx));
+    block_bytes = costs[0].slot_bytes[0] + costs[0].slot_bytes[1]; /* a block keeps its output and pre-activation */
+    for (int l = 0; l < g->n_layers; l++) {
+        fwd += costs[l].fwd_flops;
+        ws = ws_fwd[l] > ws ? ws_fwd[l] : ws;
+        ws = ws_bwd[l] > ws ? ws_bwd[l] : ws;
+    }
+    budget = pn.fixed_bytes + 2 * 8 * block_bytes + ws; /* 2 sqrt(64) blocks */
+    snprintf(mode, sizeof mode, "budget:%llu", (unsigned long long)budget);
     ck_assert_int_eq(clremat_data_synthetic(g, NULL, 3, 64, 16, &d), CLREMAT_OK);
     run_mode(ctx, g, &d, mode, &r);
     ck_assert_uint_le(r.measured, budget);
@@ -314,13 +379,15 @@ START_TEST(test_deep_chain_sqrt_budget)
         clremat_plan pb;
         clremat_policy pol;
         clremat_policy_parse(mode, &pol);
-        ck_assert_int_eq(clremat_plan_for(g, BATCH, &pol, 2, 0, NULL, &pb, NULL), CLREMAT_OK);
+        ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &pol, 2, 0, NULL, 0, &pb, NULL, NULL, NULL), CLREMAT_OK);
         ck_assert_msg(pb.recompute_flops <= fwd, "recompute %.4g FLOPs > one forward %.4g", pb.recompute_flops, fwd);
         clremat_plan_free(&pb);
     }
     free(r.params);
     free(r.profile);
     free(costs);
+    free(ws_fwd);
+    free(ws_bwd);
     clremat_plan_free(&pn);
     clremat_data_free(&d);
     clremat_graph_free(g);
@@ -336,5 +403,6 @@ int main(void)
     tcase_add_test(tc, test_memory_limit);
     tcase_add_loop_test(tc, test_budget_plans_on_device, 0, (int)N_MODELS);
     tcase_add_test(tc, test_deep_chain_sqrt_budget);
+    tcase_add_loop_test(tc, test_save_dots_and_partial_keeps_on_device, 0, (int)N_MODELS);
     return test_run_device_suite(s);
 }

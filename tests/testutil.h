@@ -32,6 +32,24 @@ static inline int test_have_device(void)
 /* Exit status telling automake the test was skipped. */
 #define TEST_SKIP 77
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
+
+/* In AddressSanitizer builds, runs LeakSanitizer's check at the end of each
+ * test, in the test's child, while the OpenCL runtime's threads are alive
+ * and idle, instead of at exit: at exit the runtimes' destructors stop their
+ * worker threads while LeakSanitizer's stop-the-world tracer walks them,
+ * which made the tracer die with "Tracer caught signal 11" (docs/testing.md,
+ * "Sanitizers"). The check is the same one, with the same suppressions; the
+ * exit-time check then does not run again. A no-op in other builds. */
+static inline void test_leak_check_now(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    __lsan_do_leak_check();
+#endif
+}
+
 /* A suite named name holding one test case of the same name, with a
  * per-test timeout of timeout_s seconds (0: Check's default); *tc receives
  * the test case, for the caller to add its tests to. */
@@ -41,6 +59,7 @@ static inline Suite *test_suite(const char *name, double timeout_s, TCase **tc)
     *tc = tcase_create(name);
     if (timeout_s > 0)
         tcase_set_timeout(*tc, timeout_s);
+    tcase_add_checked_fixture(*tc, NULL, test_leak_check_now);
     suite_add_tcase(s, *tc);
     return s;
 }

@@ -105,11 +105,19 @@ int cli_plan(const cli_global *g, int argc, char **argv);
 /** `clremat compare MODEL [options]`: the acceptance protocol across devices and modes. */
 int cli_compare(const cli_global *g, int argc, char **argv);
 
-/** Prints a JSON string literal (quoted and escaped) to f. */
+/** Prints a JSON string literal (quoted and escaped) to f; a byte of s that
+ * is not part of well-formed UTF-8 is written as \u00XX, so the output is
+ * always valid JSON. */
 void cli_json_string(FILE *f, const char *s);
 
 /** Prints v as a JSON number ("%.9g") to f, or null when v is not finite. */
 void cli_json_num(FILE *f, double v);
+
+/** Prints {"error": {"status": N, "status_name": "...", "message": "..."}}
+ * and a newline on stdout, for a --json run that fails: a script reading
+ * stdout always gets one JSON object. The message also goes to stderr
+ * (cli_error). Returns 1, the exit status. */
+int cli_json_error(int status, const char *message);
 
 /** Prints the text before (such as ", \"p10\": ") and then cli_json_num(f, v). */
 void cli_json_member(FILE *f, const char *before, double v);

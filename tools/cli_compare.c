@@ -4,6 +4,7 @@
 #include "atomic_file.h"
 #include "cli.h"
 #include "compare.h"
+#include "utf8.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,7 @@ static void print_json(FILE *f, const clremat_compare_config *cfg, const clremat
         cli_json_member(f, ", \"p10\": ", r->p10_ms);
         cli_json_member(f, ", \"p90\": ", r->p90_ms);
         cli_json_member(f, "}, \"overhead_vs_none\": ", r->overhead);
-        fprintf(f, ", \"recompute_flops\": %.6g, \"recompute_share\": ", r->recompute_flops);
+        fprintf(f, ", \"recompute_flops\": %.9g, \"recompute_share\": ", r->recompute_flops);
         cli_json_num(f, r->step_flops > 0 ? r->recompute_flops / r->step_flops : NAN);
         cli_json_member(f, ",\n   \"final_loss\": ", r->status == CLREMAT_OK ? r->final_loss : NAN);
         cli_json_member(f, ", \"val_loss\": ", r->status == CLREMAT_OK ? r->val_loss : NAN);
@@ -75,6 +76,26 @@ static void print_json(FILE *f, const clremat_compare_config *cfg, const clremat
     fputs("\n]}\n", f);
 }
 
+/* A CSV field in double quotes (RFC 4180: a quote is doubled); a byte that
+ * is not UTF-8 or a control character becomes U+FFFD, so the file stays
+ * valid UTF-8 text. */
+static void csv_field(FILE *f, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    fputc('"', f);
+    while (*p) {
+        size_t n = clremat_utf8_seq(p);
+        if (n == 0 || *p < 0x20 || *p == 0x7f)
+            fputs("\xef\xbf\xbd", f);
+        else if (*p == '"')
+            fputs("\"\"", f);
+        else
+            fwrite(p, 1, n, f);
+        p += n ? n : 1;
+    }
+    fputc('"', f);
+}
+
 static int write_csv(const char *path, const clremat_compare_run *runs, int n)
 {
     clremat_afile a;
@@ -87,8 +108,13 @@ static int write_csv(const char *path, const clremat_compare_run *runs, int n)
     for (int i = 0; i < n; i++) {
         const clremat_compare_run *r = &runs[i];
         int ok = r->status == CLREMAT_OK;
-        fprintf(a.f, "\"%s\",%s,\"%s\",\"%s\",%s,%llu,%llu,", r->device, r->device_id, r->platform, r->mode,
-                status_word(r), (unsigned long long)r->limit, (unsigned long long)r->predicted_peak);
+        csv_field(a.f, r->device);
+        fprintf(a.f, ",%s,", r->device_id);
+        csv_field(a.f, r->platform);
+        fputc(',', a.f);
+        csv_field(a.f, r->mode);
+        fprintf(a.f, ",%s,%llu,%llu,", status_word(r), (unsigned long long)r->limit,
+                (unsigned long long)r->predicted_peak);
         if (ok)
             fprintf(a.f, "%llu", (unsigned long long)r->measured_peak);
         fprintf(a.f, ",%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,", r->fits, r->median_ms, r->p10_ms, r->p90_ms, r->overhead,
@@ -147,6 +173,16 @@ int cli_compare(const cli_global *g, int argc, char **argv)
     st = cli_compare_parse(g, argc, argv, &o);
     if (st != CLI_CONTINUE)
         return st;
+    /* output paths are checked before anything runs */
+    if ((o.csv && clremat_output_check(o.csv, "--csv")) || (o.svg && clremat_output_check(o.svg, "--svg")))
+        return cli_error("%s", clremat_last_error());
+    if (o.csv && o.svg && !strcmp(o.csv, o.svg))
+        return cli_error("--csv and --svg name the same file '%s'", o.csv);
+    for (int k = 0; k < 2; k++) {
+        const char *out = k ? o.svg : o.csv;
+        if (out && (clremat_same_file(out, o.cfg.model_path) || clremat_same_file(out, o.cfg.data)))
+            return cli_error("%s %s: is an input of the run; refusing to overwrite it", k ? "--svg" : "--csv", out);
+    }
     st = clremat_compare(&o.cfg, &runs, &n);
     if (st != CLREMAT_OK)
         return cli_error("%s", clremat_last_error());
@@ -159,8 +195,10 @@ int cli_compare(const cli_global *g, int argc, char **argv)
     if (o.svg && clremat_compare_svg(o.svg, o.cfg.model_path, runs, n) != CLREMAT_OK)
         rc = cli_error("%s", clremat_last_error());
     for (int i = 0; i < n; i++)
-        if (runs[i].status != CLREMAT_OK && runs[i].status != CLREMAT_ERR_OUT_OF_MEMORY)
-            rc = 1; /* a run failed for a reason other than not fitting */
+        if (runs[i].status != CLREMAT_OK && runs[i].status != CLREMAT_ERR_OUT_OF_MEMORY) {
+            rc = 1; /* a run failed for a reason other than not fitting: say why on stderr, --quiet or not */
+            cli_error("%s --remat %s: %s", runs[i].device_id, runs[i].mode, runs[i].error);
+        }
     clremat_compare_free(runs, n);
     return rc;
 }

@@ -1,23 +1,33 @@
 /* cli_json.c: the JSON output helpers shared by the clremat subcommands'
- * --json reports: string literals and numbers (null when not finite). */
+ * --json reports: string literals (always valid JSON: a byte that is not
+ * UTF-8 becomes \u00XX) and numbers (null when not finite). */
 #include "cli.h"
+#include "utf8.h"
 #include <math.h>
 
 void cli_json_string(FILE *f, const char *s)
 {
+    const unsigned char *p = (const unsigned char *)s;
     fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
+    while (*p) {
+        unsigned char c = *p;
+        size_t n = clremat_utf8_seq(p);
+        if (n == 0) { /* not UTF-8 (a path's raw byte): U+00XX, so the byte can be recovered */
+            fprintf(f, "\\u%04x", c);
+            p++;
+            continue;
+        }
         if (c == '"' || c == '\\')
             fprintf(f, "\\%c", c);
         else if (c == '\n')
             fputs("\\n", f);
         else if (c == '\t')
             fputs("\\t", f);
-        else if (c < 0x20)
+        else if (c < 0x20 || c == 0x7f)
             fprintf(f, "\\u%04x", c);
         else
-            fputc(c, f);
+            fwrite(p, 1, n, f);
+        p += n;
     }
     fputc('"', f);
 }
@@ -48,4 +58,16 @@ void cli_json_optimizer(FILE *f, const clremat_opt_config *o)
     cli_json_member(f, ", \"epsilon\": ", sgd ? NAN : o->eps);
     cli_json_member(f, ", \"weight_decay\": ", o->weight_decay);
     fputc('}', f);
+}
+
+int cli_json_error(int status, const char *message)
+{
+    cli_error("%s", message);
+    printf("{\"error\": {\"status\": %d, \"status_name\": ", status);
+    cli_json_string(stdout, clremat_status_str(status));
+    printf(", \"message\": ");
+    cli_json_string(stdout, message);
+    printf("}}\n");
+    fflush(stdout);
+    return 1;
 }

@@ -41,15 +41,29 @@ void cli_usage(FILE *f)
         "first device. `clremat COMMAND --help` describes each command.\n");
 }
 
+/* Checks a device selection given on the command line: never empty. */
+static int check_device(const char *opt, const char *v)
+{
+    if (!*v) {
+        cli_error("%s takes a device selection (P:D, cpu, gpu or a name substring), got ''", opt);
+        return -1;
+    }
+    return 0;
+}
+
 int cli_parse_global(int argc, char **argv, cli_global *g, int *next)
 {
     int i = 1;
     memset(g, 0, sizeof *g);
     while (i < argc && argv[i][0] == '-') {
         if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            if (check_device("--device", argv[i + 1]))
+                return 2;
             g->device = argv[i + 1];
             i += 2;
         } else if (!strncmp(argv[i], "--device=", 9)) {
+            if (check_device("--device", argv[i] + 9))
+                return 2;
             g->device = argv[i] + 9;
             i++;
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -105,7 +119,8 @@ static int train_usage(FILE *f)
         "  --weights-only       with --load: the weights alone, a fresh optimizer from step 0\n"
         "  --save FILE          final weights and optimizer state (safetensors, written atomically)\n"
         "  --remat MODE         none | full | activations | larger_than[:N] |\n"
-        "                       list_of_layers:NAME[,NAME...] | budget:BYTES | auto (default none)\n"
+        "                       list_of_layers:NAME[,NAME...] | save_dots | budget:BYTES | auto\n"
+        "                       (default none)\n"
         "  --costs flops|measured  what budget/auto minimize: FLOPs (default) or per-layer\n"
         "                       device times measured in a profiled warm-up step\n"
         "  --memory-limit B     device memory limit, e.g. 64MiB (default: device memory)\n"
@@ -121,28 +136,42 @@ static int train_usage(FILE *f)
     return f == stdout ? 0 : 2;
 }
 
-/* Parses an integer option value; returns 0 or prints an error. */
-static int parse_i64(const char *opt, const char *v, int64_t min, int64_t *out)
+/* Limits of the integer options, the same on every subcommand. A batch
+ * above CLREMAT_MAX_TENSOR_ELEMS could not fit even one element per sample
+ * in a tensor (the model-dependent limit is checked when planning); steps
+ * bound the per-step loss and time arrays (12 bytes a step). */
+#define BATCH_MAX ((int64_t)2147483647)
+#define STEPS_MAX ((int64_t)100000000)
+#define POINTS_MAX ((int64_t)10000)
+
+/* Parses an integer option value strictly (decimal digits, an optional
+ * leading '-', nothing else) within [min, max]; returns 0 or prints an
+ * error naming the option, the bad value and the range. */
+static int parse_i64(const char *opt, const char *v, int64_t min, int64_t max, int64_t *out)
 {
     char *end;
     long long x;
     errno = 0;
     x = strtoll(v, &end, 10);
-    if (end == v || *end || errno == ERANGE || x < min) {
-        cli_error("%s takes an integer >= %lld, got '%s'", opt, (long long)min, v);
+    if (!((*v >= '0' && *v <= '9') || (*v == '-' && v[1] >= '0' && v[1] <= '9')) || end == v || *end ||
+        errno == ERANGE || x < min || x > max) {
+        cli_error("%s takes an integer from %lld to %lld, got '%s'", opt, (long long)min, (long long)max, v);
         return -1;
     }
     *out = x;
     return 0;
 }
 
-/* Parses --lr's value (a finite positive number); returns 0 or prints an error. */
+/* Parses --lr's value (a finite positive decimal number); returns 0 or prints an error. */
 static int parse_lr(const char *v, double *out)
 {
     char *end;
     *out = strtod(v, &end);
-    if (end == v || *end || !(*out > 0) || !isfinite(*out))
-        return cli_error("--lr takes a positive number, got '%s'", v), 1;
+    /* decimal only (strtod also takes hex); and representable as the float
+     * the optimizer uses (1e-50 would become 0, 1e39 infinity) */
+    if (!((*v >= '0' && *v <= '9') || *v == '.') || strpbrk(v, "xX") || end == v || *end || !(*out > 0) ||
+        !isfinite(*out) || !((float)*out > 0) || !isfinite((float)*out))
+        return cli_error("--lr takes a positive number within float range, got '%s'", v), 1;
     return 0;
 }
 
@@ -277,11 +306,11 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
                 return 2;
             break;
         case 'W': cfg->weights_only = 1; break;
-        case 'd': cfg->device = optarg; break;
-        case 'b': if (parse_i64("--batch", optarg, 1, &cfg->batch)) return 2; break;
-        case 's': if (parse_i64("--steps", optarg, 1, &cfg->steps)) return 2; break;
-        case 'w': if (parse_i64("--warmup", optarg, 0, &cfg->warmup)) return 2; break;
-        case 'S': if (parse_i64("--seed", optarg, 0, &v)) return 2; cfg->seed = (uint64_t)v; break;
+        case 'd': if (check_device("--device", optarg)) return 2; cfg->device = optarg; break;
+        case 'b': if (parse_i64("--batch", optarg, 1, BATCH_MAX, &cfg->batch)) return 2; break;
+        case 's': if (parse_i64("--steps", optarg, 1, STEPS_MAX, &cfg->steps)) return 2; break;
+        case 'w': if (parse_i64("--warmup", optarg, 0, STEPS_MAX, &cfg->warmup)) return 2; break;
+        case 'S': if (parse_i64("--seed", optarg, 0, INT64_MAX, &v)) return 2; cfg->seed = (uint64_t)v; break;
         case 'l':
             if (parse_lr(optarg, &cfg->lr))
                 return 2;
@@ -343,11 +372,15 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'r': o->remat = optarg; break;
-        case 'b': if (parse_i64("--batch", optarg, 1, &o->batch)) return 2; break;
+        case 'b': if (parse_i64("--batch", optarg, 1, BATCH_MAX, &o->batch)) return 2; break;
         case 'o': o->optimizer = optarg; break;
         case 'j': o->json = 1; break;
         case 'a': o->actions = 1; break;
-        case 'd': o->device = optarg; break; /* only its memory size is used (auto) */
+        case 'd': /* only its memory size is used (auto) */
+            if (check_device("--device", optarg))
+                return 2;
+            o->device = optarg;
+            break;
         case 'm': if (parse_memory_limit(optarg, &o->memory_limit)) return 2; break;
         case 'p': o->pareto = 1; break;
         case 'O': o->overlap = 1; break;
@@ -355,8 +388,8 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         case 'v': o->svg = optarg; break;
         case 'T': o->memory_trace = optarg; break;
         case 'n':
-            if (parse_i64("--points", optarg, 2, &v) || v > 10000)
-                return v > 10000 ? cli_error("--points takes at most 10000, got '%s'", optarg), 2 : 2;
+            if (parse_i64("--points", optarg, 2, POINTS_MAX, &v))
+                return 2;
             o->points = (int)v;
             break;
         case 'h':
@@ -401,7 +434,7 @@ int cli_devices_parse(const cli_global *g, int argc, char **argv, cli_devices_op
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'j': o->json = 1; break;
-        case 'd': o->device = optarg; break;
+        case 'd': if (check_device("--device", optarg)) return 2; o->device = optarg; break;
         case 'h':
             printf("usage: clremat devices [--json] [--device SEL]\n"
                    "Lists every OpenCL device; with --device (or CLREMAT_DEVICE), checks that the\n"
@@ -434,8 +467,7 @@ int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_op
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     clremat_compare_config *cfg = &o->cfg;
     int c;
-    char *end;
-    long long v;
+    int64_t v;
 
     memset(o, 0, sizeof *o);
     cfg->devices = g->device ? g->device : "all";
@@ -449,18 +481,16 @@ int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_op
     getopt_reset();
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 'D': cfg->devices = optarg; break;
-        case 'r': cfg->modes = optarg; break;
-        case 'b': case 's': case 'w': case 'S':
-            v = strtoll(optarg, &end, 10);
-            if (end == optarg || *end || v < (c == 'w' || c == 'S' ? 0 : 1))
-                return cli_error("option takes a %s integer, got '%s'", c == 'w' || c == 'S' ? "non-negative" : "positive",
-                                 optarg), 2;
-            if (c == 'b') cfg->batch = v;
-            else if (c == 's') cfg->steps = v;
-            else if (c == 'w') cfg->warmup = v;
-            else cfg->seed = (uint64_t)v;
+        case 'D':
+            if (!*optarg)
+                return cli_error("--devices takes all or a comma-separated list of selections, got ''"), 2;
+            cfg->devices = optarg;
             break;
+        case 'r': cfg->modes = optarg; break;
+        case 'b': if (parse_i64("--batch", optarg, 1, BATCH_MAX, &cfg->batch)) return 2; break;
+        case 's': if (parse_i64("--steps", optarg, 1, STEPS_MAX, &cfg->steps)) return 2; break;
+        case 'w': if (parse_i64("--warmup", optarg, 0, STEPS_MAX, &cfg->warmup)) return 2; break;
+        case 'S': if (parse_i64("--seed", optarg, 0, INT64_MAX, &v)) return 2; cfg->seed = (uint64_t)v; break;
         case 'd': cfg->data = optarg; break;
         case 'o': cfg->optimizer = optarg; break;
         case 'l':
@@ -579,14 +609,14 @@ int cli_fit_parse(const cli_global *g, int argc, char **argv, cli_fit_opts *o)
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'm': if (parse_sizes(optarg, o->sizes, &o->n_sizes)) return 2; break;
-        case 'd': o->device = optarg; break;
-        case 'b': if (parse_i64("--batch", optarg, 1, &o->batch)) return 2; break;
-        case 'M': if (parse_i64("--max-batch", optarg, 1, &o->max_batch)) return 2; break;
-        case 'c': if (parse_i64("--calibration-batch", optarg, 1, &o->calibration_batch)) return 2; break;
-        case 's':
-            if (parse_i64("--steps", optarg, 1, &o->steps) || o->steps > 1000)
-                return o->steps > 1000 ? cli_error("--steps takes at most 1000, got '%s'", optarg), 2 : 2;
+        case 'd': if (check_device("--device", optarg)) return 2; o->device = optarg; break;
+        case 'b': if (parse_i64("--batch", optarg, 1, BATCH_MAX, &o->batch)) return 2; break;
+        case 'M': if (parse_i64("--max-batch", optarg, 1, BATCH_MAX, &o->max_batch)) return 2; break;
+        case 'c':
+            if (parse_i64("--calibration-batch", optarg, 1, BATCH_MAX, &o->calibration_batch))
+                return 2;
             break;
+        case 's': if (parse_i64("--steps", optarg, 1, 1000, &o->steps)) return 2; break;
         case 'o': o->optimizer = optarg; break;
         case 'r':
             if (!*optarg)

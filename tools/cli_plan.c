@@ -1,11 +1,13 @@
 /* cli_plan.c: `clremat plan MODEL`: the remat plan of a model at a batch
  * size, per layer and in total, as a table or JSON. Needs no device. */
+#include "atomic_file.h"
 #include "cli.h"
 #include "executor.h"
 #include "memory_trace.h"
 #include "report_svg.h"
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Bytes a layer's backward reads (its saved tensors). */
 static uint64_t saved_bytes(const clremat_graph *g, const clremat_layer_cost *c, int l)
@@ -37,6 +39,21 @@ static const char *internal_state(const clremat_plan *p, const clremat_layer_cos
     return !any ? "-" : all ? "kept" : "discarded";
 }
 
+/* The sweep plans every point on the whole model: its work grows as points
+ * x layers (about 4 us per layer and point on the CI machine, after a setup
+ * that does not depend on the points). Past this product --points is
+ * refused with the largest count the model allows; past PARETO_NOTE_WORK
+ * the sweep says on stderr what it is doing and how long it took. */
+#define PARETO_MAX_WORK ((int64_t)10000000)
+#define PARETO_NOTE_WORK ((int64_t)200000)
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* --pareto: the front as a table or JSON, and optionally an SVG plot. */
 static int print_pareto(const clremat_graph *gr, long long batch, int opt_states, int json, int points,
                         const char *svg)
@@ -45,24 +62,37 @@ static int print_pareto(const clremat_graph *gr, long long batch, int opt_states
     clremat_pareto_point *pts = NULL;
     clremat_pareto_mark *marks = NULL;
     int n = 0, nm = 0, st, rc = 0;
+    int64_t layers = gr->n_layers > 0 ? gr->n_layers : 1, max_points = PARETO_MAX_WORK / layers;
+    int note = (int64_t)points * layers > PARETO_NOTE_WORK;
+    double t0 = now_s();
+    if (max_points < 2)
+        max_points = 2;
+    if (points > max_points)
+        return cli_error("--points %d is too many for model '%s' (%lld layers): at most %lld (points x layers may "
+                         "not exceed %lld)",
+                         points, gr->name, (long long)layers, (long long)max_points, (long long)PARETO_MAX_WORK);
     if ((st = clremat_plan_input_for(NULL, gr, batch, opt_states, NULL, &in, NULL, NULL)))
-        return cli_error("%s", clremat_last_error());
+        return json ? cli_json_error(st, clremat_last_error()) : cli_error("%s", clremat_last_error());
+    if (note)
+        fprintf(stderr, "pareto: planning %d budgets on %lld layers ...\n", points, (long long)layers);
     if ((st = clremat_plan_pareto(&in, points, &pts, &n)) || (st = clremat_pareto_marks(&in, &marks, &nm))) {
-        rc = cli_error("%s", clremat_last_error());
+        rc = json ? cli_json_error(st, clremat_last_error()) : cli_error("%s", clremat_last_error());
         goto done;
     }
+    if (note)
+        fprintf(stderr, "pareto: %d points on the front, %.1f s\n", n, now_s() - t0);
     if (json) {
         printf("{\"model\": ");
         cli_json_string(stdout, gr->name);
         printf(", \"batch\": %lld, \"front\": [", batch);
         for (int i = 0; i < n; i++)
-            printf("%s\n  {\"budget_bytes\": %llu, \"peak_bytes\": %llu, \"recompute_flops\": %.6g}", i ? "," : "",
+            printf("%s\n  {\"budget_bytes\": %llu, \"peak_bytes\": %llu, \"recompute_flops\": %.9g}", i ? "," : "",
                    (unsigned long long)pts[i].budget, (unsigned long long)pts[i].peak_bytes, pts[i].recompute_cost);
         printf("\n ], \"modes\": [");
         for (int i = 0; i < nm; i++) {
             printf("%s\n  {\"remat\": ", i ? "," : "");
             cli_json_string(stdout, marks[i].label);
-            printf(", \"peak_bytes\": %llu, \"recompute_flops\": %.6g}", (unsigned long long)marks[i].peak_bytes,
+            printf(", \"peak_bytes\": %llu, \"recompute_flops\": %.9g}", (unsigned long long)marks[i].peak_bytes,
                    marks[i].recompute_cost);
         }
         printf("\n ]}\n");
@@ -109,8 +139,18 @@ int cli_plan(const cli_global *g, int argc, char **argv)
     actions = o.actions;
     if (clremat_opt_defaults(optname, &opt) != 0)
         return cli_error("unknown optimizer '%s'; valid: sgd, adam, adamw", optname);
-    if ((st = clremat_graph_load(o.model_path, &gr)))
+    if (o.svg && !o.pareto)
+        return cli_error("plan: --svg FILE draws the Pareto front: it needs --pareto");
+    if (o.svg && clremat_output_check(o.svg, "--svg")) /* before any work */
         return cli_error("%s", clremat_last_error());
+    if (o.svg && clremat_same_file(o.svg, o.model_path))
+        return cli_error("--svg %s: is the model file; refusing to overwrite it", o.svg);
+    if (o.memory_trace && clremat_output_check(o.memory_trace, "--memory-trace")) /* before any work */
+        return cli_error("%s", clremat_last_error());
+    if (o.memory_trace && clremat_same_file(o.memory_trace, o.model_path))
+        return cli_error("--memory-trace %s: is the model file; refusing to overwrite it", o.memory_trace);
+    if ((st = clremat_graph_load(o.model_path, &gr)))
+        return json ? cli_json_error(st, clremat_last_error()) : cli_error("%s", clremat_last_error());
     if (o.pareto) {
         st = print_pareto(gr, batch, clremat_opt_state_count(opt.kind), json, o.points, o.svg);
         clremat_graph_free(gr);
@@ -130,7 +170,10 @@ int cli_plan(const cli_global *g, int argc, char **argv)
     }
     if (st || (st = clremat_plan_for_ctx(ctx, gr, batch, &pol, clremat_opt_state_count(opt.kind), limit, NULL,
                                          o.overlap, &plan, &costs, NULL, NULL))) {
-        cli_error("%s", clremat_last_error());
+        if (json)
+            cli_json_error(st, clremat_last_error());
+        else
+            cli_error("%s", clremat_last_error());
         clremat_ctx_destroy(ctx);
         clremat_graph_free(gr);
         return 1;
@@ -156,18 +199,25 @@ int cli_plan(const cli_global *g, int argc, char **argv)
             else
                 printf("null");
             printf(", \"output_bytes\": %zu, \"saved_bytes\": %llu, \"output\": \"%s\", \"internals\": \"%s\", "
-                   "\"wrapped\": %s, \"recomputes\": %d, \"forward_flops\": %.6g}",
+                   "\"wrapped\": %s, \"recomputes\": %d, \"forward_flops\": %.9g}",
                    costs[l].slot_bytes[0], (unsigned long long)saved_bytes(gr, costs, l), out_state(&plan, l),
                    internal_state(&plan, costs, l), plan.wrapped_layer[l] || plan.act_discard[l] ? "true" : "false",
                    plan.recomputes[l], costs[l].fwd_flops);
         }
-        printf("\n ], \"predicted_peak_bytes\": %llu, \"fixed_bytes\": %llu, \"param_bytes\": %llu, "
-               "\"kept_activation_bytes\": %llu, \"step_flops\": %.6g, \"recompute_flops\": %.6g, "
-               "\"recompute_share\": %.6g, \"recompute_actions\": %d",
+        printf("\n ],\n \"memory\": {\"predicted_peak_bytes\": %llu, \"fixed_bytes\": %llu, \"param_bytes\": %llu, "
+               "\"kept_activation_bytes\": %llu},\n",
+               (unsigned long long)plan.peak_bytes, (unsigned long long)plan.fixed_bytes,
+               (unsigned long long)plan.param_bytes, (unsigned long long)plan.kept_act_bytes);
+        printf(" \"flops\": {\"step\": %.9g, \"recompute\": %.9g, \"recompute_share\": %.9g}, \"recompute_actions\": %d",
+               plan.step_flops, plan.recompute_flops,
+               plan.step_flops > 0 ? plan.recompute_flops / plan.step_flops : 0.0, plan.n_recompute_actions);
+        /* the names before plan and train shared them: aliases for one release */
+        printf(",\n \"predicted_peak_bytes\": %llu, \"fixed_bytes\": %llu, \"param_bytes\": %llu, "
+               "\"kept_activation_bytes\": %llu, \"step_flops\": %.9g, \"recompute_flops\": %.9g, "
+               "\"recompute_share\": %.9g",
                (unsigned long long)plan.peak_bytes, (unsigned long long)plan.fixed_bytes,
                (unsigned long long)plan.param_bytes, (unsigned long long)plan.kept_act_bytes, plan.step_flops,
-               plan.recompute_flops, plan.step_flops > 0 ? plan.recompute_flops / plan.step_flops : 0.0,
-               plan.n_recompute_actions);
+               plan.recompute_flops, plan.step_flops > 0 ? plan.recompute_flops / plan.step_flops : 0.0);
         if (actions) {
             printf(",\n \"actions\": [");
             for (int i = 0; i < plan.n_actions; i++) {

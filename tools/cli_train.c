@@ -42,7 +42,7 @@ static void print_json(const clremat_train_config *cfg, const clremat_train_resu
            (unsigned long long)r->reserved_peak, (unsigned long long)r->fixed_bytes,
            (unsigned long long)r->param_bytes, (unsigned long long)r->kept_act_bytes,
            (unsigned long long)r->buffers_created_after_first_step);
-    printf(" \"flops\": {\"step\": %.6g, \"recompute\": %.6g, \"recompute_share\": ", r->step_flops,
+    printf(" \"flops\": {\"step\": %.9g, \"recompute\": %.9g, \"recompute_share\": ", r->step_flops,
            r->recompute_flops);
     cli_json_num(stdout, r->step_flops > 0 ? r->recompute_flops / r->step_flops : 0);
     printf("}, \"recompute_actions\": %d,\n \"replanned\": ", r->n_recompute_actions);
@@ -143,7 +143,10 @@ int cli_train(const cli_global *g, int argc, char **argv)
         return st;
     st = clremat_train_run(&cfg, &res);
     if (st != CLREMAT_OK) {
-        cli_error("%s", clremat_last_error());
+        if (json && res.steps_run == 0) /* refused before a step: one JSON error object */
+            cli_json_error(st, clremat_last_error());
+        else
+            cli_error("%s", clremat_last_error());
         if (json && res.steps_run > 0)
             print_json(&cfg, &res);
         clremat_train_result_free(&res);

@@ -1,9 +1,12 @@
-/* clremat.c: entry point of the clremat command; dispatches subcommands. */
+/* clremat.c: entry point of the clremat command; dispatches subcommands and
+ * makes a failed write of the report on stdout (a full disk, a closed pipe
+ * reader) an error rather than a silent success. */
 #include "cli.h"
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
     cli_global g;
     int i = 0, st = cli_parse_global(argc, argv, &g, &i);
@@ -21,4 +24,13 @@ int main(int argc, char **argv)
         return cli_plan(&g, argc - i, argv + i);
     cli_usage(stderr);
     return cli_error("unknown command '%s'", argv[i]);
+}
+
+int main(int argc, char **argv)
+{
+    int st = run(argc, argv);
+    errno = 0;
+    if ((fflush(stdout) != 0 || ferror(stdout)) && st == 0)
+        st = cli_error("writing the report to stdout failed: %s", errno ? strerror(errno) : "write error");
+    return st;
 }

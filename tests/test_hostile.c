@@ -1,0 +1,523 @@
+/* test_hostile.c: hostile inputs to the clremat command, each of which once
+ * crashed, hung, destroyed a file or gave an unclear error: sizes that
+ * overflow, files that are not regular files (folders, FIFOs, devices),
+ * output paths that cannot be written, weights files with stray or
+ * non-finite tensors, bytes that are not UTF-8 in a JSON report, loosely
+ * parsed numbers, and temporary files left by a killed save. Every case must
+ * end with a clear message naming what and where, a non-zero exit (never a
+ * signal, never a hang: each run is under `timeout`), and no file created
+ * or replaced. Runs the command on the default device. */
+#define _GNU_SOURCE
+#include "testutil.h"
+#include "safetensors.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+
+/* A hung run is killed after this many seconds (exit 124: the test fails). */
+#define RUN_TIMEOUT_S 60
+
+static char dir[64];
+
+static const char *model(void)
+{
+    static char path[1024];
+    const char *d = getenv("CLREMAT_MODELS");
+    snprintf(path, sizeof path, "%s/regression.json", d ? d : "models");
+    return path;
+}
+
+static void setup(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/clremat-hostileXXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* Runs `env clremat ARGS` under timeout: the exit status (124 if it hung,
+ * 128+N for signal N), stdout in out, stderr in err, and the wall time. */
+static int run(const char *env, const char *args, char *out, size_t olen, char *err, size_t elen, double *secs)
+{
+    char cmd[8192], ef[128];
+    const char *tool = getenv("CLREMAT_TOOL");
+    FILE *p, *e;
+    size_t n;
+    int st;
+    struct timespec a, b;
+    snprintf(ef, sizeof ef, "%s/.stderr", dir);
+    n = (size_t)snprintf(cmd, sizeof cmd, "%s timeout -s KILL %d %s %s 2>%s </dev/null", env ? env : "",
+                         RUN_TIMEOUT_S, tool ? tool : "tools/clremat", args, ef);
+    ck_assert_int_lt(n, sizeof cmd);
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    n = fread(out, 1, olen - 1, p);
+    out[n] = 0;
+    while (fgetc(p) != EOF) /* drain the rest */
+        ;
+    st = pclose(p);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    if (secs)
+        *secs = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+    e = fopen(ef, "r");
+    ck_assert_ptr_nonnull(e);
+    n = fread(err, 1, elen - 1, e);
+    err[n] = 0;
+    fclose(e);
+    unlink(ef);
+    if (!WIFEXITED(st))
+        return -1;
+    return WEXITSTATUS(st) == 137 ? 124 : WEXITSTATUS(st); /* timeout -s KILL: 137 */
+}
+
+static char out[1 << 16], err[1 << 14];
+
+/* The command must fail cleanly (exit 1 or 2, not a crash or hang) within
+ * max_s seconds, with every needle in its stderr. */
+#define EXPECT_REFUSED(env, max_s, args, ...)                                                                     \
+    do {                                                                                                       \
+        const char *needles_[] = {__VA_ARGS__, NULL};                                                          \
+        double s_;                                                                                             \
+        int rc_ = run(env, args, out, sizeof out, err, sizeof err, &s_);                                      \
+        ck_assert_msg(rc_ == 1 || rc_ == 2, "`%s`: exit %d (124: hung; 128+N: signal N); stderr: %s", args, rc_, \
+                      err);                                                                                    \
+        ck_assert_msg(s_ < (max_s), "`%s`: took %.1f s to be refused (at most %g)", args, s_, (double)(max_s));  \
+        for (int k_ = 0; needles_[k_]; k_++)                                                                   \
+            ck_assert_msg(strstr(err, needles_[k_]) != NULL, "`%s`: stderr lacks '%s': %s", args, needles_[k_],  \
+                          err);                                                                                \
+    } while (0)
+
+static char *path_in(const char *name)
+{
+    static char buf[8][1024]; /* rotated: up to 8 results live at once */
+    static int k;
+    char *p = buf[k++ % 8];
+    snprintf(p, sizeof buf[0], "%s/%s", dir, name);
+    return p;
+}
+
+/* 1. and 2.: a batch whose products overflow, and one far too large for
+ * the device, are refused before any host buffer is sized from them. */
+START_TEST(test_huge_batch)
+{
+    char args[2048];
+    snprintf(args, sizeof args, "train %s --batch 4611686018427387904 --costs measured --steps 1 --quiet", model());
+    EXPECT_REFUSED(NULL, 20, args, "--batch", "'4611686018427387904'", "2147483647");
+    snprintf(args, sizeof args, "compare %s --batch 4611686018427387904 --costs measured --steps 2 --warmup 0 --quiet",
+             model());
+    EXPECT_REFUSED(NULL, 20, args, "--batch", "'4611686018427387904'", "2147483647");
+    snprintf(args, sizeof args, "plan %s --batch 4611686018427387904", model());
+    EXPECT_REFUSED(NULL, 20, args, "--batch", "'4611686018427387904'", "2147483647");
+    /* within the option's range but past the model's: every tensor must stay
+     * within the kernels' 32-bit index range (h1's 128 floats a sample) */
+    snprintf(args, sizeof args, "plan %s --batch 16777216", model());
+    EXPECT_REFUSED(NULL, 20, args, "batch 16777216 is too large", "largest is 16777215", "'h1'");
+    snprintf(args, sizeof args, "train %s --batch 2147483647 --costs measured --steps 1 --quiet", model());
+    EXPECT_REFUSED(NULL, 20, args, "batch 2147483647 is too large", "largest is 16777215");
+    snprintf(args, sizeof args, "compare %s --batch 2147483647 --costs measured --steps 2 --warmup 0 --quiet",
+             model());
+    EXPECT_REFUSED(NULL, 20, args, "batch 2147483647 is too large", "largest is 16777215");
+    /* below the index limit but far beyond the device: the plan is refused
+     * before the batch is allocated or measured (once 44 s and 7.9 GB) */
+    snprintf(args, sizeof args, "train %s --batch 4000000 --costs measured --steps 1 --quiet", model());
+    EXPECT_REFUSED(NULL, 10, args, "needs", "bytes of device memory");
+    /* one tensor beyond the device's largest allocation (h1's output is 5.1 GB
+     * at this batch; PoCL and rusticl allow 2 GiB): refused by name at once */
+    snprintf(args, sizeof args, "train %s --batch 9999999 --costs measured --steps 1 --quiet", model());
+    EXPECT_REFUSED(NULL, 10, args, "h1/out of 5119999488 bytes", "CL_DEVICE_MAX_MEM_ALLOC_SIZE");
+    snprintf(args, sizeof args, "train %s --batch 99999999 --costs measured --steps 1 --quiet", model());
+    EXPECT_REFUSED(NULL, 10, args, "batch 99999999");
+    /* a number past 64 bits is refused by every command alike, --quiet or not */
+    snprintf(args, sizeof args, "compare %s --batch 18446744073709551616 --quiet", model());
+    EXPECT_REFUSED(NULL, 10, args, "--batch", "'18446744073709551616'");
+    snprintf(args, sizeof args, "train %s --batch 18446744073709551616 --quiet", model());
+    EXPECT_REFUSED(NULL, 10, args, "--batch", "'18446744073709551616'");
+    snprintf(args, sizeof args, "plan %s --batch 18446744073709551616", model());
+    EXPECT_REFUSED(NULL, 10, args, "--batch", "'18446744073709551616'");
+}
+END_TEST
+
+/* 3. and 4.: a folder, a FIFO without a writer and a device as the model,
+ * --load or --data: refused at once, naming the path and its kind. */
+START_TEST(test_inputs_not_regular)
+{
+    char args[2048];
+    const char *fifo = path_in("fifo");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    snprintf(args, sizeof args, "plan %s", dir);
+    EXPECT_REFUSED(NULL, 10, args, dir, "folder, not a regular file");
+    snprintf(args, sizeof args, "plan %s", fifo);
+    EXPECT_REFUSED(NULL, 10, args, fifo, "FIFO");
+    snprintf(args, sizeof args, "train %s --steps 1 --quiet", fifo);
+    EXPECT_REFUSED(NULL, 10, args, fifo, "FIFO");
+    snprintf(args, sizeof args, "compare %s --steps 2 --warmup 0 --quiet", fifo);
+    EXPECT_REFUSED(NULL, 10, args, fifo, "FIFO");
+    snprintf(args, sizeof args, "train %s --steps 1 --quiet --load %s", model(), fifo);
+    EXPECT_REFUSED(NULL, 10, args, fifo, "FIFO");
+    snprintf(args, sizeof args, "train %s --steps 1 --quiet --data %s", model(), fifo);
+    EXPECT_REFUSED(NULL, 10, args, fifo, "FIFO");
+    snprintf(args, sizeof args, "train %s --steps 1 --quiet --load %s", model(), dir);
+    EXPECT_REFUSED(NULL, 10, args, dir, "folder");
+    snprintf(args, sizeof args, "train %s --steps 1 --quiet --load /dev/zero", model());
+    EXPECT_REFUSED(NULL, 10, args, "/dev/zero", "character device");
+    snprintf(args, sizeof args, "train %s --steps 1 --quiet --data /dev/zero", model());
+    EXPECT_REFUSED(NULL, 10, args, "/dev/zero", "character device");
+    snprintf(args, sizeof args, "train %s --steps 1 --quiet", model());
+    EXPECT_REFUSED("CLREMAT_KERNELS=/dev/zero", 30, args, "CLREMAT_KERNELS", "/dev/zero", "character device");
+    {
+        char env[1200];
+        snprintf(env, sizeof env, "CLREMAT_KERNELS=%s", fifo);
+        EXPECT_REFUSED(env, 30, args, "CLREMAT_KERNELS", fifo, "FIFO");
+    }
+    /* nothing was created next to the FIFO, and it is still one */
+    {
+        struct stat sb;
+        ck_assert_int_eq(lstat(fifo, &sb), 0);
+        ck_assert(S_ISFIFO(sb.st_mode));
+    }
+}
+END_TEST
+
+/* A character device to aim outputs at: a null device node of our own in
+ * the test's folder where mknod is allowed (root), else /dev/null, which
+ * only root could replace; NULL when neither is safe. Never /dev/null as
+ * root: a command that failed this test would destroy it. */
+static const char *char_device(void)
+{
+    static char own[256];
+    snprintf(own, sizeof own, "%s", path_in("nulldev"));
+    if (mknod(own, S_IFCHR | 0666, makedev(1, 3)) == 0)
+        return own;
+    return geteuid() != 0 ? "/dev/null" : NULL;
+}
+
+/* 5. and 8.: output paths are checked before the first step: empty, in a
+ * missing folder, a FIFO, a device, a folder. Nothing is replaced. */
+START_TEST(test_outputs_checked_first)
+{
+    char args[2048];
+    char fifo[256];
+    const char *dev;
+    struct stat sb;
+    snprintf(fifo, sizeof fifo, "%s", path_in("out.fifo")); /* path_in's buffers are reused */
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    /* 10^6 steps would take minutes: each refusal must come at once */
+    snprintf(args, sizeof args, "train %s --steps 1000000 --quiet --save ''", model());
+    EXPECT_REFUSED(NULL, 20, args, "--save", "empty");
+    snprintf(args, sizeof args, "train %s --steps 1000000 --quiet --save %s", model(), fifo);
+    EXPECT_REFUSED(NULL, 20, args, "--save", fifo, "FIFO", "refusing to replace");
+    ck_assert_int_eq(lstat(fifo, &sb), 0);
+    ck_assert(S_ISFIFO(sb.st_mode));
+    if ((dev = char_device()) != NULL) {
+        snprintf(args, sizeof args, "train %s --steps 1000000 --quiet --save %s", model(), dev);
+        EXPECT_REFUSED(NULL, 20, args, dev, "character device");
+        snprintf(args, sizeof args, "plan %s --pareto --points 3 --svg %s", model(), dev);
+        EXPECT_REFUSED(NULL, 20, args, "--svg", dev);
+        ck_assert_int_eq(lstat(dev, &sb), 0);
+        ck_assert_msg(S_ISCHR(sb.st_mode), "%s is no longer a character device", dev);
+    }
+    snprintf(args, sizeof args, "train %s --steps 1000000 --quiet --save %s", model(), dir);
+    EXPECT_REFUSED(NULL, 20, args, dir, "folder");
+    snprintf(args, sizeof args, "train %s --steps 1000000 --quiet --save %s/", model(), path_in("sub"));
+    EXPECT_REFUSED(NULL, 20, args, "--save");
+    snprintf(args, sizeof args, "train %s --steps 1000000 --quiet --save %s", model(), path_in("no/such/w.st"));
+    EXPECT_REFUSED(NULL, 20, args, "no/such", "does not exist");
+    snprintf(args, sizeof args, "compare %s --steps 1000000 --quiet --csv %s", model(), fifo);
+    EXPECT_REFUSED(NULL, 20, args, "--csv", fifo);
+    snprintf(args, sizeof args, "compare %s --steps 1000000 --quiet --svg %s", model(), path_in("no/such/c.svg"));
+    EXPECT_REFUSED(NULL, 20, args, "--svg", "does not exist");
+    ck_assert_int_eq(lstat(fifo, &sb), 0);
+    ck_assert(S_ISFIFO(sb.st_mode));
+    /* an output that is one of the run's inputs */
+    {
+        char m[256];
+        FILE *src = fopen(model(), "r"), *dst;
+        int c;
+        snprintf(m, sizeof m, "%s", path_in("m.json"));
+        ck_assert_ptr_nonnull(dst = fopen(m, "w"));
+        while ((c = fgetc(src)) != EOF)
+            fputc(c, dst);
+        fclose(src);
+        fclose(dst);
+        snprintf(args, sizeof args, "train %s --steps 1000000 --quiet --save %s", m, m);
+        EXPECT_REFUSED(NULL, 20, args, "--save", "model file");
+        snprintf(args, sizeof args, "compare %s --steps 1000000 --quiet --csv %s", m, m);
+        EXPECT_REFUSED(NULL, 20, args, "--csv", "input");
+        snprintf(args, sizeof args, "plan %s --pareto --svg %s", m, m);
+        EXPECT_REFUSED(NULL, 20, args, "--svg", "model file");
+    }
+    /* a report that cannot be written to stdout is an error, not a success */
+    snprintf(args, sizeof args, "plan %s --json >/dev/full", model());
+    EXPECT_REFUSED(NULL, 20, args, "stdout");
+    /* a dangling symbolic link is refused, not replaced by a file */
+    ck_assert_int_eq(symlink(path_in("nowhere"), path_in("dangling")), 0);
+    snprintf(args, sizeof args, "train %s --steps 1000000 --quiet --save %s", model(), path_in("dangling"));
+    EXPECT_REFUSED(NULL, 20, args, "symbolic link");
+    ck_assert_int_eq(lstat(path_in("dangling"), &sb), 0);
+    ck_assert(S_ISLNK(sb.st_mode));
+}
+END_TEST
+
+/* 5.: a replaced file keeps its mode; a symbolic link is followed (the file
+ * it points to is replaced, the link stays). */
+START_TEST(test_save_mode_and_symlink)
+{
+    char args[2048];
+    const char *w = path_in("w.safetensors"), *link = path_in("link.safetensors");
+    struct stat sb;
+    FILE *f = fopen(w, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("old", f);
+    fclose(f);
+    ck_assert_int_eq(chmod(w, 0600), 0);
+    snprintf(args, sizeof args, "train %s --steps 1 --batch 8 --quiet --save %s", model(), w);
+    ck_assert_msg(run(NULL, args, out, sizeof out, err, sizeof err, NULL) == 0, "%s", err);
+    ck_assert_int_eq(stat(w, &sb), 0);
+    ck_assert_msg((sb.st_mode & 07777) == 0600, "mode %o after saving over a 0600 file", sb.st_mode & 07777);
+    ck_assert_int_gt(sb.st_size, 100);
+    ck_assert_int_eq(truncate(w, 0), 0);
+    ck_assert_int_eq(symlink("w.safetensors", link), 0);
+    snprintf(args, sizeof args, "train %s --steps 1 --batch 8 --quiet --save %s", model(), link);
+    ck_assert_msg(run(NULL, args, out, sizeof out, err, sizeof err, NULL) == 0, "%s", err);
+    ck_assert_int_eq(lstat(link, &sb), 0);
+    ck_assert_msg(S_ISLNK(sb.st_mode), "the symbolic link was replaced");
+    ck_assert_int_eq(stat(w, &sb), 0);
+    ck_assert_int_gt(sb.st_size, 100);
+    ck_assert_int_eq(sb.st_mode & 07777, 0600);
+}
+END_TEST
+
+/* 11.: a temporary file left by a killed save (".NAME.XXXXXX", lock
+ * released) is removed by the next successful save of the same target; one
+ * whose lock is held (a save in progress) and another target's are kept. */
+START_TEST(test_stale_temporary_files)
+{
+    char args[2048];
+    const char *stale = path_in(".w.safetensors.Ab12Cd"), *busy = path_in(".w.safetensors.Zz99Yy"),
+               *other = path_in(".x.safetensors.Ab12Cd");
+    int fd;
+    FILE *f;
+    const char *names[] = {stale, busy, other};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_ptr_nonnull(f = fopen(names[i], "w"));
+        fputs("partial", f);
+        fclose(f);
+    }
+    fd = open(busy, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(flock(fd, LOCK_EX), 0);
+    snprintf(args, sizeof args, "train %s --steps 1 --batch 8 --quiet --save %s", model(), path_in("w.safetensors"));
+    ck_assert_msg(run(NULL, args, out, sizeof out, err, sizeof err, NULL) == 0, "%s", err);
+    ck_assert_msg(access(stale, F_OK) != 0, "stale temporary file %s was not removed", stale);
+    ck_assert_msg(access(busy, F_OK) == 0, "a locked temporary file (a save in progress) was removed");
+    ck_assert_msg(access(other, F_OK) == 0, "another target's temporary file was removed");
+    close(fd);
+}
+END_TEST
+
+/* Writes the weights of src with one change: extra (a tensor name) added,
+ * or element 7 of tensor poison set to value. */
+static void doctor_weights(const char *src, const char *dst, const char *extra, const char *poison, float value)
+{
+    clremat_st_file f;
+    clremat_st_tensor *t;
+    float *copy = NULL, one = 1.0f;
+    ck_assert_msg(clremat_st_read(src, &f) == CLREMAT_OK, "%s", clremat_last_error());
+    t = calloc(f.n + 1, sizeof *t);
+    ck_assert_ptr_nonnull(t);
+    memcpy(t, f.tensors, f.n * sizeof *t);
+    for (size_t i = 0; i < f.n && poison; i++)
+        if (!strcmp(t[i].name, poison)) {
+            ck_assert_int_gt(t[i].elems, 7);
+            copy = malloc((size_t)t[i].elems * sizeof(float));
+            memcpy(copy, t[i].data, (size_t)t[i].elems * sizeof(float));
+            copy[7] = value;
+            t[i].data = copy;
+        }
+    ck_assert(!poison || copy);
+    if (extra) {
+        snprintf(t[f.n].name, sizeof t[f.n].name, "%s", extra);
+        t[f.n].dtype = CLREMAT_ST_F32;
+        t[f.n].rank = 1;
+        t[f.n].dims[0] = 1;
+        t[f.n].elems = 1;
+        t[f.n].data = &one;
+    }
+    ck_assert_msg(clremat_st_write(dst, t, f.n + (extra != NULL)) == CLREMAT_OK, "%s", clremat_last_error());
+    free(copy);
+    free(t);
+    clremat_st_free(&f);
+}
+
+/* 6. and 7.: --load refuses stray tensors (whatever their prefix) and
+ * non-finite values, naming the file, the tensor and the element. */
+START_TEST(test_load_strays_and_nonfinite)
+{
+    char args[2048];
+    const char *good = path_in("good.safetensors"), *bad = path_in("bad.safetensors");
+    const char *strays[] = {"h1/extra", "h1", "h1/kernel/x", "nosuch/kernel", "/kernel", "h1/"};
+    const float poison[] = {NAN, INFINITY, -INFINITY};
+    snprintf(args, sizeof args, "train %s --steps 1 --batch 8 --quiet --save %s", model(), good);
+    ck_assert_msg(run(NULL, args, out, sizeof out, err, sizeof err, NULL) == 0, "%s", err);
+    for (size_t i = 0; i < sizeof strays / sizeof strays[0]; i++) {
+        char want[160];
+        doctor_weights(good, bad, strays[i], NULL, 0);
+        snprintf(want, sizeof want, "'%s'", strays[i]);
+        snprintf(args, sizeof args, "train %s --steps 1 --batch 8 --quiet --load %s", model(), bad);
+        EXPECT_REFUSED(NULL, 30, args, bad, want, "not a parameter");
+    }
+    for (size_t i = 0; i < sizeof poison / sizeof poison[0]; i++) {
+        doctor_weights(good, bad, NULL, "h2/kernel", poison[i]);
+        snprintf(args, sizeof args, "train %s --steps 1 --batch 8 --quiet --load %s", model(), bad);
+        EXPECT_REFUSED(NULL, 30, args, bad, "'h2/kernel'", "element 7", "not a finite");
+    }
+}
+END_TEST
+
+/* 9. and the smaller JSON items: the report is valid JSON whatever bytes
+ * the model path holds; a run stopped by a non-finite loss reports
+ * final_loss null, its measured peak, and counts steps from 1 as progress
+ * does. */
+START_TEST(test_json_reports_valid)
+{
+    char args[2048], path[512];
+    json_t *j;
+    json_error_t je;
+    FILE *src, *dst;
+    int c;
+    snprintf(path, sizeof path, "%s/m\xff\xfe\xc3(\x01.json", dir);
+    src = fopen(model(), "r");
+    dst = fopen(path, "w");
+    ck_assert(src && dst);
+    while ((c = fgetc(src)) != EOF)
+        fputc(c, dst);
+    fclose(src);
+    fclose(dst);
+    snprintf(args, sizeof args, "train '%s' --steps 2 --batch 8 --quiet --json", path);
+    ck_assert_msg(run(NULL, args, out, sizeof out, err, sizeof err, NULL) == 0, "%s", err);
+    j = json_loads(out, 0, &je);
+    ck_assert_msg(j != NULL, "train --json is not valid JSON (%s at %d): %s", je.text, je.position, out);
+    /* each byte that is not UTF-8 reads back as U+00XX */
+    snprintf(path, sizeof path, "%s/m\xc3\xbf\xc3\xbe\xc3\x83(\x01.json", dir);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "model")), path);
+    json_decref(j);
+
+    /* a run stopped by a non-finite loss */
+    snprintf(args, sizeof args, "train %s --steps 20 --batch 8 --quiet --json --optimizer sgd --lr 1e30", model());
+    ck_assert_int_eq(run(NULL, args, out, sizeof out, err, sizeof err, NULL), 1);
+    j = json_loads(out, 0, &je);
+    ck_assert_msg(j != NULL, "--json of a stopped run is not valid JSON (%s): %s", je.text, out);
+    {
+        json_t *mem = json_object_get(j, "memory");
+        long long steps = json_integer_value(json_object_get(j, "steps"));
+        const char *why = json_string_value(json_object_get(j, "stopped"));
+        char want[64];
+        ck_assert_msg(json_is_null(json_object_get(j, "final_loss")), "final_loss of a stopped run: %s", out);
+        ck_assert_int_gt(json_integer_value(json_object_get(mem, "measured_peak_bytes")), 0);
+        ck_assert_int_eq(json_integer_value(json_object_get(mem, "measured_peak_bytes")),
+                         json_integer_value(json_object_get(mem, "predicted_peak_bytes")));
+        ck_assert_int_ge(steps, 1);
+        ck_assert_int_eq((long long)json_array_size(json_object_get(j, "losses")), steps);
+        ck_assert_ptr_nonnull(why);
+        snprintf(want, sizeof want, "step %lld:", steps); /* counted from 1, as the progress lines are */
+        ck_assert_msg(strstr(why, want) != NULL, "stopped after %lld steps: %s", steps, why);
+        ck_assert_msg(strstr(err, want) != NULL, "stderr: %s", err);
+    }
+    json_decref(j);
+}
+END_TEST
+
+/* 10. and the smaller items: numbers parsed strictly, with the same limits
+ * and message on train, plan and compare, naming the bad value; empty
+ * device selections and a misspelt CLREMAT_GEMM refused; compare names the
+ * one bad mode of a list. */
+START_TEST(test_options_strict)
+{
+    static const char *const cmds[] = {"train", "plan", "compare"};
+    static const char *const bad_batch[] = {"0", "-1", " 5", "+5", "5x", "0x10", "1e3", "", "2147483648",
+                                            "99999999999999999999"};
+    char args[2048], want[128];
+    for (size_t c = 0; c < 3; c++)
+        for (size_t i = 0; i < sizeof bad_batch / sizeof bad_batch[0]; i++) {
+            snprintf(args, sizeof args, "%s %s --quiet --batch '%s'", cmds[c], model(), bad_batch[i]);
+            if (c == 1) /* plan has no --quiet */
+                snprintf(args, sizeof args, "plan %s --batch '%s'", model(), bad_batch[i]);
+            snprintf(want, sizeof want, "'%s'", bad_batch[i]);
+            EXPECT_REFUSED(NULL, 10, args, "--batch takes an integer from 1 to 2147483647", want);
+        }
+    snprintf(args, sizeof args, "train %s --quiet --steps 100000001", model());
+    EXPECT_REFUSED(NULL, 10, args, "--steps", "'100000001'");
+    snprintf(args, sizeof args, "compare %s --quiet --steps 100000001", model());
+    EXPECT_REFUSED(NULL, 10, args, "--steps", "'100000001'");
+    snprintf(args, sizeof args, "train %s --quiet --seed -3", model());
+    EXPECT_REFUSED(NULL, 10, args, "--seed", "'-3'");
+    snprintf(args, sizeof args, "train %s --quiet --lr nan", model());
+    EXPECT_REFUSED(NULL, 10, args, "--lr", "'nan'");
+    snprintf(args, sizeof args, "compare %s --quiet --lr inf", model());
+    EXPECT_REFUSED(NULL, 10, args, "--lr", "'inf'");
+    snprintf(args, sizeof args, "train %s --quiet --lr 1e-50", model()); /* 0 as a float */
+    EXPECT_REFUSED(NULL, 10, args, "--lr", "'1e-50'");
+    snprintf(args, sizeof args, "train %s --quiet --lr 0x1p-3", model());
+    EXPECT_REFUSED(NULL, 10, args, "--lr", "'0x1p-3'");
+    snprintf(args, sizeof args, "plan %s --pareto --points 10001", model());
+    EXPECT_REFUSED(NULL, 10, args, "--points", "'10001'");
+    snprintf(args, sizeof args, "plan %s --pareto --points 1", model());
+    EXPECT_REFUSED(NULL, 10, args, "--points", "'1'");
+    snprintf(args, sizeof args, "train %s --quiet --memory-limit 0", model());
+    EXPECT_REFUSED(NULL, 10, args, "--memory-limit", "'0'");
+    {
+        static const char *const bad_bytes[] = {"0x100000", "1e9", "inf", "nan", " 5MiB", "18446744073709551616",
+                                                "17179869184GiB", ".5", "1."};
+        for (size_t i = 0; i < sizeof bad_bytes / sizeof bad_bytes[0]; i++) {
+            snprintf(want, sizeof want, "'%s'", bad_bytes[i]);
+            snprintf(args, sizeof args, "plan %s --remat auto --memory-limit '%s'", model(), bad_bytes[i]);
+            EXPECT_REFUSED(NULL, 10, args, "--memory-limit", want);
+            snprintf(args, sizeof args, "plan %s --remat 'budget:%s'", model(), bad_bytes[i]);
+            EXPECT_REFUSED(NULL, 10, args, "budget");
+        }
+    }
+    snprintf(args, sizeof args, "plan %s --remat ''", model());
+    EXPECT_REFUSED(NULL, 10, args, "--remat", "empty");
+    snprintf(args, sizeof args, "plan %s --remat 'larger_than:99999999999999999999'", model());
+    EXPECT_REFUSED(NULL, 10, args, "larger_than");
+    snprintf(args, sizeof args, "train %s --steps 1 --quiet --device ''", model());
+    EXPECT_REFUSED(NULL, 10, args, "--device", "''");
+    EXPECT_REFUSED(NULL, 10, "--device '' devices", "--device", "''");
+    snprintf(args, sizeof args, "compare %s --steps 2 --warmup 0 --quiet --devices ''", model());
+    EXPECT_REFUSED(NULL, 10, args, "--devices", "''");
+    snprintf(args, sizeof args, "train %s --steps 1 --quiet", model());
+    EXPECT_REFUSED("CLREMAT_GEMM=bogus", 20, args, "CLREMAT_GEMM", "'bogus'");
+    snprintf(args, sizeof args, "compare %s --steps 2 --warmup 0 --quiet --remat none,bogus", model());
+    EXPECT_REFUSED(NULL, 10, args, "'bogus'");
+    ck_assert_msg(strstr(err, "none,bogus") == NULL, "the whole list was quoted: %s", err);
+}
+END_TEST
+
+int main(void)
+{
+    TCase *tc;
+    Suite *s = test_suite("hostile", 300, &tc);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_huge_batch);
+    tcase_add_test(tc, test_inputs_not_regular);
+    tcase_add_test(tc, test_outputs_checked_first);
+    tcase_add_test(tc, test_save_mode_and_symlink);
+    tcase_add_test(tc, test_stale_temporary_files);
+    tcase_add_test(tc, test_load_strays_and_nonfinite);
+    tcase_add_test(tc, test_json_reports_valid);
+    tcase_add_test(tc, test_options_strict);
+    return test_run_device_suite(s);
+}
