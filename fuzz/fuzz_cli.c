@@ -1,7 +1,7 @@
 /* fuzz_cli.c: fuzz target for the clremat command line. The input is a
  * command line with one argument per line ("clremat" is put in front); it
  * goes through the same parse-only entries the command uses
- * (tools/cli_options.c: train, plan, devices, compare) and, where the
+ * (tools/cli_options.c: train, plan, devices, compare, fit) and, where the
  * command would go on, through the validation the run starts with (remat
  * modes, optimizer). Nothing is run. */
 #include "fuzz.h"
@@ -76,6 +76,10 @@ int fuzz_cli(const uint8_t *data, size_t size)
             cli_compare_opts o;
             if (cli_compare_parse(&g, n, sub, &o) == CLI_CONTINUE)
                 check_compare_options(o.cfg.modes, o.cfg.optimizer);
+        } else if (!strcmp(sub[0], "fit")) {
+            cli_fit_opts o;
+            if (cli_fit_parse(&g, n, sub, &o) == CLI_CONTINUE)
+                check_compare_options(o.remat ? o.remat : "none", o.optimizer);
         }
     }
     free(text);

@@ -123,6 +123,10 @@ cmds = [
     "compare\nm.json\n--remat\nlist_of_layers:a,,b,full,bogus", "compare\nm.json\n--remat\nlist_of_layers:",
     "train\nm.json\n--save\n", "train\nm.json\n--save\n/dev/null", "train\n\xff\xfe.json\n--json",
     "train\nm.json\n--memory-limit\n18446744073709551616", "train\nm.json\n--memory-limit\n1e30GiB",
+    "fit\n--help", "fit\nm.json\n--memory\n6GiB,8GiB,16GiB",
+    "fit\nm.json\n--memory\n1MiB,,2\n--remat\nnone,list_of_layers:a,b,auto",
+    "--device\ncpu\nfit\nm.json\n--batch\n64\n--max-batch\n4096\n--json\n--svg\nx.svg",
+    "fit\nm.json\n--memory\n0\n--steps\n1001", "fit\nm.json\n--memory\nlots", "fit",
 ]
 for i, c in enumerate(cmds):
     put("cli", "%02d" % i, c)

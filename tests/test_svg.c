@@ -5,8 +5,9 @@
  * themselves, from made-up runs: one step-time panel per device (a device
  * 135 times slower does not flatten the other's bars), every bar's value
  * printed, a series equal to another named in the legend, marks at the same
- * Pareto point sharing one label. tests/test_svg_render.c renders what the
- * command writes. */
+ * Pareto point sharing one label, the fit picture's sizes as lines and a
+ * configuration that changes with the size labelled once per size.
+ * tests/test_svg_render.c renders what the command writes. */
 #include "testutil.h"
 #include "compare.h"
 #include "report_svg.h"
@@ -254,6 +255,82 @@ START_TEST(test_pareto_picture_groups_equal_points)
 }
 END_TEST
 
+/* The fit picture: three configurations at two sizes; none and full are
+ * the same at both sizes (one point each), auto differs (one point per
+ * size); the fastest is green; each size a dashed line with its value. */
+static void fit_rows(clremat_fit_row *r, int with_times)
+{
+    /* size-major: [size][none, full, auto] */
+    const uint64_t peak[6] = {5000000, 3200000, 3900000, 5000000, 3200000, 5000000};
+    const double ms[6] = {8.3, 12.6, 9.1, 8.3, 12.6, 8.3}, rf[6] = {0, 4e6, 1e6, 0, 4e6, 0};
+    memset(r, 0, sizeof *r * 6);
+    for (int i = 0; i < 6; i++) {
+        r[i].config = i % 3;
+        r[i].size = i / 3;
+        r[i].planned = 1;
+        r[i].peak_bytes = peak[i];
+        r[i].fits = peak[i] <= (i < 3 ? 4194304u : 6291456u);
+        r[i].step_ms = with_times ? ms[i] : NAN;
+        r[i].recompute_flops = rf[i];
+    }
+    r[2].fastest = 1; /* auto at 4 MiB */
+    r[3].fastest = 1; /* none at 6 MiB */
+}
+
+START_TEST(test_fit_picture)
+{
+    clremat_fit_config c[3];
+    clremat_fit_row rows[6];
+    clremat_fit_calibration cal;
+    clremat_fit_request rq;
+    uint64_t sizes[2] = {4194304, 6291456};
+    const char *labels[3] = {"none", "full", "auto"};
+    char dir[] = "/tmp/clremat-svg-XXXXXX", path[256];
+    char *svg;
+    memset(&cal, 0, sizeof cal);
+    memset(&rq, 0, sizeof rq);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(clremat_policy_parse(labels[i], &c[i].policy), CLREMAT_OK);
+        snprintf(c[i].label, sizeof c[i].label, "%s", labels[i]);
+    }
+    rq.batch = 32;
+    rq.sizes = sizes;
+    rq.n_sizes = 2;
+    rq.configs = c;
+    rq.n_configs = 3;
+    rq.cal = &cal;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/fit.svg", dir);
+    fit_rows(rows, 1);
+    ck_assert_int_eq(clremat_fit_svg(path, "transformer", &rq, rows), CLREMAT_OK);
+    svg = slurp(path);
+    ck_assert_ptr_nonnull(strstr(svg, "predicted step time (ms)"));
+    ck_assert_ptr_nonnull(strstr(svg, "predicted peak (MiB)"));
+    /* points: full, auto at 4 MiB, and none shared with auto at 6 MiB */
+    ck_assert_int_eq(count(svg, "<circle"), 3 + 1 /* legend */);
+    ck_assert_int_eq(count(svg, "fill=\"#2ca02c\""), 2 + 1 /* legend */);
+    ck_assert_ptr_nonnull(strstr(svg, "auto (4.00 MiB)"));
+    ck_assert_ptr_nonnull(strstr(svg, "none, auto (6.00 MiB)"));
+    ck_assert_int_eq(count(svg, ">full<"), 1);
+    /* the sizes: a dashed line each (and the legend's), labelled with their values */
+    ck_assert_int_eq(count(svg, "stroke-dasharray"), 2 + 1);
+    ck_assert_ptr_nonnull(strstr(svg, ">4.00 MiB<"));
+    ck_assert_ptr_nonnull(strstr(svg, ">6.00 MiB<"));
+    ck_assert_ptr_null(strstr(svg, "nan"));
+    free(svg);
+    /* without a calibration: recompute on y, and the picture says why */
+    rq.cal = NULL;
+    fit_rows(rows, 0);
+    ck_assert_int_eq(clremat_fit_svg(path, NULL, &rq, rows), CLREMAT_OK);
+    svg = slurp(path);
+    ck_assert_ptr_nonnull(strstr(svg, "recompute (MFLOP; no device: step time not predicted)"));
+    ck_assert_ptr_null(strstr(svg, "nan"));
+    free(svg);
+    remove(path);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     TCase *tc;
@@ -264,5 +341,6 @@ int main(void)
     tcase_add_test(tc, test_labels_never_overlap);
     tcase_add_test(tc, test_compare_picture);
     tcase_add_test(tc, test_pareto_picture_groups_equal_points);
+    tcase_add_test(tc, test_fit_picture);
     return test_run_suite(s);
 }

@@ -1,7 +1,7 @@
 /* test_svg_render.c: every SVG the clremat command writes, rendered by a
  * real renderer (rsvg-convert, from librsvg2-bin): `plan --pareto --svg` on
- * the bundled models and `compare --svg` on the test device. The renderer
- * must accept the file (well-formed XML, valid SVG) and the PNG it makes
+ * the bundled models, `compare --svg` on the test device, and `fit --svg`
+ * without a device and with it. The renderer must accept the file (well-formed XML, valid SVG) and the PNG it makes
  * must have the size the SVG declares. A device test (CLREMAT_TEST_DEVICE);
  * skips (77) when rsvg-convert is not installed. */
 #include "testutil.h"
@@ -104,6 +104,25 @@ START_TEST(test_compare_svg_renders)
 }
 END_TEST
 
+START_TEST(test_fit_svgs_render)
+{
+    char args[1024], svg[256];
+    const char *dev = getenv("CLREMAT_TEST_DEVICE"), *mdir = getenv("CLREMAT_MODELS");
+    /* planning only (recompute on y), then with step times from the test device */
+    snprintf(svg, sizeof svg, "%s/fit.svg", dir);
+    snprintf(args, sizeof args, "fit '%s/transformer.json' --memory 4MiB,6MiB --svg '%s'", mdir ? mdir : "models",
+             svg);
+    run_tool(args);
+    render(svg);
+    remove(svg);
+    snprintf(args, sizeof args, "fit '%s/regression.json' --device '%s' --memory 1MiB,2MiB --batch 8 --steps 1 --svg '%s'",
+             mdir ? mdir : "models", dev && *dev ? dev : "0:0", svg);
+    run_tool(args);
+    render(svg);
+    remove(svg);
+}
+END_TEST
+
 int main(void)
 {
     TCase *tc;
@@ -120,6 +139,7 @@ int main(void)
     s = test_suite("svg_render", 300, &tc);
     tcase_add_test(tc, test_pareto_svgs_render);
     tcase_add_test(tc, test_compare_svg_renders);
+    tcase_add_test(tc, test_fit_svgs_render);
     st = test_run_device_suite(s);
     rmdir(dir);
     return st;

@@ -46,6 +46,24 @@ typedef struct cli_compare_opts {
     const char *csv, *svg;      /**< --csv FILE, --svg FILE (NULL: none) */
 } cli_compare_opts;
 
+#define CLI_FIT_MAX_SIZES 16
+
+/** Options of `clremat fit`. */
+typedef struct cli_fit_opts {
+    const char *model_path;     /**< the MODEL argument */
+    const char *device;         /**< --device (or the global one): step times, and sizes without --memory */
+    uint64_t sizes[CLI_FIT_MAX_SIZES]; /**< --memory SIZE,SIZE... in bytes */
+    int n_sizes;                /**< 0: none given (the device's memory) */
+    const char *remat;          /**< --remat MODE,MODE... (NULL: the default list) */
+    const char *optimizer;      /**< --optimizer (default "adam") */
+    int64_t batch;              /**< --batch (default 32) */
+    int64_t max_batch;          /**< --max-batch: cap of the largest-batch search (default 1048576) */
+    int64_t steps;              /**< --steps: timed steps of the calibration (default 5) */
+    int64_t calibration_batch;  /**< --calibration-batch: batch of the calibration (0: --batch) */
+    int json;                   /**< --json */
+    const char *svg;            /**< --svg FILE */
+} cli_fit_opts;
+
 /** Prints the command's usage to f. */
 void cli_usage(FILE *f);
 
@@ -67,6 +85,13 @@ int cli_devices_parse(const cli_global *g, int argc, char **argv, cli_devices_op
 /** Parses `compare` options (argv[0] is "compare"); nothing is run or opened.
  * Returns CLI_CONTINUE or an exit status. */
 int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_opts *o);
+
+/** Parses `fit` options (argv[0] is "fit"); nothing is opened. Returns
+ * CLI_CONTINUE or an exit status (2 for a bad value, naming it). */
+int cli_fit_parse(const cli_global *g, int argc, char **argv, cli_fit_opts *o);
+
+/** `clremat fit MODEL [options]`: will the step fit each memory size, how fast. */
+int cli_fit(const cli_global *g, int argc, char **argv);
 
 /** `clremat devices [--json]`: lists every OpenCL device. */
 int cli_devices(const cli_global *g, int argc, char **argv);

@@ -1,7 +1,7 @@
 /* cli_options.c: the command-line option parsing of the clremat command,
  * separate from running anything, so that the parsers can be fuzzed and
  * tested on their own (fuzz/fuzz_cli.c): the global options, and one
- * parse-only entry per subcommand (train, plan, devices, compare), with the
+ * parse-only entry per subcommand (train, plan, devices, compare, fit), with the
  * value checks they share. Also the error helper. */
 #include "cli.h"
 #include "config.h"
@@ -33,6 +33,8 @@ void cli_usage(FILE *f)
         "  train      train a model file on a device, with a remat mode (--remat)\n"
         "  compare    run the same training on several devices and remat modes, side by side\n"
         "  plan       print the remat plan of a model: per layer kept/recomputed, predicted peak\n"
+        "  fit        will a training step fit given memory sizes, with which remat mode, how fast,\n"
+        "             and the largest batch that fits\n"
         "\n"
         "Device selection (--device or CLREMAT_DEVICE): P:D index, cpu | gpu | accelerator,\n"
         "or a substring of the device or platform name. Default: the first GPU, else the\n"
@@ -531,5 +533,115 @@ int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_op
         return cli_error("compare: --warmup (%lld) must be below --steps (%lld)", (long long)cfg->warmup,
                          (long long)cfg->steps), 2;
     cfg->model_path = argv[optind];
+    return CLI_CONTINUE;
+}
+
+/* ------------------------------------------------------------------ fit */
+
+static int fit_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: clremat fit MODEL [--memory SIZE,SIZE...] [--device SEL] [--batch N] [--optimizer NAME]\n"
+        "       [--remat MODE,MODE...] [--max-batch N] [--steps N] [--calibration-batch N]\n"
+        "       [--json] [--svg FILE]\n"
+        "For each memory size (--memory, e.g. 6GiB,8GiB,16GiB; else the memory of --device) and\n"
+        "each remat mode: the predicted peak of a training step at --batch (32), whether it fits,\n"
+        "the recompute share and the predicted step time, the fastest that fits marked; and the\n"
+        "largest batch that fits, searched with the exact predictor (planning only). Modes\n"
+        "(default): none, full, activations, larger_than, list_of_layers:B per top-level block,\n"
+        "and auto (the budget planner at each size). Step times are predicted only with --device\n"
+        "(or the global --device): a calibration measures --steps (5) timed steps there first;\n"
+        "without a device they are null. --calibration-batch N calibrates at another batch than\n"
+        "--batch. --max-batch caps the search (1048576). --svg FILE plots\n"
+        "peak against predicted step time with the sizes as vertical lines. docs/user-guide.md.\n");
+    return f == stdout ? 0 : 2;
+}
+
+/* Parses --memory's comma-separated sizes; returns 0 or prints an error. */
+static int parse_sizes(const char *v, uint64_t *sizes, int *n)
+{
+    const char *s = v;
+    *n = 0;
+    for (;;) {
+        const char *e = strchr(s, ',');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        char item[64];
+        uint64_t b;
+        if (len == 0 || len >= sizeof item) {
+            cli_error("--memory takes sizes such as 6GiB,8GiB,16GiB, got '%s'", v);
+            return -1;
+        }
+        memcpy(item, s, len);
+        item[len] = 0;
+        if (clremat_parse_bytes(item, &b) || b == 0) {
+            cli_error("--memory: '%s' is not a memory size (such as 512MiB or 8GiB) in '%s'", item, v);
+            return -1;
+        }
+        if (*n >= CLI_FIT_MAX_SIZES) {
+            cli_error("--memory takes at most %d sizes, got more in '%s'", CLI_FIT_MAX_SIZES, v);
+            return -1;
+        }
+        sizes[(*n)++] = b;
+        if (!e)
+            return 0;
+        s = e + 1;
+    }
+}
+
+int cli_fit_parse(const cli_global *g, int argc, char **argv, cli_fit_opts *o)
+{
+    static const struct option opts[] = {
+        {"memory", required_argument, NULL, 'm'}, {"device", required_argument, NULL, 'd'},
+        {"batch", required_argument, NULL, 'b'}, {"optimizer", required_argument, NULL, 'o'},
+        {"remat", required_argument, NULL, 'r'}, {"max-batch", required_argument, NULL, 'M'},
+        {"steps", required_argument, NULL, 's'}, {"json", no_argument, NULL, 'j'},
+        {"svg", required_argument, NULL, 'v'}, {"calibration-batch", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    int c;
+
+    memset(o, 0, sizeof *o);
+    o->device = g->device;
+    o->optimizer = "adam";
+    o->batch = 32;
+    o->max_batch = (int64_t)1 << 20;
+    o->steps = 5;
+    getopt_reset();
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': if (parse_sizes(optarg, o->sizes, &o->n_sizes)) return 2; break;
+        case 'd': if (check_device("--device", optarg)) return 2; o->device = optarg; break;
+        case 'b': if (parse_i64("--batch", optarg, 1, BATCH_MAX, &o->batch)) return 2; break;
+        case 'M': if (parse_i64("--max-batch", optarg, 1, BATCH_MAX, &o->max_batch)) return 2; break;
+        case 'c':
+            if (parse_i64("--calibration-batch", optarg, 1, BATCH_MAX, &o->calibration_batch))
+                return 2;
+            break;
+        case 's': if (parse_i64("--steps", optarg, 1, 1000, &o->steps)) return 2; break;
+        case 'o': o->optimizer = optarg; break;
+        case 'r':
+            if (!*optarg)
+                return cli_error("--remat takes a list of modes, got ''"), 2;
+            o->remat = optarg;
+            break;
+        case 'j': o->json = 1; break;
+        case 'v':
+            if (!*optarg)
+                return cli_error("--svg takes a file name, got ''"), 2;
+            o->svg = optarg;
+            break;
+        case 'h': return fit_usage(stdout);
+        default: return fit_usage(stderr);
+        }
+    }
+    if (optind + 1 != argc) {
+        fit_usage(stderr);
+        return cli_error(optind >= argc ? "fit: missing MODEL" : "fit: unexpected argument '%s'", argv[argc - 1]), 2;
+    }
+    if (check_optimizer(o->optimizer, 0))
+        return 2;
+    if (o->batch > o->max_batch)
+        return cli_error("fit: --batch (%lld) is above --max-batch (%lld)", (long long)o->batch,
+                         (long long)o->max_batch), 2;
+    o->model_path = argv[optind];
     return CLI_CONTINUE;
 }
