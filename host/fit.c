@@ -45,7 +45,7 @@ static int check_names(const clremat_graph *g, const clremat_policy *p)
 
 int clremat_fit_default_configs(const clremat_graph *g, clremat_fit_config **out, int *n)
 {
-    static const char *fixed[] = {"none", "full", "activations", "larger_than"};
+    static const char *fixed[] = {"none", "full", "activations", "save_dots", "larger_than"};
     clremat_fit_config *v = NULL;
     int k = 0, st = CLREMAT_OK;
     char mode[96];

@@ -548,7 +548,7 @@ static int fit_usage(FILE *f)
         "each remat mode: the predicted peak of a training step at --batch (32), whether it fits,\n"
         "the recompute share and the predicted step time, the fastest that fits marked; and the\n"
         "largest batch that fits, searched with the exact predictor (planning only). Modes\n"
-        "(default): none, full, activations, larger_than, list_of_layers:B per top-level block,\n"
+        "(default): none, full, activations, save_dots, larger_than, list_of_layers:B per top-level block,\n"
         "and auto (the budget planner at each size). Step times are predicted only with --device\n"
         "(or the global --device): a calibration measures --steps (5) timed steps there first;\n"
         "without a device they are null. --calibration-batch N calibrates at another batch than\n"
