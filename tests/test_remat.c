@@ -276,8 +276,11 @@ START_TEST(test_budget_plans_on_device)
 END_TEST
 
 /* A deep uniform chain of 64 equal blocks: budget = fixed + 2 sqrt(n) block
- * activations holds the measured peak within it, with at most one extra
- * forward's worth of recompute. */
+ * activations + the largest GEMM workspace of one action on the context's
+ * GEMM path (0 on the native path; CLBlast's indirect kernels need one) holds
+ * the measured peak within it, with at most one extra forward's worth of
+ * recompute. The costs are those of the path the test runs on
+ * (clremat_plan_for_ctx), as the trainer's are. */
 START_TEST(test_deep_chain_sqrt_budget)
 {
     enum { NB = 64 };
@@ -289,6 +292,7 @@ START_TEST(test_deep_chain_sqrt_budget)
     clremat_policy none;
     run_out r;
     clremat_layer_cost *costs = NULL;
+    size_t *ws_fwd = NULL, *ws_bwd = NULL, ws_max = 0;
     double fwd = 0;
     uint64_t block_bytes, budget;
     snprintf(json, sizeof json,
@@ -299,13 +303,19 @@ START_TEST(test_deep_chain_sqrt_budget)
              "{\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}", NB);
     ck_assert_msg(clremat_graph_load_string(json, "deep", &g) == CLREMAT_OK, "%s", clremat_last_error());
     clremat_policy_parse("none", &none);
-    ck_assert_int_eq(clremat_plan_for(g, BATCH, &none, 2, 0, NULL, &pn, &costs), CLREMAT_OK);
-    block_bytes = costs[0].slot_bytes[0] + costs[0].slot_bytes[1]; /* a block keeps its output and pre-activation */
-    budget = pn.fixed_bytes + 2 * 8 * block_bytes;                 /* 2 sqrt(64) blocks */
-    for (int l = 0; l < g->n_layers; l++)
-        fwd += costs[l].fwd_flops;
-    snprintf(mode, sizeof mode, "budget:%llu", (unsigned long long)budget);
     TEST_OPEN_CTX(ctx, 0);
+    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &none, 2, 0, NULL, 0, &pn, &costs, &ws_fwd, &ws_bwd),
+                     CLREMAT_OK);
+    block_bytes = costs[0].slot_bytes[0] + costs[0].slot_bytes[1]; /* a block keeps its output and pre-activation */
+    for (int l = 0; l < g->n_layers; l++) {
+        fwd += costs[l].fwd_flops;
+        ws_max = ws_fwd[l] > ws_max ? ws_fwd[l] : ws_max;
+        ws_max = ws_bwd[l] > ws_max ? ws_bwd[l] : ws_max;
+    }
+    budget = pn.fixed_bytes + 2 * 8 * block_bytes + ws_max; /* 2 sqrt(64) blocks and one action's workspace */
+    fprintf(stderr, "deep chain: fixed %llu, block %llu, GEMM workspace %zu, budget %llu\n",
+            (unsigned long long)pn.fixed_bytes, (unsigned long long)block_bytes, ws_max, (unsigned long long)budget);
+    snprintf(mode, sizeof mode, "budget:%llu", (unsigned long long)budget);
     ck_assert_int_eq(clremat_data_synthetic(g, NULL, 3, 64, 16, &d), CLREMAT_OK);
     run_mode(ctx, g, &d, mode, &r);
     ck_assert_uint_le(r.measured, budget);
@@ -314,13 +324,15 @@ START_TEST(test_deep_chain_sqrt_budget)
         clremat_plan pb;
         clremat_policy pol;
         clremat_policy_parse(mode, &pol);
-        ck_assert_int_eq(clremat_plan_for(g, BATCH, &pol, 2, 0, NULL, &pb, NULL), CLREMAT_OK);
+        ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &pol, 2, 0, NULL, 0, &pb, NULL, NULL, NULL), CLREMAT_OK);
         ck_assert_msg(pb.recompute_flops <= fwd, "recompute %.4g FLOPs > one forward %.4g", pb.recompute_flops, fwd);
         clremat_plan_free(&pb);
     }
     free(r.params);
     free(r.profile);
     free(costs);
+    free(ws_fwd);
+    free(ws_bwd);
     clremat_plan_free(&pn);
     clremat_data_free(&d);
     clremat_graph_free(g);
