@@ -2,7 +2,10 @@
  * model: losses and parameters bitwise identical across remat modes (dropout
  * included), measured high-water of live bytes equal to the planner's
  * prediction to the byte, lower peaks for full and block remat, recompute
- * launches where (and only where) the plan puts them, and the memory limit:
+ * launches where (and only where) the plan puts them, every mode (budget and
+ * auto included) planning recomputation and keeping fewer bytes than none
+ * (otherwise "bitwise identical" would compare none with itself), and the
+ * memory limit:
  * a plan that does not fit is refused with the numbers and a suggestion.
  * Overlapped modes ("MODE+overlap") cost nothing: the same predicted,
  * measured and reserved peaks as MODE run sequentially. */
@@ -17,13 +20,18 @@ typedef struct model_case {
     const char *file;
     const char *block;      /* a block name for list_of_layers */
     const char *layer;      /* a layer name for list_of_layers */
+    int threshold;          /* for larger_than: below the largest layer output at BATCH, so something is wrapped */
 } model_case;
 
+/* At BATCH 8 the default larger_than:1024 wraps nothing in mlp_deep,
+ * resnet_mlp and regression (their largest outputs have 768 or 1024
+ * elements), which would compare none with itself; every mode below is
+ * asserted to plan recomputation and keep fewer bytes than none. */
 static const model_case models[] = {
-    {"mlp_deep.json", NULL, "dense_5"},
-    {"transformer.json", "encoder_block_0", "encoder_block_1/attn"},
-    {"resnet_mlp.json", "res_block_1", "res_block_2/d1"},
-    {"regression.json", NULL, "h2"},
+    {"mlp_deep.json", NULL, "dense_5", 512},
+    {"transformer.json", "encoder_block_0", "encoder_block_1/attn", 1024},
+    {"resnet_mlp.json", "res_block_1", "res_block_2/d1", 512},
+    {"regression.json", NULL, "h2", 512},
 };
 #define N_MODELS (sizeof models / sizeof models[0])
 #define STEPS 3
@@ -43,6 +51,7 @@ typedef struct run_out {
     float loss[STEPS];
     float *params;
     uint64_t predicted, measured, reserved;
+    uint64_t kept_act_bytes;        /* activation bytes live at the end of the forward pass */
     int n_recompute_actions, n_overlapped;
     uint64_t fence_waits;           /* hand-outs that waited for the other queue */
     clremat_layer_profile *profile;
@@ -83,6 +92,7 @@ static void run_mode(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *
     out->predicted = t->plan.peak_bytes;
     out->measured = clremat_pool_get_stats(ctx->pool).live_peak;
     out->n_recompute_actions = t->plan.n_recompute_actions;
+    out->kept_act_bytes = t->plan.kept_act_bytes;
     out->params = malloc(t->plan.param_bytes);
     ck_assert_int_eq(clremat_trainer_get_params(t, out->params), CLREMAT_OK);
     out->profile = malloc(sizeof *out->profile * (size_t)(g->n_layers + 1));
@@ -111,7 +121,7 @@ static void check_model(const model_case *m)
     ck_assert_msg(clremat_data_synthetic(g, NULL, 7, 256, 32, &d) == CLREMAT_OK, "%s", clremat_last_error());
     snprintf(modes[n_modes++], 128, "full");
     snprintf(modes[n_modes++], 128, "activations");
-    snprintf(modes[n_modes++], 128, "larger_than:1024");
+    snprintf(modes[n_modes++], 128, "larger_than:%d", m->threshold);
     if (m->block)
         snprintf(modes[n_modes++], 128, "list_of_layers:%s", m->block);
     snprintf(modes[n_modes++], 128, "list_of_layers:%s", m->layer);
@@ -122,8 +132,18 @@ static void check_model(const model_case *m)
     run_mode(ctx, g, &d, "none", &base);
     ck_assert_msg(base.measured == base.predicted, "%s none: measured peak %llu, predicted %llu", m->file,
                   (unsigned long long)base.measured, (unsigned long long)base.predicted);
+    ck_assert_int_eq(base.n_recompute_actions, 0);
     for (int i = 0; i < n_modes; i++) {
         run_mode(ctx, g, &d, modes[i], &r);
+        /* a plan that differs from none's, or the comparisons below compare none with itself */
+        fprintf(stderr, "%s %s: %d recompute actions, kept %llu bytes (none %llu), peak %llu (none %llu)\n", m->file,
+                modes[i], r.n_recompute_actions, (unsigned long long)r.kept_act_bytes,
+                (unsigned long long)base.kept_act_bytes, (unsigned long long)r.measured,
+                (unsigned long long)base.measured);
+        ck_assert_msg(r.n_recompute_actions > 0, "%s %s: no recompute action planned", m->file, modes[i]);
+        ck_assert_msg(r.kept_act_bytes < base.kept_act_bytes, "%s %s: keeps %llu activation bytes, none %llu",
+                      m->file, modes[i], (unsigned long long)r.kept_act_bytes,
+                      (unsigned long long)base.kept_act_bytes);
         for (int s = 0; s < STEPS; s++)
             ck_assert_msg(memcmp(&r.loss[s], &base.loss[s], sizeof(float)) == 0,
                           "%s %s step %d: loss %.9g differs from none's %.9g", m->file, modes[i], s,
@@ -253,6 +273,9 @@ START_TEST(test_budget_plans_on_device)
     ck_assert_msg(r.measured == r.predicted, "%s %s: measured %llu predicted %llu", m->file, mode,
                   (unsigned long long)r.measured, (unsigned long long)r.predicted);
     ck_assert_uint_le(r.measured, budget);
+    ck_assert_uint_lt(budget, base.predicted); /* below none's peak: the plan must recompute */
+    ck_assert_int_gt(r.n_recompute_actions, 0);
+    ck_assert_uint_lt(r.kept_act_bytes, base.kept_act_bytes);
     ck_assert_int_eq(memcmp(r.loss, base.loss, sizeof r.loss), 0);
     ck_assert_int_eq(memcmp(r.params, base.params, (size_t)clremat_graph_param_elems(g) * sizeof(float)), 0);
     free(r.params);
@@ -262,7 +285,11 @@ START_TEST(test_budget_plans_on_device)
     run_mode(ctx, g, &d, "auto", &r);
     ck_assert_uint_le(r.measured, budget);
     ck_assert_uint_eq(r.measured, r.predicted);
+    ck_assert_int_gt(r.n_recompute_actions, 0);
+    ck_assert_uint_lt(r.kept_act_bytes, base.kept_act_bytes);
     ck_assert_int_eq(memcmp(r.loss, base.loss, sizeof r.loss), 0);
+    ck_assert_msg(memcmp(r.params, base.params, (size_t)clremat_graph_param_elems(g) * sizeof(float)) == 0,
+                  "%s auto: parameters differ from none's", m->file);
     free(r.params);
     free(r.profile);
     free(base.params);
