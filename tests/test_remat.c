@@ -367,6 +367,77 @@ START_TEST(test_deep_chain_sqrt_budget)
 }
 END_TEST
 
+/* The models behind the fuzzer's two planner findings (docs/testing.md,
+ * "Fuzzing"; fuzz/corpus/model/regress-*), run on the device rather than
+ * only planned: in the activations mode the plan recomputes, and in it
+ * and in full the measured peak equals the prediction, and losses and parameters are
+ * bitwise those of none. */
+static const char *const finding_models[] = {
+    /* an activation layer after a dense layer with an activation: both
+     * outputs are discarded, the second's recompute needs the first's */
+    "{\"name\": \"act_of_dense_act\", \"input\": {\"shape\": [32]}, \"layers\": ["
+    "{\"name\": \"stem\", \"type\": \"dense\", \"units\": 96, \"activation\": \"relu\"},"
+    "{\"name\": \"act\", \"type\": \"activation\", \"activation\": \"relu\"},"
+    "{\"name\": \"logits\", \"type\": \"dense\", \"units\": 8},"
+    "{\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}",
+    /* the same with different functions, so an activation recomputed from
+     * the wrong source gives other numbers */
+    "{\"name\": \"tanh_of_dense_gelu\", \"input\": {\"shape\": [32]}, \"layers\": ["
+    "{\"name\": \"stem\", \"type\": \"dense\", \"units\": 48, \"activation\": \"gelu\"},"
+    "{\"name\": \"act\", \"type\": \"activation\", \"activation\": \"tanh\"},"
+    "{\"name\": \"mid\", \"type\": \"dense\", \"units\": 24, \"activation\": \"silu\"},"
+    "{\"name\": \"act2\", \"type\": \"activation\", \"activation\": \"sigmoid\"},"
+    "{\"name\": \"logits\", \"type\": \"dense\", \"units\": 8},"
+    "{\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}",
+    /* an activation layer fed by the model input */
+    "{\"name\": \"act_of_input\", \"input\": {\"shape\": [8]}, \"layers\": ["
+    "{\"name\": \"act\", \"type\": \"activation\", \"activation\": \"tanh\"},"
+    "{\"name\": \"d\", \"type\": \"dense\", \"units\": 8},"
+    "{\"name\": \"loss\", \"type\": \"mse\"}]}",
+};
+
+START_TEST(test_fuzz_finding_models_run)
+{
+    static const char *const modes[] = {"activations", "full", "activations+overlap"};
+    clremat_graph *g = NULL;
+    clremat_ctx *ctx;
+    clremat_dataset d;
+    run_out base, r;
+    size_t pbytes;
+    ck_assert_msg(clremat_graph_load_string(finding_models[_i], "finding.json", &g) == CLREMAT_OK, "%s",
+                  clremat_last_error());
+    pbytes = (size_t)clremat_graph_param_elems(g) * sizeof(float);
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_msg(clremat_data_synthetic(g, NULL, 7, 256, 32, &d) == CLREMAT_OK, "%s", clremat_last_error());
+    run_mode(ctx, g, &d, "none", &base);
+    ck_assert_uint_eq(base.measured, base.predicted);
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        run_mode(ctx, g, &d, modes[i], &r);
+        fprintf(stderr, "%s %s: %d recompute actions, peak %llu (predicted %llu), none %llu\n", g->name, modes[i],
+                r.n_recompute_actions, (unsigned long long)r.measured, (unsigned long long)r.predicted,
+                (unsigned long long)base.measured);
+        /* the activations mode recomputes the discarded activation outputs
+         * (full may have nothing to recompute: act_of_input's backward reads
+         * the model input alone) */
+        if (!strncmp(modes[i], "activations", 11))
+            ck_assert_msg(r.n_recompute_actions > 0, "%s %s: nothing recomputed", g->name, modes[i]);
+        ck_assert_msg(r.measured == r.predicted, "%s %s: measured peak %llu, predicted %llu", g->name, modes[i],
+                      (unsigned long long)r.measured, (unsigned long long)r.predicted);
+        ck_assert_msg(memcmp(r.loss, base.loss, sizeof r.loss) == 0, "%s %s: losses differ from none's", g->name,
+                      modes[i]);
+        ck_assert_msg(memcmp(r.params, base.params, pbytes) == 0, "%s %s: parameters differ from none's", g->name,
+                      modes[i]);
+        free(r.params);
+        free(r.profile);
+    }
+    free(base.params);
+    free(base.profile);
+    clremat_data_free(&d);
+    clremat_graph_free(g);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
 int main(void)
 {
     TCase *tc;
@@ -375,5 +446,7 @@ int main(void)
     tcase_add_test(tc, test_memory_limit);
     tcase_add_loop_test(tc, test_budget_plans_on_device, 0, (int)N_MODELS);
     tcase_add_test(tc, test_deep_chain_sqrt_budget);
+    tcase_add_loop_test(tc, test_fuzz_finding_models_run, 0,
+                        (int)(sizeof finding_models / sizeof finding_models[0]));
     return test_run_device_suite(s);
 }
