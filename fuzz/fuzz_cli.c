@@ -13,34 +13,36 @@
 
 #define MAX_ARGS 64
 
-/* The validation a run does first on what the parser accepted. */
-static void check_run_options(const char *remat, const char *optimizer)
+/* The validation a run does first on what the parser accepted; 1 when it
+ * passes. */
+static int check_run_options(const char *remat, const char *optimizer)
 {
     clremat_policy pol;
     clremat_opt_config opt;
-    (void)clremat_policy_parse(remat, &pol);
-    (void)clremat_opt_defaults(optimizer ? optimizer : "adam", &opt);
+    int ok = clremat_policy_parse(remat, &pol) == CLREMAT_OK;
+    return clremat_opt_defaults(optimizer ? optimizer : "adam", &opt) == 0 && ok;
 }
 
 /* compare's validation: its mode list split as the run splits it, then
  * each mode and the optimizer like a single run's. */
-static void check_compare_options(const char *modes, const char *optimizer)
+static int check_compare_options(const char *modes, const char *optimizer)
 {
     char **v = NULL;
-    int n = 0;
+    int n = 0, ok = 1;
     if (clremat_split_modes(modes, &v, &n) != CLREMAT_OK)
-        return;
+        return 0;
     for (int i = 0; i < n; i++) {
-        check_run_options(v[i], optimizer);
+        ok &= check_run_options(v[i], optimizer);
         free(v[i]);
     }
     free(v);
+    return ok;
 }
 
 int fuzz_cli(const uint8_t *data, size_t size)
 {
     char *text = malloc(size + 1), *argv[MAX_ARGS + 2];
-    int argc = 0, next = 0, st;
+    int argc = 0, next = 0, st, accepted = 0;
     cli_global g;
     if (!text)
         return 0;
@@ -64,29 +66,33 @@ int fuzz_cli(const uint8_t *data, size_t size)
             clremat_train_config cfg;
             int json;
             if (cli_train_parse(&g, n, sub, &cfg, &json) == CLI_CONTINUE)
-                check_run_options(cfg.remat, cfg.optimizer);
+                accepted = check_run_options(cfg.remat, cfg.optimizer);
         } else if (!strcmp(sub[0], "plan")) {
             cli_plan_opts o;
             if (cli_plan_parse(n, sub, &o) == CLI_CONTINUE)
-                check_run_options(o.remat, o.optimizer);
+                accepted = check_run_options(o.remat, o.optimizer);
         } else if (!strcmp(sub[0], "devices")) {
             cli_devices_opts o;
-            (void)cli_devices_parse(&g, n, sub, &o);
+            accepted = cli_devices_parse(&g, n, sub, &o) == CLI_CONTINUE;
         } else if (!strcmp(sub[0], "compare")) {
             cli_compare_opts o;
             if (cli_compare_parse(&g, n, sub, &o) == CLI_CONTINUE)
-                check_compare_options(o.cfg.modes, o.cfg.optimizer);
+                accepted = check_compare_options(o.cfg.modes, o.cfg.optimizer);
         } else if (!strcmp(sub[0], "fit")) {
             cli_fit_opts o;
             if (cli_fit_parse(&g, n, sub, &o) == CLI_CONTINUE)
-                check_compare_options(o.remat ? o.remat : "none", o.optimizer);
+                accepted = check_compare_options(o.remat ? o.remat : "none", o.optimizer);
         }
     }
     free(text);
-    return 0;
+    return accepted;
 }
 
 #ifdef CLREMAT_LIBFUZZER
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return fuzz_cli(data, size); }
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    (void)fuzz_cli(data, size);
+    return 0;
+}
 #endif

@@ -94,6 +94,15 @@ void pg_fake_costs(const clremat_graph *g, int64_t batch, clremat_layer_cost *c)
     }
 }
 
+void pg_workspace_costs(const clremat_graph *g, int64_t batch, clremat_layer_cost *c)
+{
+    for (int l = 0; l < g->n_layers - 1; l++) {
+        c[l].bwd_temp_bytes = (size_t)((l % 3 + 1) * 16 * batch);
+        if (g->layers[l].type == CLREMAT_DENSE && l % 2 == 0)
+            c[l].fwd_temp_bytes = (size_t)(8 * batch);
+    }
+}
+
 static clremat_graph *start(const char *name, int64_t in_dim)
 {
     clremat_graph *g = clremat_graph_new(name);

@@ -38,6 +38,13 @@ void pg_add(clremat_graph *g, clremat_layer l);
  * batch*4 forward workspace, FLOPs = output bytes (backward twice that). */
 void pg_fake_costs(const clremat_graph *g, int64_t batch, clremat_layer_cost *c);
 
+/** Adds workspace to costs (after pg_fake_costs): a backward workspace on
+ * every layer but the loss, of a size that differs from layer to layer
+ * ((l % 3 + 1) * 16 * batch bytes), and a forward workspace on every other
+ * dense layer (8 * batch), so that the simulators' accounting of workspace
+ * during forward, recompute and backward actions is exercised. */
+void pg_workspace_costs(const clremat_graph *g, int64_t batch, clremat_layer_cost *c);
+
 /** Hand-built graphs: chain (d0..d2 gelu, d3, loss), acts
  * (dense gelu, dense, activation, dense, loss), boundary (larger_than), and
  * nested (pre, outer{d_a, inner{d_b, d_c}, d_d}, head, loss). */

@@ -39,25 +39,36 @@ static long file_size(const char *path)
     return stat(path, &sb) == 0 ? (long)sb.st_size : -1;
 }
 
-/* 1 when path is a whole cache file: magic, then "len N", then N bytes. */
+/* 1 when path is a whole, intact cache file: magic, then "len N hash H",
+ * then N bytes whose FNV-1a hash is H. */
 static int valid_file(const char *path)
 {
-    char head[128] = {0};
-    unsigned long long n = 0;
-    char *nl;
+    unsigned long long n = 0, h = 0;
+    long size = file_size(path);
+    char *buf, *nl;
+    int ok = 0;
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return 0;
-    if (fread(head, 1, sizeof head - 1, f) < 40) {
-        fclose(f);
+    if (!f || size < 40 || !(buf = calloc(1, (size_t)size + 1))) {
+        if (f)
+            fclose(f);
         return 0;
     }
+    if (fread(buf, 1, (size_t)size, f) == (size_t)size && strncmp(buf, "clremat-program-binary", 22) == 0 &&
+        (nl = memchr(buf, '\n', (size_t)size)) != NULL && sscanf(nl + 1, "len %llu hash %llx", &n, &h) == 2 &&
+        (nl = memchr(nl + 1, '\n', (size_t)(size - (nl + 1 - buf)))) != NULL &&
+        size == (long)((size_t)(nl + 1 - buf) + n))
+        ok = clremat_hash64(0, nl + 1, (size_t)n) == (uint64_t)h;
     fclose(f);
-    nl = strchr(head, '\n');
-    if (strncmp(head, "clremat-program-binary", 22) != 0 || !nl || sscanf(nl + 1, "len %llu", &n) != 1)
-        return 0;
-    nl = strchr(nl + 1, '\n');
-    return nl && file_size(path) == (long)((size_t)(nl + 1 - head) + n);
+    free(buf);
+    return ok;
+}
+
+/* The file's inode: clremat_write_atomic renames a new file over the old
+ * one, so a rewritten cache file has a new inode and a loaded one keeps it. */
+static unsigned long long file_inode(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (unsigned long long)sb.st_ino : 0;
 }
 
 /* A context can run a kernel (the program it got works). */
@@ -82,6 +93,7 @@ START_TEST(test_program_binary_cache)
 {
     char path[600], cmd[700];
     long full;
+    unsigned long long ino;
     FILE *f;
     snprintf(dir, sizeof dir, "/tmp/clremat-cache-test-%d", (int)getpid());
     setenv("XDG_CACHE_HOME", dir, 1);
@@ -99,24 +111,42 @@ START_TEST(test_program_binary_cache)
         ck_assert_ptr_nonnull(strstr(head, "clremat-program-binary"));
         ck_assert_ptr_nonnull(strstr(head, "len "));
     }
-    check_ctx_works();                      /* loads the binary */
+    ck_assert(valid_file(path));
+    ino = file_inode(path);
+    check_ctx_works();                      /* loads the binary: the file is not rewritten */
+    ck_assert_msg(file_inode(path) == ino, "a valid cache file was rewritten instead of loaded");
     ck_assert(valid_file(path));
     /* truncated: rebuilt from source and rewritten whole */
     ck_assert_int_eq(truncate(path, full / 2), 0);
     check_ctx_works();
+    ck_assert_msg(file_inode(path) != ino, "a truncated cache file was not rewritten");
     ck_assert(valid_file(path));
-    /* one flipped byte in the binary: caught by the hash, rebuilt */
+    ino = file_inode(path);
+    full = file_size(path);
+    /* one flipped byte in the binary: caught by the hash before the driver
+     * sees it, rebuilt from source and rewritten (a driver handed the
+     * corrupted binary may well accept it: the file would then stay as is) */
     f = fopen(path, "r+b");
     ck_assert_ptr_nonnull(f);
     fseek(f, full - 10, SEEK_SET);
-    fputc(0x5a ^ fgetc(f), f);
+    {
+        int c = fgetc(f);
+        fseek(f, full - 10, SEEK_SET);
+        fputc(0x5a ^ c, f);
+    }
     fclose(f);
+    ck_assert(!valid_file(path));
     check_ctx_works();
+    ck_assert_msg(file_inode(path) != ino, "a cache file with a corrupted byte was loaded, not rebuilt");
+    ck_assert_msg(valid_file(path), "the corrupted cache file was not rewritten whole");
+    ino = file_inode(path);
     /* not a cache file at all */
     f = fopen(path, "wb");
     fputs("garbage", f);
     fclose(f);
+    ino = file_inode(path);
     check_ctx_works();
+    ck_assert_msg(file_inode(path) != ino, "a garbage cache file was not rewritten");
     ck_assert(valid_file(path));
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     ck_assert_int_eq(system(cmd), 0);

@@ -3,7 +3,9 @@
  * or left untouched when the run fails before saving), and `train --load`
  * of a truncated or corrupted weights file exits non-zero with a message
  * naming the file and what is wrong, for every cut point class (empty, inside
- * the length prefix, inside the header, inside the data, one byte short). */
+ * the length prefix, inside the header, inside the data, one byte short).
+ * Runs on every device: CLREMAT_TEST_DEVICE becomes the command's
+ * CLREMAT_DEVICE. */
 #define _GNU_SOURCE /* memmem */
 #include "testutil.h"
 #include <dirent.h>
@@ -157,5 +159,8 @@ int main(void)
     TCase *tc;
     Suite *s = test_suite("data_safety", 600, &tc);
     tcase_add_test(tc, test_save_atomic_load_rejects_damage);
+    /* every device: the runs of the command use the device this run is for */
+    if (getenv("CLREMAT_TEST_DEVICE"))
+        setenv("CLREMAT_DEVICE", getenv("CLREMAT_TEST_DEVICE"), 1);
     return test_run_device_suite(s);
 }

@@ -981,11 +981,16 @@ START_TEST(test_bundled_models)
 
     g = load_model("resnet_mlp.json");
     {
-        int skips = 0;
-        for (int l = 0; l < g->n_layers; l++)
-            skips += g->layers[l].n_inputs == 2 && g->layers[l].inputs[1] != l - 1 && g->layers[l].inputs[0] != l - 1
-                         ? 1 : g->layers[l].n_inputs == 2;
+        /* a skip connection: a two-input layer reading a layer before its
+         * predecessor (a residual add reads the block's input) */
+        int skips = 0, adds = 0;
+        for (int l = 0; l < g->n_layers; l++) {
+            const clremat_layer *L = &g->layers[l];
+            adds += L->type == CLREMAT_ADD;
+            skips += L->n_inputs == 2 && (L->inputs[0] < l - 1 || L->inputs[1] < l - 1);
+        }
         ck_assert_int_ge(skips, 4);
+        ck_assert_int_eq(skips, adds); /* every residual add skips */
     }
     ck_assert_int_eq(g->io.classes, 8);
     ASSERT_SHAPE(g->io.input, 1, 32, 0);

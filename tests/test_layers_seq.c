@@ -3,10 +3,11 @@
  * harness (device forward/backward vs the double references of ref_seq.c,
  * din overwrite/accumulate, finite differences) over several shapes (T = 1,
  * odd T, widths not multiples of 16, 1 and 3 heads, causal on/off, attention
- * dropout 0 and > 0); then specific checks: the attention dropout mask is
- * regenerated bit-identically and matches the host hash, losses and accuracy
- * counts (ties, clamped labels), clamped token ids, determinism of the
- * reductions, and the cost model. Skips (77) without a device. */
+ * dropout 0 and > 0, layernorm eps 1e-5 and 0.5); then specific checks: the
+ * attention dropout mask is regenerated bit-identically and matches the
+ * host hash, losses and accuracy counts (ties, clamped labels), clamped
+ * token ids, determinism of the reductions, and the cost model. Skips (77)
+ * without a device. */
 #include "testutil.h"
 #include "backend.h"
 #include "layers.h"
@@ -187,17 +188,22 @@ START_TEST(test_layernorm_check)
     static const int64_t shapes[][3] = {{2, 5, 7}, {2, 1, 16}, {1, 3, 33}, {2, 4, 1}};
     static const int ranks[] = {2, 2, 1, 1};
     static const int64_t batches[] = {3, 2, 4, 3};
+    /* the default epsilon and one that changes the result (inputs in
+     * [-1, 1] have a variance near 1/3): a launcher that ignored the
+     * layer's eps would miss the reference at 0.5 */
+    static const double eps[] = {1e-5, 0.5};
     clremat_ctx *ctx;
     TEST_OPEN_CTX(ctx, 0);
-    for (int s = 0; s < 4; s++) {
+    for (int s = 0; s < 8; s++) {
         clremat_layer L;
         clremat_graph g;
         lc_spec spec;
-        make_layernorm(&L, ranks[s], shapes[s] + (ranks[s] == 2 ? 1 : 2));
+        make_layernorm(&L, ranks[s % 4], shapes[s % 4] + (ranks[s % 4] == 2 ? 1 : 2));
+        L.eps = eps[s / 4];
         lc_graph_of_layer(&g, &L);
         memset(&spec, 0, sizeof spec);
         spec.g = &g;
-        spec.batch = batches[s];
+        spec.batch = batches[s % 4];
         spec.fwd = ln_fwd;
         spec.bwd = ln_bwd;
         spec.param_scale = 1.5;

@@ -2,7 +2,10 @@
  * model: losses and parameters bitwise identical across remat modes (dropout
  * included), measured high-water of live bytes equal to the planner's
  * prediction to the byte, lower peaks for full and block remat, recompute
- * launches where (and only where) the plan puts them, and the memory limit:
+ * launches where (and only where) the plan puts them, every mode (budget and
+ * auto included) planning recomputation and keeping fewer bytes than none
+ * (otherwise "bitwise identical" would compare none with itself), and the
+ * memory limit:
  * a plan that does not fit is refused with the numbers and a suggestion.
  * Overlapped modes ("MODE+overlap") cost nothing: the same predicted,
  * measured and reserved peaks as MODE run sequentially. save_dots and
@@ -18,13 +21,18 @@ typedef struct model_case {
     const char *file;
     const char *block;      /* a block name for list_of_layers */
     const char *layer;      /* a layer name for list_of_layers */
+    int threshold;          /* for larger_than: below the largest layer output at BATCH, so something is wrapped */
 } model_case;
 
+/* At BATCH 8 the default larger_than:1024 wraps nothing in mlp_deep,
+ * resnet_mlp and regression (their largest outputs have 768 or 1024
+ * elements), which would compare none with itself; every mode below is
+ * asserted to plan recomputation and keep fewer bytes than none. */
 static const model_case models[] = {
-    {"mlp_deep.json", NULL, "dense_5"},
-    {"transformer.json", "encoder_block_0", "encoder_block_1/attn"},
-    {"resnet_mlp.json", "res_block_1", "res_block_2/d1"},
-    {"regression.json", NULL, "h2"},
+    {"mlp_deep.json", NULL, "dense_5", 512},
+    {"transformer.json", "encoder_block_0", "encoder_block_1/attn", 1024},
+    {"resnet_mlp.json", "res_block_1", "res_block_2/d1", 512},
+    {"regression.json", NULL, "h2", 512},
 };
 #define N_MODELS (sizeof models / sizeof models[0])
 #define STEPS 3
@@ -44,6 +52,7 @@ typedef struct run_out {
     float loss[STEPS];
     float *params;
     uint64_t predicted, measured, reserved;
+    uint64_t kept_act_bytes;        /* activation bytes live at the end of the forward pass */
     int n_recompute_actions, n_overlapped;
     uint64_t fence_waits;           /* hand-outs that waited for the other queue */
     clremat_layer_profile *profile;
@@ -84,6 +93,7 @@ static void run_mode(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *
     out->predicted = t->plan.peak_bytes;
     out->measured = clremat_pool_get_stats(ctx->pool).live_peak;
     out->n_recompute_actions = t->plan.n_recompute_actions;
+    out->kept_act_bytes = t->plan.kept_act_bytes;
     out->params = malloc(t->plan.param_bytes);
     ck_assert_int_eq(clremat_trainer_get_params(t, out->params), CLREMAT_OK);
     out->profile = malloc(sizeof *out->profile * (size_t)(g->n_layers + 1));
@@ -112,7 +122,7 @@ static void check_model(const model_case *m)
     ck_assert_msg(clremat_data_synthetic(g, NULL, 7, 256, 32, &d) == CLREMAT_OK, "%s", clremat_last_error());
     snprintf(modes[n_modes++], 128, "full");
     snprintf(modes[n_modes++], 128, "activations");
-    snprintf(modes[n_modes++], 128, "larger_than:1024");
+    snprintf(modes[n_modes++], 128, "larger_than:%d", m->threshold);
     if (m->block)
         snprintf(modes[n_modes++], 128, "list_of_layers:%s", m->block);
     snprintf(modes[n_modes++], 128, "list_of_layers:%s", m->layer);
@@ -123,8 +133,18 @@ static void check_model(const model_case *m)
     run_mode(ctx, g, &d, "none", &base);
     ck_assert_msg(base.measured == base.predicted, "%s none: measured peak %llu, predicted %llu", m->file,
                   (unsigned long long)base.measured, (unsigned long long)base.predicted);
+    ck_assert_int_eq(base.n_recompute_actions, 0);
     for (int i = 0; i < n_modes; i++) {
         run_mode(ctx, g, &d, modes[i], &r);
+        /* a plan that differs from none's, or the comparisons below compare none with itself */
+        fprintf(stderr, "%s %s: %d recompute actions, kept %llu bytes (none %llu), peak %llu (none %llu)\n", m->file,
+                modes[i], r.n_recompute_actions, (unsigned long long)r.kept_act_bytes,
+                (unsigned long long)base.kept_act_bytes, (unsigned long long)r.measured,
+                (unsigned long long)base.measured);
+        ck_assert_msg(r.n_recompute_actions > 0, "%s %s: no recompute action planned", m->file, modes[i]);
+        ck_assert_msg(r.kept_act_bytes < base.kept_act_bytes, "%s %s: keeps %llu activation bytes, none %llu",
+                      m->file, modes[i], (unsigned long long)r.kept_act_bytes,
+                      (unsigned long long)base.kept_act_bytes);
         for (int s = 0; s < STEPS; s++)
             ck_assert_msg(memcmp(&r.loss[s], &base.loss[s], sizeof(float)) == 0,
                           "%s %s step %d: loss %.9g differs from none's %.9g", m->file, modes[i], s,
@@ -254,6 +274,9 @@ START_TEST(test_budget_plans_on_device)
     ck_assert_msg(r.measured == r.predicted, "%s %s: measured %llu predicted %llu", m->file, mode,
                   (unsigned long long)r.measured, (unsigned long long)r.predicted);
     ck_assert_uint_le(r.measured, budget);
+    ck_assert_uint_lt(budget, base.predicted); /* below none's peak: the plan must recompute */
+    ck_assert_int_gt(r.n_recompute_actions, 0);
+    ck_assert_uint_lt(r.kept_act_bytes, base.kept_act_bytes);
     ck_assert_int_eq(memcmp(r.loss, base.loss, sizeof r.loss), 0);
     ck_assert_int_eq(memcmp(r.params, base.params, (size_t)clremat_graph_param_elems(g) * sizeof(float)), 0);
     free(r.params);
@@ -263,7 +286,11 @@ START_TEST(test_budget_plans_on_device)
     run_mode(ctx, g, &d, "auto", &r);
     ck_assert_uint_le(r.measured, budget);
     ck_assert_uint_eq(r.measured, r.predicted);
+    ck_assert_int_gt(r.n_recompute_actions, 0);
+    ck_assert_uint_lt(r.kept_act_bytes, base.kept_act_bytes);
     ck_assert_int_eq(memcmp(r.loss, base.loss, sizeof r.loss), 0);
+    ck_assert_msg(memcmp(r.params, base.params, (size_t)clremat_graph_param_elems(g) * sizeof(float)) == 0,
+                  "%s auto: parameters differ from none's", m->file);
     free(r.params);
     free(r.profile);
     free(base.params);
@@ -334,10 +361,11 @@ START_TEST(test_save_dots_and_partial_keeps_on_device)
 END_TEST
 
 /* A deep uniform chain of 64 equal blocks: budget = fixed + 2 sqrt(n) block
- * activations (+ the largest GEMM workspace of one action, which the
- * CLBlast path adds on top of the activations and the native path does not
- * have) holds the measured peak within it, with at most one extra forward's
- * worth of recompute. Planned on the context, so on the device's GEMM path. */
+ * activations + the largest GEMM workspace of one action on the context's
+ * GEMM path (0 on the native path; CLBlast's indirect kernels need one) holds
+ * the measured peak within it, with at most one extra forward's worth of
+ * recompute. The costs are those of the path the test runs on
+ * (clremat_plan_for_ctx), as the trainer's are. */
 START_TEST(test_deep_chain_sqrt_budget)
 {
     enum { NB = 64 };
@@ -349,9 +377,9 @@ START_TEST(test_deep_chain_sqrt_budget)
     clremat_policy none;
     run_out r;
     clremat_layer_cost *costs = NULL;
+    size_t *ws_fwd = NULL, *ws_bwd = NULL, ws_max = 0;
     double fwd = 0;
-    uint64_t block_bytes, budget, ws = 0;
-    size_t *ws_fwd = NULL, *ws_bwd = NULL;
+    uint64_t block_bytes, budget;
     snprintf(json, sizeof json,
              "{\"name\": \"deep\", \"input\": {\"shape\": [32]}, \"layers\": ["
              "{\"block\": \"b\", \"repeat\": %d, \"layers\": [{\"name\": \"d\", \"type\": \"dense\", "
@@ -361,15 +389,17 @@ START_TEST(test_deep_chain_sqrt_budget)
     ck_assert_msg(clremat_graph_load_string(json, "deep", &g) == CLREMAT_OK, "%s", clremat_last_error());
     clremat_policy_parse("none", &none);
     TEST_OPEN_CTX(ctx, 0);
-    ck_assert_msg(clremat_plan_for_ctx(ctx, g, BATCH, &none, 2, 0, NULL, 0, &pn, &costs, &ws_fwd, &ws_bwd) ==
-                      CLREMAT_OK, "%s", clremat_ctx_last_error(ctx));
+    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &none, 2, 0, NULL, 0, &pn, &costs, &ws_fwd, &ws_bwd),
+                     CLREMAT_OK);
     block_bytes = costs[0].slot_bytes[0] + costs[0].slot_bytes[1]; /* a block keeps its output and pre-activation */
     for (int l = 0; l < g->n_layers; l++) {
         fwd += costs[l].fwd_flops;
-        ws = ws_fwd[l] > ws ? ws_fwd[l] : ws;
-        ws = ws_bwd[l] > ws ? ws_bwd[l] : ws;
+        ws_max = ws_fwd[l] > ws_max ? ws_fwd[l] : ws_max;
+        ws_max = ws_bwd[l] > ws_max ? ws_bwd[l] : ws_max;
     }
-    budget = pn.fixed_bytes + 2 * 8 * block_bytes + ws; /* 2 sqrt(64) blocks */
+    budget = pn.fixed_bytes + 2 * 8 * block_bytes + ws_max; /* 2 sqrt(64) blocks and one action's workspace */
+    fprintf(stderr, "deep chain: fixed %llu, block %llu, GEMM workspace %zu, budget %llu\n",
+            (unsigned long long)pn.fixed_bytes, (unsigned long long)block_bytes, ws_max, (unsigned long long)budget);
     snprintf(mode, sizeof mode, "budget:%llu", (unsigned long long)budget);
     ck_assert_int_eq(clremat_data_synthetic(g, NULL, 3, 64, 16, &d), CLREMAT_OK);
     run_mode(ctx, g, &d, mode, &r);
@@ -395,6 +425,77 @@ START_TEST(test_deep_chain_sqrt_budget)
 }
 END_TEST
 
+/* The models behind the fuzzer's two planner findings (docs/testing.md,
+ * "Fuzzing"; fuzz/corpus/model/regress-*), run on the device rather than
+ * only planned: in the activations mode the plan recomputes, and in it
+ * and in full the measured peak equals the prediction, and losses and parameters are
+ * bitwise those of none. */
+static const char *const finding_models[] = {
+    /* an activation layer after a dense layer with an activation: both
+     * outputs are discarded, the second's recompute needs the first's */
+    "{\"name\": \"act_of_dense_act\", \"input\": {\"shape\": [32]}, \"layers\": ["
+    "{\"name\": \"stem\", \"type\": \"dense\", \"units\": 96, \"activation\": \"relu\"},"
+    "{\"name\": \"act\", \"type\": \"activation\", \"activation\": \"relu\"},"
+    "{\"name\": \"logits\", \"type\": \"dense\", \"units\": 8},"
+    "{\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}",
+    /* the same with different functions, so an activation recomputed from
+     * the wrong source gives other numbers */
+    "{\"name\": \"tanh_of_dense_gelu\", \"input\": {\"shape\": [32]}, \"layers\": ["
+    "{\"name\": \"stem\", \"type\": \"dense\", \"units\": 48, \"activation\": \"gelu\"},"
+    "{\"name\": \"act\", \"type\": \"activation\", \"activation\": \"tanh\"},"
+    "{\"name\": \"mid\", \"type\": \"dense\", \"units\": 24, \"activation\": \"silu\"},"
+    "{\"name\": \"act2\", \"type\": \"activation\", \"activation\": \"sigmoid\"},"
+    "{\"name\": \"logits\", \"type\": \"dense\", \"units\": 8},"
+    "{\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}",
+    /* an activation layer fed by the model input */
+    "{\"name\": \"act_of_input\", \"input\": {\"shape\": [8]}, \"layers\": ["
+    "{\"name\": \"act\", \"type\": \"activation\", \"activation\": \"tanh\"},"
+    "{\"name\": \"d\", \"type\": \"dense\", \"units\": 8},"
+    "{\"name\": \"loss\", \"type\": \"mse\"}]}",
+};
+
+START_TEST(test_fuzz_finding_models_run)
+{
+    static const char *const modes[] = {"activations", "full", "activations+overlap"};
+    clremat_graph *g = NULL;
+    clremat_ctx *ctx;
+    clremat_dataset d;
+    run_out base, r;
+    size_t pbytes;
+    ck_assert_msg(clremat_graph_load_string(finding_models[_i], "finding.json", &g) == CLREMAT_OK, "%s",
+                  clremat_last_error());
+    pbytes = (size_t)clremat_graph_param_elems(g) * sizeof(float);
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_msg(clremat_data_synthetic(g, NULL, 7, 256, 32, &d) == CLREMAT_OK, "%s", clremat_last_error());
+    run_mode(ctx, g, &d, "none", &base);
+    ck_assert_uint_eq(base.measured, base.predicted);
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        run_mode(ctx, g, &d, modes[i], &r);
+        fprintf(stderr, "%s %s: %d recompute actions, peak %llu (predicted %llu), none %llu\n", g->name, modes[i],
+                r.n_recompute_actions, (unsigned long long)r.measured, (unsigned long long)r.predicted,
+                (unsigned long long)base.measured);
+        /* the activations mode recomputes the discarded activation outputs
+         * (full may have nothing to recompute: act_of_input's backward reads
+         * the model input alone) */
+        if (!strncmp(modes[i], "activations", 11))
+            ck_assert_msg(r.n_recompute_actions > 0, "%s %s: nothing recomputed", g->name, modes[i]);
+        ck_assert_msg(r.measured == r.predicted, "%s %s: measured peak %llu, predicted %llu", g->name, modes[i],
+                      (unsigned long long)r.measured, (unsigned long long)r.predicted);
+        ck_assert_msg(memcmp(r.loss, base.loss, sizeof r.loss) == 0, "%s %s: losses differ from none's", g->name,
+                      modes[i]);
+        ck_assert_msg(memcmp(r.params, base.params, pbytes) == 0, "%s %s: parameters differ from none's", g->name,
+                      modes[i]);
+        free(r.params);
+        free(r.profile);
+    }
+    free(base.params);
+    free(base.profile);
+    clremat_data_free(&d);
+    clremat_graph_free(g);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
 int main(void)
 {
     TCase *tc;
@@ -404,5 +505,7 @@ int main(void)
     tcase_add_loop_test(tc, test_budget_plans_on_device, 0, (int)N_MODELS);
     tcase_add_test(tc, test_deep_chain_sqrt_budget);
     tcase_add_loop_test(tc, test_save_dots_and_partial_keeps_on_device, 0, (int)N_MODELS);
+    tcase_add_loop_test(tc, test_fuzz_finding_models_run, 0,
+                        (int)(sizeof finding_models / sizeof finding_models[0]));
     return test_run_device_suite(s);
 }

@@ -3,7 +3,9 @@
  * planner's test graphs and on random graphs must reproduce schedule.c's
  * masks, allocations and peaks exactly (two independent implementations of
  * the executor's allocation rules), and invalid lists are refused naming
- * the action and the layer. */
+ * the action and the layer. Half the cases add forward and backward
+ * workspace to the costs (pg_workspace_costs), and every action's peak must
+ * cover its workspace. */
 #include "testutil.h"
 #include "plangraphs.h"
 #include <stdio.h>
@@ -48,6 +50,25 @@ static void compare(const clremat_plan *a, const clremat_plan *b, const char *wh
     ck_assert_int_eq(a->n_recompute_actions, b->n_recompute_actions);
 }
 
+/* Each forward, recompute and backward action's peak covers its workspace,
+ * counted independently of both simulators: at least the live bytes before
+ * it plus the workspace (frees lower the live bytes; they are not checked). */
+static void check_workspace(const clremat_plan *a, const clremat_layer_cost *c, const char *what)
+{
+    uint64_t before = a->fixed_bytes;
+    for (int i = 0; i < a->n_actions; i++) {
+        const clremat_action *x = &a->actions[i];
+        size_t ws = x->kind == CLREMAT_ACT_BACKWARD ? c[x->layer].bwd_temp_bytes
+                  : x->kind == CLREMAT_ACT_FORWARD || x->kind == CLREMAT_ACT_RECOMPUTE ? c[x->layer].fwd_temp_bytes
+                  : 0;
+        if (x->kind == CLREMAT_ACT_BACKWARD || x->kind == CLREMAT_ACT_FORWARD || x->kind == CLREMAT_ACT_RECOMPUTE)
+            ck_assert_msg(x->peak_during >= before + ws, "%s: action %d (layer %d) peak %llu < %llu live + %zu "
+                          "workspace", what, i, x->layer, (unsigned long long)x->peak_during,
+                          (unsigned long long)before, ws);
+        before = x->live_after;
+    }
+}
+
 /* Plans mode with schedule.c, replays its actions, compares. */
 static void replay(const clremat_graph *g, const clremat_layer_cost *c, const char *mode)
 {
@@ -62,6 +83,7 @@ static void replay(const clremat_graph *g, const clremat_layer_cost *c, const ch
     ck_assert_msg(clremat_plan_from_actions(&in, a.actions, a.n_actions, &pol, &b) == CLREMAT_OK, "%s: %s", what,
                   clremat_last_error());
     compare(&a, &b, what);
+    check_workspace(&a, c, what);
     ck_assert_str_eq(b.policy.text, mode);
     clremat_plan_free(&a);
     clremat_plan_free(&b);
@@ -73,16 +95,20 @@ static void replay_all_modes(clremat_graph *g)
                                         "larger_than:100"};
     clremat_layer_cost *c = calloc((size_t)g->n_layers, sizeof *c);
     char mode[128];
-    pg_fake_costs(g, 4, c);
-    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
-        replay(g, c, modes[i]);
-    for (int l = 0; l < g->n_layers - 1; l++) {
-        snprintf(mode, sizeof mode, "list_of_layers:%s", g->layers[l].name);
-        replay(g, c, mode);
-    }
-    for (int b = 0; b < g->n_blocks; b++) {
-        snprintf(mode, sizeof mode, "list_of_layers:%s", g->blocks[b].name);
-        replay(g, c, mode);
+    for (int ws = 0; ws < 2; ws++) { /* without and with forward and backward workspace */
+        pg_fake_costs(g, 4, c);
+        if (ws)
+            pg_workspace_costs(g, 4, c);
+        for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
+            replay(g, c, modes[i]);
+        for (int l = 0; l < g->n_layers - 1; l++) {
+            snprintf(mode, sizeof mode, "list_of_layers:%s", g->layers[l].name);
+            replay(g, c, mode);
+        }
+        for (int b = 0; b < g->n_blocks; b++) {
+            snprintf(mode, sizeof mode, "list_of_layers:%s", g->blocks[b].name);
+            replay(g, c, mode);
+        }
     }
     free(c);
     clremat_graph_free(g);
@@ -109,6 +135,8 @@ START_TEST(test_replays_random_graphs)
         char mode[256];
         int off;
         pg_fake_costs(g, 4, c);
+        if (it % 2) /* half the graphs with workspace */
+            pg_workspace_costs(g, 4, c);
         replay(g, c, "none");
         replay(g, c, "full");
         replay(g, c, "activations");
