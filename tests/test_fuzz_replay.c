@@ -51,6 +51,17 @@ static int expected(const char *target, const char *name)
         "cli/seed-04", "cli/seed-05", "cli/seed-06", "cli/seed-07", "cli/seed-08", "cli/seed-14", "cli/seed-15",
         "cli/seed-21", "cli/seed-22", "cli/seed-27", "cli/seed-28", "cli/seed-29", "cli/seed-30",
         "cli/seed-31", "cli/seed-32", "cli/seed-33",
+        /* hostile inputs (fuzz/make-seeds.py): sizes whose products overflow,
+         * shapes and offsets that wrap, names that are not UTF-8 */
+        "model/seed-huge-input.json", "model/seed-huge-seq.json", "model/seed-huge-repeat.json",
+        "model/seed-huge-units.json", "safetensors/seed-shape-neg", "safetensors/seed-shape-wrap",
+        "safetensors/seed-offset-huge", "safetensors/seed-offset-wrap", "safetensors/seed-name-bytes",
+        /* hostile command lines: numbers past their limits, empty devices,
+         * bad modes and byte counts, and fit's refusals */
+        "cli/seed-39", "cli/seed-42", "cli/seed-44", "cli/seed-45", "cli/seed-47", "cli/seed-49", "cli/seed-50",
+        "cli/seed-52", "cli/seed-53", "cli/seed-58", "cli/seed-59", "cli/seed-60", "cli/seed-62", "cli/seed-64",
+        "cli/seed-65", "cli/seed-66",
+        "cli/seed-34", "cli/seed-35", "cli/seed-36", "cli/seed-37", "cli/seed-38", "cli/seed-40", "cli/seed-41", "cli/seed-43", "cli/seed-46", "cli/seed-48", "cli/seed-54",
     };
     char key[512];
     if (strncmp(name, "seed-", 5) != 0 && strncmp(name, "regress-", 8) != 0)
