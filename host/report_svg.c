@@ -300,12 +300,11 @@ static void peak_panel(FILE *f, double y0, const clremat_compare_run *runs, int 
                     LEFT, y, x1, y);
             svg_format_value((double)runs[0].limit, SVG_UNIT_BYTES, lim, sizeof lim);
             snprintf(buf, sizeof buf, "memory limit %s", lim);
-            /* inside the plot, with a white halo so bars behind it do not hide it */
-            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"10\" stroke=\"white\" "
-                       "stroke-width=\"3\" paint-order=\"stroke\">",
-                    x1 - 4, y - 4);
-            svg_write_escaped(f, buf);
-            fputs("</text>\n", f);
+            /* a legend entry of its own, below the modes' */
+            fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\" stroke-width=\"1.2\" "
+                       "stroke-dasharray=\"6,3\"/>\n",
+                    x1 + 14, y0 + 64 + 18 * nm - 4, x1 + 40, y0 + 64 + 18 * nm - 4);
+            svg_text(f, x1 + 46, y0 + 64 + 18 * nm, "start", 11, NULL, buf);
         }
     }
     legend(f, x1 + 14, y0 + 64, modes, nm, NULL, 0);
