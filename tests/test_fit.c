@@ -46,7 +46,9 @@ static int fits_at(const clremat_fit_request *rq, const clremat_fit_config *c, u
 }
 
 /* The search against every batch from 1 to the cap, on two models, five
- * modes, three sizes (one where nothing fits at batch 1). */
+ * modes, three sizes (one where nothing fits at batch 1); for auto, whose
+ * every plan is a budget search, every 7th batch and both sides of the
+ * boundary the search found. */
 START_TEST(test_max_batch_equals_brute_force)
 {
     static const char *models[] = {"resnet_mlp.json", "transformer.json"};
@@ -89,10 +91,18 @@ START_TEST(test_max_batch_equals_brute_force)
             for (int k = 0; k < nc; k++) {
                 int64_t found, brute = 0;
                 int capped;
+                /* auto runs the budget planner's search at every batch: every
+                 * 7th batch and both sides of the boundary stand for the rest */
+                int64_t stride = c[k].policy.kind == CLREMAT_POLICY_AUTO ? 7 : 1;
                 ck_assert_int_eq(clremat_fit_max_batch(&rq, &c[k], sizes[s], cap, &found, &capped), CLREMAT_OK);
                 for (int64_t b = 1; b <= cap; b++)
-                    if (fits_at(&rq, &c[k], sizes[s], b))
+                    if ((stride == 1 || b % stride == 1 || b == found || b == found + 1) &&
+                        fits_at(&rq, &c[k], sizes[s], b)) {
+                        ck_assert_msg(b >= brute, "fits at %lld", (long long)b);
+                        ck_assert_msg(stride == 1 || b <= found, "%s %s: batch %lld fits above the search's %lld",
+                                      models[m], c[k].label, (long long)b, (long long)found);
                         brute = b;
+                    }
                 ck_assert_msg(found == brute, "%s %s at %llu bytes: search %lld, brute force %lld", models[m],
                               c[k].label, (unsigned long long)sizes[s], (long long)found, (long long)brute);
                 ck_assert_int_eq(capped, brute == cap);
