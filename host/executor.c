@@ -448,6 +448,19 @@ const char *clremat_trainer_tag(const clremat_trainer *t, int l, int k)
     return t->tags + ((size_t)l * TAG_KINDS + (size_t)k) * TAG_LEN;
 }
 
+void clremat_tensor_name(char *buf, size_t len, const clremat_graph *g, const clremat_layer_cost *costs, int l, int k)
+{
+    const char *name = g->layers[l].name;
+    if (k < S)
+        snprintf(buf, len, "%s/%s", name, costs[l].slot_name[k] ? costs[l].slot_name[k] : k == 0 ? "out" : "internal");
+    else if (k == CLREMAT_TAG_GRADIENT)
+        snprintf(buf, len, "%s (gradient)", name);
+    else if (k == CLREMAT_TAG_WORKSPACE)
+        snprintf(buf, len, "%s (workspace)", name);
+    else
+        snprintf(buf, len, "%s (GEMM workspace)", name);
+}
+
 /* Names every tensor of every layer for the pool's timeline. */
 static int make_tags(clremat_trainer *t)
 {
@@ -455,16 +468,9 @@ static int make_tags(clremat_trainer *t)
     t->tags = calloc((size_t)g->n_layers * TAG_KINDS, TAG_LEN);
     if (!t->tags)
         return clremat_fail(t->ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
-    for (int l = 0; l < g->n_layers; l++) {
-        char *base = t->tags + (size_t)l * TAG_KINDS * TAG_LEN;
-        for (int s = 0; s < S; s++)
-            snprintf(base + (size_t)s * TAG_LEN, TAG_LEN, "%s/%s", g->layers[l].name,
-                     t->costs[l].slot_name[s] ? t->costs[l].slot_name[s] : s == 0 ? "out" : "internal");
-        snprintf(base + (size_t)CLREMAT_TAG_GRADIENT * TAG_LEN, TAG_LEN, "%s (gradient)", g->layers[l].name);
-        snprintf(base + (size_t)CLREMAT_TAG_WORKSPACE * TAG_LEN, TAG_LEN, "%s (workspace)", g->layers[l].name);
-        snprintf(base + (size_t)CLREMAT_TAG_GEMM_WORKSPACE * TAG_LEN, TAG_LEN, "%s (GEMM workspace)",
-                 g->layers[l].name);
-    }
+    for (int l = 0; l < g->n_layers; l++)
+        for (int k = 0; k < TAG_KINDS; k++)
+            clremat_tensor_name(t->tags + ((size_t)l * TAG_KINDS + (size_t)k) * TAG_LEN, TAG_LEN, g, t->costs, l, k);
     return CLREMAT_OK;
 }
 

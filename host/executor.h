@@ -74,6 +74,12 @@ typedef struct clremat_trainer {
 #define CLREMAT_TAG_WORKSPACE (CLREMAT_MAX_SLOTS + 1)    /**< an action's own workspace */
 #define CLREMAT_TAG_GEMM_WORKSPACE (CLREMAT_MAX_SLOTS + 2) /**< an action's GEMM workspace */
 
+/** Writes the name of layer l's tensor kind k (a slot 0 .. CLREMAT_MAX_SLOTS-1
+ * or a CLREMAT_TAG_ kind) into buf: "dense1/preact", "dense1 (gradient)",
+ * "dense1 (workspace)", "dense1 (GEMM workspace)"; the names of the pool's
+ * tags and of the planned memory trace. */
+void clremat_tensor_name(char *buf, size_t len, const clremat_graph *g, const clremat_layer_cost *costs, int l, int k);
+
 /** The pool tag of layer l's tensor kind k (a slot 0 .. CLREMAT_MAX_SLOTS-1
  * or a CLREMAT_TAG_ kind): "dense1/preact", "dense1 (gradient)",
  * "dense1 (workspace)", so the pool's timeline names every tensor

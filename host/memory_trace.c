@@ -4,6 +4,7 @@
  * one track never overlap; a "live bytes" counter follows every event; an
  * instant event marks the peak. */
 #include "memory_trace.h"
+#include "executor.h"
 #include "atomic_file.h"
 #include "error.h"
 #include "utf8.h"
@@ -29,13 +30,9 @@ int clremat_trace_from_plan(const clremat_graph *g, const clremat_layer_cost *co
     *names = NULL;
     if (!nm)
         return clremat_set_error(CLREMAT_ERR_INTERNAL, "memory trace: out of host memory");
-    for (int l = 0; l < nl; l++) {
-        for (int s = 0; s < S; s++)
-            snprintf(name_at(nm, l, s), NAME_STRIDE, "%s/%s", g->layers[l].name,
-                     costs[l].slot_name[s] ? costs[l].slot_name[s] : s == 0 ? "out" : "internal");
-        snprintf(name_at(nm, l, S), NAME_STRIDE, "%s (gradient)", g->layers[l].name);
-        snprintf(name_at(nm, l, S + 1), NAME_STRIDE, "%s (workspace)", g->layers[l].name);
-    }
+    for (int l = 0; l < nl; l++) /* the executor's names, its workspace kind for the plan's one */
+        for (int kind = 0; kind < S + 2; kind++)
+            clremat_tensor_name(name_at(nm, l, kind), NAME_STRIDE, g, costs, l, kind);
     for (int i = 0; i < plan->n_actions; i++) /* slots or input gradients, a free, the workspace twice */
         cap += S + 3 + (plan->actions[i].layer >= 0 ? g->layers[plan->actions[i].layer].n_inputs : 0);
     ev = malloc(sizeof *ev * (size_t)(cap + 1));

@@ -31,17 +31,9 @@ typedef struct frame {
     svg_axis x, y;
 } frame;
 
-static double px(const frame *p, double v)
-{
-    double lo = svg_axis_lo(&p->x), hi = svg_axis_hi(&p->x);
-    return ML + (v - lo) / (hi - lo) * (W - ML - MR);
-}
+static double px(const frame *p, double v) { return svg_axis_map(&p->x, v, ML, W - MR); }
 
-static double py(const frame *p, double v)
-{
-    double lo = svg_axis_lo(&p->y), hi = svg_axis_hi(&p->y);
-    return H - MB - (v - lo) / (hi - lo) * (H - MT - MB);
-}
+static double py(const frame *p, double v) { return svg_axis_map(&p->y, v, H - MB, MT); }
 
 static void label_append(char *text, size_t len, const char *name)
 {

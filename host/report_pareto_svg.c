@@ -26,17 +26,9 @@ typedef struct plot {
     svg_axis x, y;
 } plot;
 
-static double px(const plot *p, double v)
-{
-    double lo = svg_axis_lo(&p->x), hi = svg_axis_hi(&p->x);
-    return ML + (v - lo) / (hi - lo) * (W - ML - MR);
-}
+static double px(const plot *p, double v) { return svg_axis_map(&p->x, v, ML, W - MR); }
 
-static double py(const plot *p, double v)
-{
-    double lo = svg_axis_lo(&p->y), hi = svg_axis_hi(&p->y);
-    return H - MB - (v - lo) / (hi - lo) * (H - MT - MB);
-}
+static double py(const plot *p, double v) { return svg_axis_map(&p->y, v, H - MB, MT); }
 
 static svg_unit_kind cost_kind(const char *cost_unit)
 {

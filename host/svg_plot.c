@@ -90,6 +90,12 @@ double svg_axis_lo(const svg_axis *a) { return a->first * a->scale; }
 
 double svg_axis_hi(const svg_axis *a) { return (a->first + a->n * a->step) * a->scale; }
 
+double svg_axis_map(const svg_axis *a, double v, double from, double to)
+{
+    double lo = svg_axis_lo(a), hi = svg_axis_hi(a);
+    return from + (v - lo) / (hi - lo) * (to - from);
+}
+
 void svg_axis_tick_label(const svg_axis *a, int i, char *buf, size_t len)
 {
     int decimals = a->step >= 1 ? 0 : (int)ceil(-log10(a->step) - 1e-9);

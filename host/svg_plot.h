@@ -39,6 +39,11 @@ void svg_axis_nice(svg_axis *a, double lo, double hi, int max_ticks, svg_unit_ki
 double svg_axis_lo(const svg_axis *a);
 double svg_axis_hi(const svg_axis *a);
 
+/** Pixel position of data value v on axis a drawn from pixel `from` (its
+ * first tick) to pixel `to` (its last): linear, `to` may be below `from`
+ * (a y axis grows upward). */
+double svg_axis_map(const svg_axis *a, double v, double from, double to);
+
 /** Tick i's label: the number with just the decimals the step needs
  * ("0", "2.5", "0.02"), without the unit. */
 void svg_axis_tick_label(const svg_axis *a, int i, char *buf, size_t len);

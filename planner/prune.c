@@ -7,8 +7,7 @@
 
 #define S CLREMAT_MAX_SLOTS
 
-/* Whether action a reads slot s of layer L (the simulator's rules). */
-static int reads(const clremat_plan_input *in, const clremat_action *a, int L, int s)
+int clremat_action_reads(const clremat_plan_input *in, const clremat_action *a, int L, int s)
 {
     const clremat_layer *l;
     const clremat_layer_cost *c;
@@ -54,7 +53,7 @@ int clremat_actions_drop_dead(const clremat_plan_input *in, clremat_action *acts
             for (int j = i + 1; j < n && !used; j++) {
                 if (acts[j].kind == CLREMAT_ACT_FREE && acts[j].layer == L && acts[j].slot == s)
                     break;
-                used = reads(in, &acts[j], L, s);
+                used = clremat_action_reads(in, &acts[j], L, s);
             }
         }
         if (used)

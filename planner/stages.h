@@ -97,4 +97,9 @@ void clremat_sx_finish(clremat_sx *x);
  * and repeat until it returns n. */
 int clremat_actions_drop_dead(const clremat_plan_input *in, clremat_action *acts, int n);
 
+/** Whether action a reads slot s of layer L, by the simulator's rules: a
+ * forward or recompute reads its inputs' outputs, an activation recompute
+ * its source, a backward the slots and inputs its layer's backward needs. */
+int clremat_action_reads(const clremat_plan_input *in, const clremat_action *a, int L, int s);
+
 #endif /* CLREMAT_STAGES_H */

@@ -13,6 +13,7 @@
 #include "plan.h"
 #include "executor.h"
 #include "plangraphs.h"
+#include "stages.h"
 #include "testutil.h"
 
 #define MAXV 16
@@ -133,38 +134,6 @@ static clremat_graph *random_dag(pg_rng *r, int minv, int maxv)
     }
 }
 
-/* Whether action a reads slot s of layer L. */
-static int action_reads(const clremat_plan_input *in, const clremat_action *a, int L, int s)
-{
-    const clremat_layer *l;
-    const clremat_layer_cost *c;
-    if (a->layer < 0)
-        return 0;
-    l = &in->g->layers[a->layer];
-    c = &in->costs[a->layer];
-    switch (a->kind) {
-    case CLREMAT_ACT_FORWARD:
-    case CLREMAT_ACT_RECOMPUTE:
-        for (int k = 0; k < l->n_inputs; k++)
-            if (s == 0 && l->inputs[k] == L)
-                return 1;
-        return 0;
-    case CLREMAT_ACT_RECOMPUTE_ACT:
-        if (c->act_from_input)
-            return s == 0 && l->inputs[c->act_source] == L;
-        return a->layer == L && s == c->act_source;
-    case CLREMAT_ACT_BACKWARD:
-        if (a->layer == L && (c->bwd_needs_slots >> s & 1u))
-            return 1;
-        for (int k = 0; k < l->n_inputs; k++)
-            if (s == 0 && l->inputs[k] == L && (c->bwd_needs_inputs >> k & 1u))
-                return 1;
-        return 0;
-    default:
-        return 0;
-    }
-}
-
 /* Every recomputation produces something read before it is freed: no dead
  * recomputation in the plan. */
 static void check_no_dead_recompute(const clremat_plan_input *in, const clremat_plan *p, const char *what)
@@ -181,7 +150,7 @@ static void check_no_dead_recompute(const clremat_plan_input *in, const clremat_
                 const clremat_action *b = &p->actions[j];
                 if (b->kind == CLREMAT_ACT_FREE && b->layer == L && b->slot == s)
                     break;
-                used = action_reads(in, b, L, s);
+                used = clremat_action_reads(in, b, L, s);
             }
         }
         ck_assert_msg(used, "%s: action %d recomputes '%s' and nothing reads what it produced", what, i,
