@@ -92,7 +92,7 @@ START_TEST(test_soak)
     const int64_t warm = steps / 10 > 60 ? steps / 10 : (steps / 2 < 60 ? steps / 2 : 60);
     const int64_t third = (steps - warm) / 3;
     const int64_t early_lo = warm, early_hi = warm + third, late_lo = steps - third;
-    size_t heap_early = 0, heap_late = 0;
+    size_t heap_early = 0, heap_late = 0, heap_mid = 0;
     long rss_early = 0, rss_late = 0;
     double first_loss = 0, last_loss = 0;
     const int trace = getenv("CLREMAT_SOAK_TRACE") != NULL; /* heap and resident pages after every step */
@@ -139,6 +139,8 @@ START_TEST(test_soak)
             size_t h = heap_in_use();
             long r = resident_pages();
             int late = k >= late_lo;
+            if (k >= early_hi && !late) /* the middle third */
+                heap_mid = heap_mid == 0 || h < heap_mid ? h : heap_mid;
             if (k < early_hi || late) {
                 size_t *hm = late ? &heap_late : &heap_early;
                 long *rm = late ? &rss_late : &rss_early;
@@ -159,9 +161,14 @@ START_TEST(test_soak)
         /* 64 KiB of slack for the allocator and the runtime, which does
          * not grow: a leak of 64 bytes a step shows in a 5000-step soak, of
          * about 2 KiB a step in make check's 150 or 200 steps */
-        ck_assert_msg(heap_late <= heap_early + 64 * 1024, "heap in use grew from %zu to %zu bytes (least of steps "
-                      "%lld-%lld against least of steps %lld-%lld)", heap_early, heap_late, (long long)early_lo,
-                      (long long)early_hi - 1, (long long)late_lo, (long long)steps - 1);
+        /* steady growth rises from each third to the next; a runtime's
+         * one-time jump (rusticl's heap once rose 5 MB between the middle
+         * and last thirds of a clean run) rises in one of the two only */
+        int steady = heap_mid > heap_early + 16 * 1024 && heap_late > heap_mid + 16 * 1024;
+        ck_assert_msg(heap_late <= heap_early + 64 * 1024 || !steady, "heap in use grew from %zu to %zu to %zu bytes "
+                      "(least of steps %lld-%lld, of the middle third, of steps %lld-%lld)", heap_early, heap_mid,
+                      heap_late, (long long)early_lo, (long long)early_hi - 1, (long long)late_lo,
+                      (long long)steps - 1);
         ck_assert_msg(rss_late <= rss_early + 256, "resident pages grew from %ld to %ld over %lld steps", rss_early,
                       rss_late, (long long)steps);
     }
