@@ -178,41 +178,13 @@ void clremat_count_nonfinite(const int n, __global const float *x, __global int 
  * for SGD and Adam; AdamW decays the parameter itself (decoupled).
  * ====================================================================== */
 
-/* SGD with momentum: g' = g + wd p; v = momentum v + g'; p -= lr v. */
-__kernel void clremat_sgd_step(const int n, const float lr, const float momentum, const float wd,
-                               __global float *p, __global const float *g, __global float *v)
-{
-    int i = get_global_id(0);
-    if (i < n) {
-        float gi = g[i] + wd * p[i];
-        float vi = momentum * v[i] + gi;
-        v[i] = vi;
-        p[i] = p[i] - lr * vi;
-    }
-}
-
-/* Adam / AdamW: m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
- * p -= lr (m/bc1) / (sqrt(v/bc2) + eps) [+ lr wd p when decoupled], with
- * g' = g + wd p when not decoupled. bc1 = 1 - b1^t, bc2 = 1 - b2^t. */
-__kernel void clremat_adam_step(const int n, const float lr, const float b1, const float b2, const float eps,
-                                const float wd, const int decoupled, const float bc1, const float bc2,
-                                __global float *p, __global const float *g, __global float *m,
-                                __global float *v)
-{
-    int i = get_global_id(0);
-    if (i < n) {
-        float pi = p[i];
-        float gi = decoupled ? g[i] : g[i] + wd * pi;
-        float mi = b1 * m[i] + (1.0f - b1) * gi;
-        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-        float upd = (mi / bc1) / (sqrt(vi / bc2) + eps);
-        m[i] = mi;
-        v[i] = vi;
-        if (decoupled)
-            upd += wd * pi;
-        p[i] = pi - lr * upd;
-    }
-}
+/* The step kernels (clremat_sgd_step, clremat_adam_step) and the fused
+ * updates of the backward (the GEMM's epilogue, clremat_colsum8_upd) all
+ * compute through clremat_opt8, defined with the fused-update kernels at the
+ * end of this file, so a fused update has the bits of the unfused one. */
+void clremat_opt8(const int kind, const float8 hp, const float8 g, float8 *p, float8 *s0, float8 *s1);
+void clremat_opt1(const int kind, const float8 hp, const float g, __global float *p, __global float *s0,
+                  __global float *s1, const long i);
 
 /* ======================================================================
  * H1 core: activations, dense bias, dropout, add, reshape kernels.
@@ -953,14 +925,20 @@ void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const l
 }
 
 /* C (and, with epi, out) of one work-group's block; see the section
- * comment. epi: 0 plain; 1 last k-block applies bias (use_bias) and act. */
+ * comment. epi: 0 plain; 1 last k-block applies bias (use_bias) and act;
+ * 2 the optimizer update (clremat_opt8, kind okind, hyperparameters hp):
+ * the product is a parameter's gradient, which is not stored: C is the
+ * parameter, out its first optimizer state, s1 its second; the host
+ * launches it only with alpha 1, beta 0, batch 1 and K within one k-block,
+ * so the gradient is the one float the plain product would have stored. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, const int K, const float alpha,
                       __global const float *A, const long offA, const long lda, const long sa,
                       __global const float *B, const long offB, const long ldb, const long sb,
                       const float beta, __global float *C, const long offC, const long ldc, const long sc,
                       const int epi, const int use_bias, const int act, __global const float *bias,
-                      __global float *out, const int bm, const int bn)
+                      __global float *out, const int bm, const int bn, __global float *s1, const float8 hp,
+                      const int okind)
 {
     __local float Ap[GC_MC * GC_KC];
     __local float Bp[GC_KC * GC_NC];
@@ -1006,6 +984,26 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                 const int mrow = m0 + pi * GC_MR, ncol = n0 + pj * GC_NR;
                 if (mrow + GC_MR <= M && ncol + GC_NR <= N && pj * GC_NR + GC_NR <= nc) {
                     /* whole tile inside C: vector write-back, same arithmetic as below */
+                    if (epi == 2) {
+                        for (int r = 0; r < GC_MR; r++) {
+                            const long ci = (long)(mrow + r) * ldc + ncol;
+                            float8 p0 = vload8(0, C + ci), p1 = vload8(1, C + ci);
+                            float8 a0 = vload8(0, out + ci), a1 = vload8(1, out + ci);
+                            float8 b0 = okind ? vload8(0, s1 + ci) : (float8)(0.0f);
+                            float8 b1 = okind ? vload8(1, s1 + ci) : (float8)(0.0f);
+                            clremat_opt8(okind, hp, alpha * c0[r], &p0, &a0, &b0);
+                            clremat_opt8(okind, hp, alpha * c1[r], &p1, &a1, &b1);
+                            vstore8(p0, 0, C + ci);
+                            vstore8(p1, 1, C + ci);
+                            vstore8(a0, 0, out + ci);
+                            vstore8(a1, 1, out + ci);
+                            if (okind) {
+                                vstore8(b0, 0, s1 + ci);
+                                vstore8(b1, 1, s1 + ci);
+                            }
+                        }
+                        continue;
+                    }
 #pragma unroll
                     for (int r = 0; r < GC_MR; r++) {
                         __global float *cr = C + (long)(mrow + r) * ldc + ncol;
@@ -1047,6 +1045,10 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                         {
                             const long ci = (long)m * ldc + n;
                             float v = alpha * acc[r][j];
+                            if (epi == 2) {
+                                clremat_opt1(okind, hp, v, C, out, s1, ci);
+                                continue;
+                            }
                             if (kb > 0)
                                 v = C[ci] + v;
                             else if (beta != 0.0f)
@@ -1064,6 +1066,116 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                     }
                 }
             }
+        }
+    }
+}
+
+/* ======================================================================
+ * The optimizer update, shared by the step kernels and the updates fused
+ * into the backward (backend/optim.c, docs/ARCHITECTURE.md "The fused
+ * update"). kind: 0 SGD with momentum, 1 Adam, 2 AdamW. hp: s0 lr,
+ * s1 momentum (SGD) or beta1, s2 beta2, s3 eps, s4 weight decay, s5 and s6
+ * the bias corrections 1 - beta1^t and 1 - beta2^t. wd is added to the
+ * gradient (L2) for SGD and Adam; AdamW decays the parameter (decoupled).
+ * SGD: g' = g + wd p; v = momentum v + g'; p -= lr v.
+ * Adam: m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
+ * p -= lr (m/bc1) / (sqrt(v/bc2) + eps) [+ lr wd p when decoupled].
+ * Every caller computes through this eight-wide function (one float:
+ * clremat_opt1, lane 0), so fused and unfused updates have the same bits.
+ * ====================================================================== */
+void clremat_opt8(const int kind, const float8 hp, const float8 g, float8 *p, float8 *s0, float8 *s1)
+{
+    const float lr = hp.s0, wd = hp.s4;
+    if (kind == 0) {
+        const float8 gi = g + wd * *p;
+        const float8 vi = hp.s1 * *s0 + gi;
+        *s0 = vi;
+        *p = *p - lr * vi;
+    } else {
+        const float b1 = hp.s1, b2 = hp.s2, eps = hp.s3, bc1 = hp.s5, bc2 = hp.s6;
+        const int decoupled = kind == 2;
+        const float8 pi = *p;
+        const float8 gi = decoupled ? g : g + wd * pi;
+        const float8 mi = b1 * *s0 + (1.0f - b1) * gi;
+        const float8 vi = b2 * *s1 + (1.0f - b2) * gi * gi;
+        float8 upd = (mi / bc1) / (sqrt(vi / bc2) + eps);
+        *s0 = mi;
+        *s1 = vi;
+        if (decoupled)
+            upd += wd * pi;
+        *p = pi - lr * upd;
+    }
+}
+
+/* The update of element i (p[i], s0[i], s1[i] for Adam) by gradient g,
+ * computed by clremat_opt8 (lane 0). */
+void clremat_opt1(const int kind, const float8 hp, const float g, __global float *p, __global float *s0,
+                  __global float *s1, const long i)
+{
+    float8 pv = (float8)(p[i]), a = (float8)(s0[i]), b = (float8)(kind ? s1[i] : 0.0f);
+    clremat_opt8(kind, hp, (float8)(g), &pv, &a, &b);
+    p[i] = pv.s0;
+    s0[i] = a.s0;
+    if (kind)
+        s1[i] = b.s0;
+}
+
+/* The update of elements [i0, i0+8) (none past n) from a gradient buffer. */
+void clremat_opt_run8(const int kind, const float8 hp, const int n, const int i0, __global float *p,
+                      __global const float *g, __global float *s0, __global float *s1)
+{
+    float8 pv = clremat_load8(p, i0, n), a = clremat_load8(s0, i0, n);
+    float8 b = kind ? clremat_load8(s1, i0, n) : (float8)(0.0f);
+    clremat_opt8(kind, hp, clremat_load8(g, i0, n), &pv, &a, &b);
+    clremat_store8(p, i0, n, pv);
+    clremat_store8(s0, i0, n, a);
+    if (kind)
+        clremat_store8(s1, i0, n, b);
+}
+
+/* SGD with momentum over n floats, eight per work-item (ceil(n / 8) items). */
+__kernel void clremat_sgd_step(const int n, const float lr, const float momentum, const float wd,
+                               __global float *p, __global const float *g, __global float *v)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n)
+        clremat_opt_run8(0, (float8)(lr, momentum, 0.0f, 0.0f, wd, 1.0f, 1.0f, 0.0f), n, i0, p, g, v, v);
+}
+
+/* Adam / AdamW over n floats, eight per work-item (ceil(n / 8) items). */
+__kernel void clremat_adam_step(const int n, const float lr, const float b1, const float b2, const float eps,
+                                const float wd, const int decoupled, const float bc1, const float bc2,
+                                __global float *p, __global const float *g, __global float *m,
+                                __global float *v)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n)
+        clremat_opt_run8(decoupled ? 2 : 1, (float8)(lr, b1, b2, eps, wd, bc1, bc2, 0.0f), n, i0, p, g, m, v);
+}
+
+/* The bias gradient's column sums (the sums of clremat_colsum8, bit for
+ * bit) consumed at once by the optimizer update of the bias p and its
+ * states: the gradient is never stored. Eight columns per work-item. */
+__kernel void clremat_colsum8_upd(const int rows, const int cols, __global const float *x, __global float *p,
+                                  __global float *s0, __global float *s1, const float8 hp, const int kind)
+{
+    const int c0 = get_global_id(0) * 8;
+    if (c0 + 8 <= cols) {
+        float8 s = 0.0f;
+        for (int r = 0; r < rows; r++)
+            s += vload8(0, x + (long)r * cols + c0);
+        float8 pv = vload8(0, p + c0), a = vload8(0, s0 + c0), b = kind ? vload8(0, s1 + c0) : (float8)(0.0f);
+        clremat_opt8(kind, hp, s, &pv, &a, &b);
+        vstore8(pv, 0, p + c0);
+        vstore8(a, 0, s0 + c0);
+        if (kind)
+            vstore8(b, 0, s1 + c0);
+    } else {
+        for (int c = c0; c < cols; c++) {
+            float s = 0.0f;
+            for (int r = 0; r < rows; r++)
+                s += x[(long)r * cols + c];
+            clremat_opt1(kind, hp, s, p, s0, s1, c);
         }
     }
 }

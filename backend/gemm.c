@@ -25,3 +25,25 @@ int clremat_gemm_dense(clremat_ctx *ctx, int64_t rows, int64_t in, int64_t units
 {
     return clremat_gemm_dense_on(ctx, clremat_gemm_resolve(ctx), rows, in, units, x, W, bias, act, pre, out);
 }
+
+int clremat_gemm_update_fits(clremat_ctx *ctx, int64_t K)
+{
+    /* without a device: the native path with the largest blocks
+     * (backend/program.c), those of CPU devices such as PoCL */
+    if (!ctx)
+        return K >= 1 && K <= 256;
+    if (clremat_gemm_resolve(ctx) != CLREMAT_GEMM_NATIVE)
+        return 0;
+    return K >= 1 && K <= ctx->gemm_kc;
+}
+
+int clremat_gemm_update(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, const clremat_buf *A,
+                        int64_t lda, const clremat_buf *B, int64_t ldb, clremat_buf *param, clremat_buf *s0,
+                        clremat_buf *s1, int okind, const float hp[8])
+{
+    if (!clremat_gemm_update_fits(ctx, K))
+        return clremat_fail(ctx, CLREMAT_ERR_INTERNAL,
+                            "fused update GEMM %lldx%lldx%lld: needs the native path and K within one k-block",
+                            (long long)M, (long long)N, (long long)K);
+    return clremat_gemm_update_native(ctx, tA, tB, M, N, K, A, lda, B, ldb, param, s0, s1, okind, hp);
+}

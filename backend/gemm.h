@@ -47,6 +47,28 @@ size_t clremat_gemm_workspace(clremat_ctx *ctx, int tA, int tB, int64_t M, int64
 int clremat_gemm_dense(clremat_ctx *ctx, int64_t rows, int64_t in, int64_t units, const clremat_buf *x,
                        const clremat_buf *W, const clremat_buf *bias, int act, clremat_buf *pre, clremat_buf *out);
 
+/** 1 when clremat_gemm_update can run a product with inner dimension K on
+ * the context's path: the native path (the update is the kernel's
+ * epilogue; CLBlast has none) with K within one k-block (ctx->gemm_kc), so
+ * the gradient never needs storing between k-blocks. Without a context
+ * (planning with no device): the native path's largest blocks, K <= 256. */
+int clremat_gemm_update_fits(clremat_ctx *ctx, int64_t K);
+
+/** The optimizer update fused into a weight-gradient GEMM: G = op(A)
+ * op(B) (M x N, row-major, alpha 1, beta 0) is never stored; each element
+ * updates param (M x N, ldc N) and its states s0 (and s1 for Adam) with
+ * the arithmetic of clremat_opt_step (okind 0 SGD, 1 Adam, 2 AdamW;
+ * hyperparameters hp from clremat_opt_hparams), bit for bit. Fails unless
+ * clremat_gemm_update_fits(ctx, K). */
+int clremat_gemm_update(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, const clremat_buf *A,
+                        int64_t lda, const clremat_buf *B, int64_t ldb, clremat_buf *param, clremat_buf *s0,
+                        clremat_buf *s1, int okind, const float hp[8]);
+
+/** clremat_gemm_update on the native path, whatever the context's path. */
+int clremat_gemm_update_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K,
+                               const clremat_buf *A, int64_t lda, const clremat_buf *B, int64_t ldb,
+                               clremat_buf *param, clremat_buf *s0, clremat_buf *s1, int okind, const float hp[8]);
+
 /** Runs layer l's forward and backward launchers of g at batch without
  * enqueuing anything (a dry run over placeholder buffers of the sizes in
  * costs) and returns the largest GEMM workspace each phase asks for. 0 and

@@ -76,13 +76,17 @@ static cl_int even_block(int64_t n, cl_int maxb, cl_int unit)
 static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
                       const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa, const clremat_buf *B,
                       int64_t offB, int64_t ldb, int64_t sb, float beta, clremat_buf *C, int64_t offC, int64_t ldc,
-                      int64_t sc, int64_t batch, int epi, const clremat_buf *bias, int act, clremat_buf *out)
+                      int64_t sc, int64_t batch, int epi, const clremat_buf *bias, int act, clremat_buf *out,
+                      const clremat_buf *s1, const float hp[8], int okind)
 {
     cl_int itA = tA ? 1 : 0, itB = tB ? 1 : 0, iM = (cl_int)M, iN = (cl_int)N, iK = (cl_int)K, iepi = epi,
            iub = bias ? 1 : 0, iact = act;
     cl_long loA = offA, llda = lda, lsa = sa, loB = offB, lldb = ldb, lsb = sb, loC = offC, lldc = ldc, lsc = sc;
     cl_mem mA = clremat_mem(A), mB = clremat_mem(B), mC = clremat_mem(C);
     cl_mem mbias = bias ? clremat_mem(bias) : mC, mout = out ? clremat_mem(out) : mC;
+    cl_mem ms1 = s1 ? clremat_mem(s1) : mC;
+    cl_float8 chp;
+    cl_int iok = okind;
     size_t global[3], local[3] = {1, 1, 1};
     const int64_t want = 4 * (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1);
     cl_int bm = ctx->gemm_mc, bn = ctx->gemm_nc; /* the largest blocks compiled in (backend/program.c) */
@@ -101,12 +105,15 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     global[0] = (size_t)((N + bn - 1) / bn);
     global[1] = (size_t)((M + bm - 1) / bm);
     global[2] = (size_t)batch;
+    for (int i = 0; i < 8; i++)
+        chp.s[i] = hp ? hp[i] : 0.0f;
     return clremat_run(ctx, "clremat_gemm_cpu", 3, global, local, sizeof itA, &itA, sizeof itB, &itB, sizeof iM,
                        &iM, sizeof iN, &iN, sizeof iK, &iK, sizeof alpha, &alpha, sizeof mA, &mA, sizeof loA, &loA,
                        sizeof llda, &llda, sizeof lsa, &lsa, sizeof mB, &mB, sizeof loB, &loB, sizeof lldb, &lldb,
                        sizeof lsb, &lsb, sizeof beta, &beta, sizeof mC, &mC, sizeof loC, &loC, sizeof lldc, &lldc,
                        sizeof lsc, &lsc, sizeof iepi, &iepi, sizeof iub, &iub, sizeof iact, &iact, sizeof mbias,
-                       &mbias, sizeof mout, &mout, sizeof bm, &bm, sizeof bn, &bn, (size_t)0);
+                       &mbias, sizeof mout, &mout, sizeof bm, &bm, sizeof bn, &bn, sizeof ms1, &ms1, sizeof chp,
+                       &chp, sizeof iok, &iok, (size_t)0);
 }
 
 /* The local-memory tiled kernel (batched calls on the CLBlast path). */
@@ -195,7 +202,7 @@ int clremat_gemm_on(clremat_ctx *ctx, clremat_gemm_path path, int tA, int tB, in
                          batch);
     }
     return run_native(ctx, tA, tB, M, N, K, alpha, A, offA, lda, sa, B, offB, ldb, sb, beta, C, offC, ldc, sc, batch,
-                      0, NULL, 0, NULL);
+                      0, NULL, 0, NULL, NULL, NULL, 0);
 }
 
 int clremat_gemm_dense_on(clremat_ctx *ctx, clremat_gemm_path path, int64_t rows, int64_t in, int64_t units,
@@ -211,7 +218,7 @@ int clremat_gemm_dense_on(clremat_ctx *ctx, clremat_gemm_path path, int64_t rows
         return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "dense gemm: activation without an output buffer");
     if (path != CLREMAT_GEMM_CLBLAST)
         return run_native(ctx, 0, 0, rows, units, in, 1.0f, x, 0, in, 0, W, 0, units, 0, 0.0f, pre, 0, units, 0, 1,
-                          bias || act ? 1 : 0, bias, act, act ? out : NULL);
+                          bias || act ? 1 : 0, bias, act, act ? out : NULL, NULL, NULL, 0);
     st = clremat_gemm_on(ctx, path, 0, 0, rows, units, in, 1.0f, x, 0, in, 0, W, 0, units, 0, 0.0f, pre, 0, units, 0,
                          1);
     if (st != CLREMAT_OK || (!bias && !act))
@@ -223,4 +230,22 @@ int clremat_gemm_dense_on(clremat_ctx *ctx, clremat_gemm_path path, int64_t rows
     mb = clremat_mem(bias ? bias : pre), mp = clremat_mem(pre), mo = clremat_mem(act ? out : pre);
     return clremat_run1d(ctx, "clremat_bias_act8", (rows * units + 7) / 8, sizeof n, &n, sizeof iu, &iu, sizeof ub, &ub,
                          sizeof iact, &iact, sizeof mb, &mb, sizeof mp, &mp, sizeof mo, &mo, (size_t)0);
+}
+
+int clremat_gemm_update_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K,
+                               const clremat_buf *A, int64_t lda, const clremat_buf *B, int64_t ldb,
+                               clremat_buf *param, clremat_buf *s0, clremat_buf *s1, int okind, const float hp[8])
+{
+    int st = check_args(ctx, tA, tB, M, N, K, A, 0, lda, 0, B, 0, ldb, 0, param, 0, N, 0, 1);
+    if (st != CLREMAT_OK || M == 0 || N == 0)
+        return st;
+    if (K < 1 || K > ctx->gemm_kc)
+        return clremat_fail(ctx, CLREMAT_ERR_INTERNAL,
+                            "fused update GEMM %lldx%lldx%lld: K must fit one k-block of %d", (long long)M,
+                            (long long)N, (long long)K, ctx->gemm_kc);
+    if ((st = clremat_check_buf(ctx, "fused update", "state 0", s0, M * N)) != CLREMAT_OK ||
+        (okind && (st = clremat_check_buf(ctx, "fused update", "state 1", s1, M * N)) != CLREMAT_OK))
+        return st;
+    return run_native(ctx, tA, tB, M, N, K, 1.0f, A, 0, lda, 0, B, 0, ldb, 0, 0.0f, param, 0, N, 0, 1, 2, NULL, 0,
+                      s0, okind ? s1 : NULL, hp, okind);
 }

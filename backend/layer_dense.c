@@ -2,10 +2,14 @@
  * Slots: {out} without activation, {out, preact} with one. The forward's
  * activation and its recomputation share clremat_act_apply (kernels.cl), so
  * a recomputed output has the same bits. Backward: dZ = dout * act'(preact)
- * in place in dout, dW = x^T dZ, db = column sums of dZ, dx = dZ W^T. */
+ * in place in dout, dW = x^T dZ, db = column sums of dZ, dx = dZ W^T.
+ * With the fused update (c->fuse_update), dx is computed first (it reads
+ * the old W), then the kernel's update runs in the dW GEMM's epilogue and
+ * the bias's in the column-sum kernel: neither gradient is stored. */
 #include "layer_impl.h"
 #include "kernel_run.h"
 #include "gemm.h"
+#include "fused_update.h"
 
 /* Sizes of a dense layer at a batch: rows of x, input features, units. */
 static int dense_dims(clremat_ctx *ctx, const clremat_layer *L, int64_t batch, int64_t *rows, int64_t *in,
@@ -116,6 +120,26 @@ static int dense_backward(clremat_layer_call *c)
                                 &acc, sizeof mp, &mp, sizeof md, &md, sizeof md, &md, (size_t)0)) != CLREMAT_OK)
             return st;
     }
+    if (c->fuse_update) {
+        const clremat_fused_call *f = c->fused;
+        /* dx first: it reads W, which the update then changes */
+        if (c->din[0] && (st = clremat_gemm(c->ctx, 0, 1, rows, in, units, 1.0f, c->dout, 0, units, 0, c->param[0], 0,
+                                            units, 0, c->din_accumulate[0] ? 1.0f : 0.0f, c->din[0], 0, in, 0, 1)))
+            return st;
+        if (!f || (c->fuse_update & ~(L->use_bias ? 3u : 1u)))
+            return clremat_fail(c->ctx, CLREMAT_ERR_INTERNAL, "dense layer %s: fused update without its states",
+                                L->name);
+        if ((c->fuse_update & 1u) &&
+            (st = clremat_check_buf(c->ctx, L->name, "input", c->in[0], rows * in)) == CLREMAT_OK)
+            st = clremat_gemm_update(c->ctx, 1, 0, in, units, rows, c->in[0], in, c->dout, units, c->param[0],
+                                     f->state[0], f->state[1], f->opt.kind, f->opt.hp);
+        if (st != CLREMAT_OK)
+            return st;
+        if (c->fuse_update & 2u)
+            st = clremat_colsum_update(c->ctx, rows, units, c->dout, c->param[1], f->state[2], f->state[3], &f->opt);
+        if (st != CLREMAT_OK)
+            return st;
+    }
     if (c->grad[0] && (st = clremat_gemm(c->ctx, 1, 0, in, units, rows, 1.0f, c->in[0], 0, in, 0, c->dout, 0, units,
                                          0, 0.0f, c->grad[0], 0, units, 0, 1)) != CLREMAT_OK)
         return st;
@@ -128,10 +152,21 @@ static int dense_backward(clremat_layer_call *c)
                                 sizeof mg, &mg, (size_t)0)) != CLREMAT_OK)
             return st;
     }
-    if (c->din[0])
+    if (c->din[0] && !c->fuse_update)
         st = clremat_gemm(c->ctx, 0, 1, rows, in, units, 1.0f, c->dout, 0, units, 0, c->param[0], 0, units, 0,
                           c->din_accumulate[0] ? 1.0f : 0.0f, c->din[0], 0, in, 0, 1);
     return st;
+}
+
+int clremat_dense_fuses_update(clremat_ctx *ctx, const clremat_graph *g, int l, int p, int64_t batch)
+{
+    const clremat_layer *L = &g->layers[l];
+    int64_t rows, in, units;
+    if (dense_dims(NULL, L, batch, &rows, &in, &units) != CLREMAT_OK)
+        return 0;
+    if (p == 0) /* dW = x^T dZ: K = rows, within one k-block of the native kernel */
+        return clremat_gemm_update_fits(ctx, rows);
+    return p == 1 && L->use_bias;
 }
 
 const clremat_layer_impl clremat_impl_dense = {dense_cost, dense_forward, dense_backward, dense_recompute};

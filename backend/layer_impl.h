@@ -24,4 +24,7 @@ extern const clremat_layer_impl clremat_impl_reshape;
 extern const clremat_layer_impl clremat_impl_softmax_ce;
 extern const clremat_layer_impl clremat_impl_mse;
 
+/** clremat_layer_fuses_update for a dense layer. */
+int clremat_dense_fuses_update(clremat_ctx *ctx, const clremat_graph *g, int l, int p, int64_t batch);
+
 #endif

@@ -134,3 +134,12 @@ int clremat_layer_recompute_activation(clremat_layer_call *c)
                             c->g->layers[c->layer].name);
     return im->recompute_act(c);
 }
+
+int clremat_layer_fuses_update(clremat_ctx *ctx, const clremat_graph *g, int l, int p, int64_t batch)
+{
+    if (!g || l < 0 || l >= g->n_layers || p < 0 || p >= g->layers[l].n_params)
+        return 0;
+    if (g->layers[l].type == CLREMAT_DENSE)
+        return clremat_dense_fuses_update(ctx, g, l, p, batch);
+    return 0;
+}

@@ -49,6 +49,12 @@ typedef struct clremat_layer_call {
     int din_accumulate[CLREMAT_MAX_INPUTS];     /**< 1: add into din, 0: overwrite */
     clremat_buf *temp;                          /**< workspace (fwd_temp_bytes or bwd_temp_bytes) */
     clremat_buf *labels;                        /**< loss layers: class ids (as float) or targets */
+    /** Fused update (backward): bit p set: the backward applies the
+     * optimizer update of parameter p itself (grad[p] is NULL, its gradient
+     * is never stored), with the optimizer and states of *fused; only for
+     * the parameters clremat_layer_fuses_update accepts. */
+    unsigned fuse_update;
+    const struct clremat_fused_call *fused;
 } clremat_layer_call;
 
 /** Runs layer c->layer forward: reads in[], param[]; writes every slot.
@@ -77,5 +83,14 @@ int clremat_gemm(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t
                  const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa,
                  const clremat_buf *B, int64_t offB, int64_t ldb, int64_t sb, float beta,
                  clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc, int64_t batch);
+
+/** 1 when layer l's backward at batch can apply the optimizer update of its
+ * parameter p itself on the context's GEMM path (ctx NULL: the native
+ * path without a device), so that its gradient is never stored: a dense
+ * layer's kernel (the weight-gradient GEMM's epilogue, clremat_gemm_update,
+ * where clremat_gemm_update_fits) and bias (the column-sum reduction fused
+ * with the update). 0 for every other parameter: the executor then gives
+ * the backward a gradient scratch and updates right after it. */
+int clremat_layer_fuses_update(clremat_ctx *ctx, const clremat_graph *g, int l, int p, int64_t batch);
 
 #endif /* CLREMAT_LAYERS_H */

@@ -1,6 +1,7 @@
 /* optim.c: optimizer defaults, hyperparameter checks, and one update step on
  * the device (SGD with momentum, Adam, AdamW), each a single elementwise
- * kernel of kernels.cl.
+ * kernel of kernels.cl (eight floats per work-item, through clremat_opt8,
+ * which the updates fused into the backward share: backend/fused_update.c).
  * Adam's bias corrections are computed on the host in double. */
 #include "optim.h"
 #include "kernel_run.h"
@@ -10,7 +11,7 @@
 
 int clremat_opt_defaults(const char *name, clremat_opt_config *out)
 {
-    clremat_opt_config c = {CLREMAT_OPT_SGD, 0.01f, 0.9f, 0.9f, 0.999f, 1e-8f, 0.0f};
+    clremat_opt_config c = {CLREMAT_OPT_SGD, 0.01f, 0.9f, 0.9f, 0.999f, 1e-8f, 0.0f, 0};
     if (!name || !out)
         return -1;
     if (strcmp(name, "sgd") == 0) {
@@ -135,7 +136,7 @@ int clremat_opt_step(clremat_ctx *ctx, const clremat_opt_config *cfg, int64_t t,
     m0 = clremat_mem(state[0]);
     switch (cfg->kind) {
     case CLREMAT_OPT_SGD:
-        return clremat_run1d(ctx, "clremat_sgd_step", n, sizeof in, &in, sizeof cfg->lr, &cfg->lr,
+        return clremat_run1d(ctx, "clremat_sgd_step", (n + 7) / 8, sizeof in, &in, sizeof cfg->lr, &cfg->lr,
                              sizeof cfg->momentum, &cfg->momentum, sizeof cfg->weight_decay, &cfg->weight_decay,
                              sizeof mp, &mp, sizeof mg, &mg, sizeof m0, &m0, (size_t)0);
     case CLREMAT_OPT_ADAM:
@@ -150,7 +151,7 @@ int clremat_opt_step(clremat_ctx *ctx, const clremat_opt_config *cfg, int64_t t,
         bc1 = (float)(1.0 - pow((double)cfg->beta1, (double)t));
         bc2 = (float)(1.0 - pow((double)cfg->beta2, (double)t));
         m1 = clremat_mem(state[1]);
-        return clremat_run1d(ctx, "clremat_adam_step", n, sizeof in, &in, sizeof cfg->lr, &cfg->lr,
+        return clremat_run1d(ctx, "clremat_adam_step", (n + 7) / 8, sizeof in, &in, sizeof cfg->lr, &cfg->lr,
                              sizeof cfg->beta1, &cfg->beta1, sizeof cfg->beta2, &cfg->beta2, sizeof cfg->eps,
                              &cfg->eps, sizeof cfg->weight_decay, &cfg->weight_decay, sizeof decoupled, &decoupled,
                              sizeof bc1, &bc1, sizeof bc2, &bc2, sizeof mp, &mp, sizeof mg, &mg, sizeof m0, &m0,

@@ -3,6 +3,7 @@
  * assumed (an action's new tensors, then its workspace), so the pool's
  * measured high-water equals the predicted peak to the byte. */
 #include "executor.h"
+#include "fused_update.h"
 #include "init.h"
 #include "gemm.h"
 #include <math.h>
@@ -106,7 +107,14 @@ int clremat_plan_input_for(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
     in->g = g;
     in->batch = batch;
     in->costs = costs;
-    in->opt_states = opt_states;
+    in->opt_states = opt_states & ~CLREMAT_PLAN_FUSED_UPDATE;
+    in->fused_update = (opt_states & CLREMAT_PLAN_FUSED_UPDATE) != 0;
+    /* the fused update: a gradient the layer's backward cannot consume
+     * itself is a scratch of that backward, reused across layers */
+    for (int l = 0; in->fused_update && l < g->n_layers; l++)
+        for (int p = 0; p < g->layers[l].n_params; p++)
+            if (clremat_fused_update_param(in, l, p) && !clremat_layer_fuses_update(ctx, g, l, p, batch))
+                costs[l].bwd_temp_bytes += (size_t)g->layers[l].params[p].elems * sizeof(float);
     in->scratch_bytes = CLREMAT_SCRATCH_BYTES;
     in->layer_cost = layer_cost;
     costs = NULL;
@@ -337,6 +345,17 @@ void clremat_trainer_free(clremat_trainer *t)
     free(t);
 }
 
+/* 1 when parameter p of layer l is updated by (or right after) its layer's
+ * backward: no fixed gradient (clremat_fused_update_param). */
+static int fused_param(const clremat_trainer *t, int l, int p)
+{
+    clremat_plan_input in;
+    memset(&in, 0, sizeof in);
+    in.g = t->g;
+    in.fused_update = t->fused;
+    return clremat_fused_update_param(&in, l, p);
+}
+
 static int alloc_fixed(clremat_trainer *t)
 {
     clremat_pool *pool = t->ctx->pool;
@@ -365,7 +384,8 @@ static int alloc_fixed(clremat_trainer *t)
         for (int p = 0; p < L->n_params; p++) {
             size_t bytes = (size_t)L->params[p].elems * sizeof(float);
             if ((st = clremat_pool_alloc(pool, bytes, "parameter", &t->params[l][p])) ||
-                (st = clremat_pool_alloc(pool, bytes, "parameter gradient", &t->grads[l][p])))
+                (!fused_param(t, l, p) &&
+                 (st = clremat_pool_alloc(pool, bytes, "parameter gradient", &t->grads[l][p]))))
                 goto pool_fail;
             for (int k = 0; k < nstate; k++) {
                 if ((st = clremat_pool_alloc(pool, bytes, "optimizer state", &t->state[l][2 * p + k])))
@@ -402,6 +422,21 @@ fail:
     return st;
 }
 
+int clremat_trainer_fused(const clremat_opt_config *opt)
+{
+    clremat_fused_query q = {0};
+    q.opt_kind = (int)opt->kind;
+    q.disabled = opt->no_fused_update != 0;
+    return clremat_fused_update_applies(&q);
+}
+
+/* The opt_states argument of the planner for t: its optimizer's state
+ * count, with CLREMAT_PLAN_FUSED_UPDATE when the update is fused. */
+static int opt_states_arg(const clremat_trainer *t)
+{
+    return clremat_opt_state_count(t->opt.kind) | (t->fused ? CLREMAT_PLAN_FUSED_UPDATE : 0);
+}
+
 /* Writes into buf the policies that would fit limit, cheapest recompute first. */
 static void suggest(const clremat_trainer *t, uint64_t limit, char *buf, size_t len)
 {
@@ -414,7 +449,7 @@ static void suggest(const clremat_trainer *t, uint64_t limit, char *buf, size_t 
         clremat_policy p;
         clremat_plan pl;
         if (clremat_policy_parse(modes[i], &p) ||
-            clremat_plan_for_ctx(t->ctx, t->g, t->batch, &p, clremat_opt_state_count(t->opt.kind), limit, NULL, 0,
+            clremat_plan_for_ctx(t->ctx, t->g, t->batch, &p, opt_states_arg(t), limit, NULL, 0,
                                  &pl, NULL, NULL, NULL))
             continue;
         if (pl.peak_bytes <= limit) {
@@ -508,7 +543,8 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
         }
         memcpy(t->layer_cost, layer_cost, sizeof *t->layer_cost * (size_t)g->n_layers);
     }
-    st = clremat_plan_for_ctx(ctx, g, batch, p, clremat_opt_state_count(opt->kind), limit ? limit - live : 0,
+    t->fused = clremat_trainer_fused(opt);
+    st = clremat_plan_for_ctx(ctx, g, batch, p, opt_states_arg(t), limit ? limit - live : 0,
                               layer_cost, overlap, &t->plan, &t->costs, &t->gemm_ws_fwd, &t->gemm_ws_bwd);
     if (st != CLREMAT_OK)
         goto fail;
@@ -622,21 +658,85 @@ static int run_forward(clremat_trainer *t, const clremat_graph *g, const clremat
     return st;
 }
 
+/* The fused update around layer l's backward: the parameters the layer
+ * updates itself (bits in *self), those that get a gradient scratch (bits
+ * in *scratch) and the scratch's bytes. */
+static size_t fused_split(const clremat_trainer *t, int l, unsigned *self, unsigned *scratch)
+{
+    const clremat_layer *L = &t->g->layers[l];
+    size_t bytes = 0;
+    *self = *scratch = 0;
+    for (int p = 0; t->fused && p < L->n_params; p++) {
+        if (!fused_param(t, l, p))
+            continue;
+        if (clremat_layer_fuses_update(t->ctx, t->g, l, p, t->batch)) {
+            *self |= 1u << p;
+        } else {
+            *scratch |= 1u << p;
+            bytes += (size_t)L->params[p].elems * sizeof(float);
+        }
+    }
+    return bytes;
+}
+
+/* The updates of the parameters whose gradients went to scratch, then the
+ * scratch given back. */
+static int update_from_scratch(clremat_trainer *t, int l, unsigned scratch, int st)
+{
+    const clremat_layer *L = &t->g->layers[l];
+    clremat_buf **bs[CLREMAT_MAX_PARAMS];
+    int n = 0;
+    for (int p = 0; p < L->n_params; p++) {
+        if (!(scratch >> p & 1u))
+            continue;
+        if (st == CLREMAT_OK && t->upd_scratch[p]) {
+            clremat_buf *const state[2] = {t->state[l][2 * p], t->state[l][2 * p + 1]};
+            clremat_ctx_set_label(t->ctx, l, CLREMAT_PHASE_UPDATE);
+            st = clremat_opt_step(t->ctx, &t->opt, t->step + 1, t->params[l][p], t->upd_scratch[p], state,
+                                  L->params[p].elems);
+        }
+        bs[n++] = &t->upd_scratch[p];
+    }
+    if (n)
+        release_many(t, bs, n);
+    return st;
+}
+
 static int run_backward(clremat_trainer *t, const clremat_action *a)
 {
     const clremat_layer *L = &t->g->layers[a->layer];
     const clremat_layer_cost *cost = &t->costs[a->layer];
     clremat_layer_call c;
+    clremat_fused_call fc;
+    unsigned self = 0, scratch = 0;
+    const size_t scratch_bytes = fused_split(t, a->layer, &self, &scratch);
     int st;
     for (int i = 0; i < L->n_inputs; i++)
         if ((a->alloc_din >> i & 1u) &&
             (st = alloc_tensor(t, t->costs[L->inputs[i]].slot_bytes[0],
                                clremat_trainer_tag(t, L->inputs[i], CLREMAT_TAG_GRADIENT), &t->dgrad[L->inputs[i]])))
             return st;
-    if ((st = alloc_workspace(t, a->layer, cost->bwd_temp_bytes, t->gemm_ws_bwd[a->layer])) != CLREMAT_OK)
+    if ((st = alloc_workspace(t, a->layer, cost->bwd_temp_bytes - scratch_bytes, t->gemm_ws_bwd[a->layer])) !=
+        CLREMAT_OK)
         return st;
+    for (int p = 0; p < L->n_params; p++)
+        if ((scratch >> p & 1u) &&
+            (st = alloc_tensor(t, (size_t)L->params[p].elems * sizeof(float),
+                               clremat_trainer_tag(t, a->layer, CLREMAT_TAG_WORKSPACE), &t->upd_scratch[p])))
+            return update_from_scratch(t, a->layer, scratch, st);
     clremat_ctx_set_label(t->ctx, a->layer, CLREMAT_PHASE_BACKWARD);
     make_call(t, t->g, a->layer, &c);
+    if (self) {
+        if ((st = clremat_fused_opt_make(t->ctx, &t->opt, t->step + 1, &fc.opt)) != CLREMAT_OK)
+            return update_from_scratch(t, a->layer, scratch, st);
+        for (int k = 0; k < 2 * CLREMAT_MAX_PARAMS; k++)
+            fc.state[k] = t->state[a->layer][k];
+        c.fuse_update = self;
+        c.fused = &fc;
+    }
+    for (int p = 0; p < L->n_params; p++)
+        if (scratch >> p & 1u)
+            c.grad[p] = t->upd_scratch[p];
     c.dout = t->dgrad[a->layer];
     for (int i = 0; i < L->n_inputs; i++)
         if (a->want_din >> i & 1u) {
@@ -644,6 +744,7 @@ static int run_backward(clremat_trainer *t, const clremat_action *a)
             c.din_accumulate[i] = !(a->alloc_din >> i & 1u);
         }
     st = clremat_layer_backward(&c);
+    st = update_from_scratch(t, a->layer, scratch, st);
     release_workspace(t);
     return st;
 }
@@ -657,6 +758,8 @@ static int run_update(clremat_trainer *t)
         clremat_ctx_set_label(t->ctx, l, CLREMAT_PHASE_UPDATE);
         for (int p = 0; p < L->n_params && st == CLREMAT_OK; p++) {
             clremat_buf *const state[2] = {t->state[l][2 * p], t->state[l][2 * p + 1]};
+            if (fused_param(t, l, p)) /* updated in its layer's backward */
+                continue;
             st = clremat_opt_step(t->ctx, &t->opt, t->step + 1, t->params[l][p], t->grads[l][p], state,
                                   L->params[p].elems);
         }
@@ -846,6 +949,7 @@ static int replan_smaller(clremat_trainer *t, const char *why)
     in.batch = t->batch;
     in.costs = t->costs;
     in.opt_states = clremat_opt_state_count(t->opt.kind);
+    in.fused_update = t->fused;
     in.scratch_bytes = CLREMAT_SCRATCH_BYTES;
     in.layer_cost = t->layer_cost;
     for (int k = 0; k < 3 && st != CLREMAT_OK; k++)
@@ -914,6 +1018,21 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
             break;
         }
         case CLREMAT_ACT_BACKWARD:
+            if (t->fused && !t->update_started) {
+                /* the fused update changes parameters from the first
+                 * backward on: the loss is checked before it, as the
+                 * unfused step checks it before its update */
+                st = clremat_read(t->ctx, t->act[(g->n_layers - 1) * S], 0, sizeof result, result);
+                if (st != CLREMAT_OK)
+                    break;
+                if (!(isfinite(result[0]) && isfinite(result[1]))) {
+                    nonfinite = 1;
+                    release_step_tensors(t);
+                    i = t->plan.n_actions; /* skip the rest of the step */
+                    break;
+                }
+                t->update_started = 1;
+            }
             st = run_backward(t, a);
             break;
         case CLREMAT_ACT_FREE:

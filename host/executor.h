@@ -62,7 +62,11 @@ typedef struct clremat_trainer {
     int n_kprof;
     char *tags;                         /**< per layer, the pool tags of its tensors (clremat_trainer_tag) */
     double *layer_cost;                 /**< a copy of the budget planner's per-layer costs (NULL: FLOPs), for replans */
-    int update_started;                 /**< the last step reached the optimizer update */
+    int update_started;                 /**< the last step reached the optimizer update (with the fused
+                                             update: its backward, which updates as it goes) */
+    int fused;                          /**< the update runs inside the backward (clremat_trainer_fused) */
+    clremat_buf *upd_scratch[CLREMAT_MAX_PARAMS]; /**< gradient scratch of the running backward (fused update,
+                                             parameters its layer cannot update itself) */
     int replans;                        /**< steps replanned and retried after running out of device memory */
     int64_t replan_step;                /**< the step of the last replan */
     uint64_t replan_from, replan_to;    /**< predicted peaks before and after it */
@@ -85,6 +89,11 @@ void clremat_tensor_name(char *buf, size_t len, const clremat_graph *g, const cl
  * "dense1 (workspace)", so the pool's timeline names every tensor
  * (`clremat train --memory-trace`). Lives as long as the trainer. */
 const char *clremat_trainer_tag(const clremat_trainer *t, int l, int k);
+
+/** 1 when a trainer with optimizer opt runs the update inside the backward
+ * (clremat_fused_update_applies of the planner for opt's kind and
+ * no_fused_update; no gradient accumulation, no data parallelism). */
+int clremat_trainer_fused(const clremat_opt_config *opt);
 
 /** Plans (policy p at batch), allocates the fixed memory (parameters,
  * gradients, optimizer state, batch, labels, scratch) and initializes the
@@ -113,7 +122,10 @@ int clremat_measure_layer_ms(clremat_ctx *ctx, clremat_graph *g, int64_t batch, 
 void clremat_trainer_free(clremat_trainer *t);
 
 /** Fills a planner input for g at batch from the cost model; in->costs is
- * malloc'ed (free it). With a context the costs include the GEMM workspace
+ * malloc'ed (free it). opt_states may carry CLREMAT_PLAN_FUSED_UPDATE
+ * (plan.h): the fused update, where a layer's backward that cannot update
+ * a parameter itself (clremat_layer_fuses_update) gets that gradient as
+ * backward workspace (a scratch reused across layers). With a context the costs include the GEMM workspace
  * its GEMM path needs (per layer in *ws_fwd_out / *ws_bwd_out when not NULL,
  * malloc'd); without one, the native path's (none). */
 int clremat_plan_input_for(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, int opt_states,

@@ -529,6 +529,7 @@ static int resolve_optimizer(const clremat_train_config *cfg, const clremat_chec
     v.weight_decay = (float)cfg->weight_decay;
     if (cfg->lr > 0)
         set |= CLREMAT_OPT_SET_LR;
+    opt->no_fused_update = cfg->no_fused_update != 0;
     return clremat_opt_apply(opt, set, &v);
 }
 
@@ -628,6 +629,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     snprintf(res->gemm, sizeof res->gemm, "%s", clremat_gemm_path_name(clremat_ctx_gemm(ctx)));
     res->predicted_peak = t->plan.peak_bytes;
     res->fixed_bytes = t->plan.fixed_bytes;
+    res->fused_update = t->fused;
     res->param_bytes = t->plan.param_bytes;
     res->kept_act_bytes = t->plan.kept_act_bytes;
     res->step_flops = t->plan.step_flops;

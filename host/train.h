@@ -39,6 +39,7 @@ typedef struct clremat_train_config {
     int costs_measured;             /**< budget/auto: plan from measured per-layer times (a profiled warm-up) */
     const char *gemm;               /**< GEMM path: "native", "clblast", "auto" or NULL (auto) */
     const char *memory_trace;       /**< write the last step's live tensors (Chrome trace JSON) here; NULL: no */
+    int no_fused_update;            /**< --no-fused-update: keep gradients, update after the backward */
 } clremat_train_config;
 
 typedef struct clremat_train_result {
@@ -54,6 +55,7 @@ typedef struct clremat_train_result {
     float val_loss, val_accuracy;   /**< accuracy is NaN for regression */
     uint64_t predicted_peak, measured_peak;     /**< live bytes */
     uint64_t reserved_peak, fixed_bytes, param_bytes, kept_act_bytes;
+    int fused_update;               /**< the update ran inside the backward (no gradient buffers) */
     uint64_t buffers_created_after_first_step;
     double step_flops, recompute_flops;
     int n_recompute_actions;

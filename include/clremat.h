@@ -274,6 +274,8 @@ typedef struct clremat_opt_config {
     float beta1, beta2;     /**< Adam/AdamW moment decay rates */
     float eps;              /**< Adam/AdamW epsilon (added to the root of the second moment) */
     float weight_decay;     /**< SGD and Adam: L2 added to the gradient; AdamW: decoupled */
+    int no_fused_update;    /**< 1: gradients kept and the update run after the backward (--no-fused-update);
+                                 0 (default): the update runs inside the backward where it applies */
 } clremat_opt_config;
 
 /** Bits naming hyperparameters, for clremat_opt_apply() and the training

@@ -76,6 +76,11 @@ typedef struct clremat_plan_input {
      * budget planner minimizes; NULL: the cost model's fwd_flops. Put it
      * last so positional initializers of the fields above stay valid. */
     const double *layer_cost;
+    /** 1: the optimizer update runs inside the backward (the fused update):
+     * the gradients of the parameters clremat_fused_update_param accepts
+     * are not fixed bytes (a layer's gradient scratch, where its backward
+     * needs one, is in its costs' bwd_temp_bytes). 0: every gradient is. */
+    int fused_update;
 } clremat_plan_input;
 
 /** A plan of one training step. */
@@ -89,7 +94,7 @@ typedef struct clremat_plan {
     int *recomputes;                /**< per layer: forward reruns (RECOMPUTE + RECOMPUTE_ACT) */
     clremat_action *actions;
     int n_actions, cap_actions;
-    uint64_t fixed_bytes;           /**< params, grads, optimizer state, batch, labels, scratch */
+    uint64_t fixed_bytes;           /**< params, grads (not with the fused update), optimizer state, batch, labels, scratch */
     uint64_t param_bytes;
     uint64_t peak_bytes;            /**< predicted high-water of live bytes, fixed included */
     uint64_t kept_act_bytes;        /**< activation bytes live at the end of the forward pass */
@@ -153,10 +158,48 @@ int clremat_plan_overlap(const clremat_plan_input *in, clremat_plan *plan);
 /** Human name of an action kind. */
 const char *clremat_action_name(clremat_action_kind k);
 
+/* ------------------------------------------------------- fused update */
+
+/** What decides whether the optimizer update runs inside the backward
+ * (planner/fused.c). Zero-initialize it and set what is known. */
+typedef struct clremat_fused_query {
+    int opt_kind;       /**< clremat_opt_kind */
+    int disabled;       /**< the user turned it off (--no-fused-update) */
+    int accumulate;     /**< gradient accumulation steps per update (0 or 1: none) */
+    int replicas;       /**< data-parallel replicas whose gradients are reduced (0 or 1: none) */
+} clremat_fused_query;
+
+/** 1 when the step's update runs inside the backward: SGD with momentum,
+ * Adam or AdamW, not disabled, no gradient accumulation, no data
+ * parallelism. The one predicate the trainer, `clremat plan` and the
+ * advisor ask; a new condition (gradient clipping by global norm, which
+ * needs every gradient before any update) belongs here. */
+int clremat_fused_update_applies(const clremat_fused_query *q);
+
+/** Layers whose backward reads parameter p of layer l (its gradient's
+ * contributions); 1 for every parameter of the graph IR, which has no
+ * shared parameters. 0 for an invalid (l, p). */
+int clremat_param_uses(const clremat_graph *g, int l, int p);
+
+/** 1 when in->fused_update and parameter p of layer l has one use: its
+ * update runs right after (or inside) that layer's backward, and its
+ * gradient is not a fixed tensor. */
+int clremat_fused_update_param(const clremat_plan_input *in, int l, int p);
+
+/** Bytes of the parameter gradients a plan keeps as fixed memory: all of
+ * them without the fused update, those clremat_fused_update_param refuses
+ * with it. */
+uint64_t clremat_plan_grad_bytes(const clremat_plan_input *in);
+
+/** Flag or'ed into the opt_states argument of clremat_plan_for_ctx and
+ * clremat_plan_input_for: plan with the fused update (in->fused_update). */
+#define CLREMAT_PLAN_FUSED_UPDATE 0x100
+
 /* ------------------------------------------------------ budget planner */
 
-/** Fixed device bytes of a step (parameters, their gradients, optimizer
- * state, input batch, labels, scratch), as schedule.c counts them; the
+/** Fixed device bytes of a step (parameters, their gradients unless the
+ * update is fused, clremat_plan_grad_bytes, optimizer state, input batch,
+ * labels, scratch), as schedule.c counts them; the
  * parameter bytes alone go to *param_bytes (may be NULL). */
 uint64_t clremat_plan_fixed_bytes(const clremat_plan_input *in, uint64_t *param_bytes);
 

@@ -89,7 +89,7 @@ static void check_optimizer_hp(const char *name, unsigned set, const clremat_opt
 
 static void check_optimizer(const char *name, float wd)
 {
-    clremat_opt_config v = {CLREMAT_OPT_SGD, 0, 0, 0, 0, 0, wd};
+    clremat_opt_config v = {CLREMAT_OPT_SGD, 0, 0, 0, 0, 0, wd, 0};
     check_optimizer_hp(name, CLREMAT_OPT_SET_WEIGHT_DECAY, &v);
 }
 
@@ -124,7 +124,7 @@ END_TEST
  * launcher that kept the default would not). */
 START_TEST(test_nondefault_hparams)
 {
-    clremat_opt_config v = {CLREMAT_OPT_SGD, 0.02f, 0.5f, 0.7f, 0.95f, 1e-2f, 0.05f};
+    clremat_opt_config v = {CLREMAT_OPT_SGD, 0.02f, 0.5f, 0.7f, 0.95f, 1e-2f, 0.05f, 0};
     check_optimizer_hp("sgd", CLREMAT_OPT_SET_LR | CLREMAT_OPT_SET_MOMENTUM | CLREMAT_OPT_SET_WEIGHT_DECAY, &v);
     check_optimizer_hp("sgd", CLREMAT_OPT_SET_MOMENTUM, &(clremat_opt_config){CLREMAT_OPT_SGD, 0, 0.0f, 0, 0, 0, 0});
     check_optimizer_hp("adam", CLREMAT_OPT_SET_BETA1 | CLREMAT_OPT_SET_BETA2 | CLREMAT_OPT_SET_EPS, &v);

@@ -28,6 +28,7 @@ typedef struct cli_plan_opts {
     uint64_t memory_limit;      /**< --memory-limit (0: none given) */
     int pareto, points;         /**< --pareto, --points (default 40) */
     int overlap;                /**< --overlap */
+    int no_fused_update;        /**< --no-fused-update: gradients in fixed memory, update after the backward */
     const char *gemm;           /**< --gemm: plan on the device for that GEMM path */
     const char *svg;            /**< --svg FILE with --pareto */
     const char *memory_trace;   /**< --memory-trace FILE: the plan's live tensors as Chrome trace JSON */

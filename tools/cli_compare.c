@@ -27,7 +27,7 @@ static void print_json(FILE *f, const clremat_compare_config *cfg, const clremat
     {   /* the optimizer every run used (the parser checked it) */
         clremat_opt_config o;
         clremat_opt_config v = {CLREMAT_OPT_SGD, (float)cfg->lr, (float)cfg->momentum, (float)cfg->beta1,
-                                (float)cfg->beta2, (float)cfg->epsilon, (float)cfg->weight_decay};
+                                (float)cfg->beta2, (float)cfg->epsilon, (float)cfg->weight_decay, 0};
         if (clremat_opt_defaults(cfg->optimizer ? cfg->optimizer : "adam", &o) == 0 &&
             clremat_opt_apply(&o, cfg->opt_set | (cfg->lr > 0 ? CLREMAT_OPT_SET_LR : 0u), &v) == CLREMAT_OK) {
             cli_json_optimizer(f, &o);

@@ -128,6 +128,8 @@ static int train_usage(FILE *f)
         "                       per-device calibration; also $CLREMAT_GEMM)\n"
         "  --overlap            recompute on a second queue, overlapping the previous segment's\n"
         "                       backward, at no extra memory (same peak as without)\n"
+        "  --no-fused-update    keep parameter gradients and update after the backward (default:\n"
+        "                       sgd, adam and adamw update inside the backward, no gradient buffers)\n"
         "  --profile            per-layer device time of the last step\n"
         "  --memory-trace FILE  the last step's live tensors, measured, as Chrome trace / Perfetto\n"
         "                       JSON (docs/memory-trace.md)\n"
@@ -285,7 +287,8 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         {"momentum", required_argument, NULL, '1'}, {"beta1", required_argument, NULL, '2'},
         {"beta2", required_argument, NULL, '3'}, {"epsilon", required_argument, NULL, '4'},
         {"weight-decay", required_argument, NULL, '5'}, {"weights-only", no_argument, NULL, 'W'},
-        {"memory-trace", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"memory-trace", required_argument, NULL, 'T'}, {"no-fused-update", no_argument, NULL, 'F'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int c;
     int64_t v;
 
@@ -324,6 +327,7 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         case 'p': cfg->profile = 1; break;
         case 'C': if (parse_costs(optarg, &cfg->costs_measured)) return 2; break;
         case 'O': cfg->overlap = 1; break;
+        case 'F': cfg->no_fused_update = 1; break;
         case 'G': if (check_gemm(optarg)) return 2; cfg->gemm = optarg; break;
         case 'j': *json = 1; break;
         case 'q': cfg->progress = 0; break;
@@ -359,7 +363,8 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         {"memory-limit", required_argument, NULL, 'm'}, {"pareto", no_argument, NULL, 'p'},
         {"svg", required_argument, NULL, 'v'}, {"points", required_argument, NULL, 'n'},
         {"overlap", no_argument, NULL, 'O'}, {"gemm", required_argument, NULL, 'G'},
-        {"memory-trace", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"memory-trace", required_argument, NULL, 'T'}, {"no-fused-update", no_argument, NULL, 'F'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int c;
     int64_t v;
 
@@ -384,6 +389,7 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         case 'm': if (parse_memory_limit(optarg, &o->memory_limit)) return 2; break;
         case 'p': o->pareto = 1; break;
         case 'O': o->overlap = 1; break;
+        case 'F': o->no_fused_update = 1; break;
         case 'G': if (check_gemm(optarg)) return 2; o->gemm = optarg; break;
         case 'v': o->svg = optarg; break;
         case 'T': o->memory_trace = optarg; break;
@@ -394,7 +400,7 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
             break;
         case 'h':
             printf("usage: clremat plan MODEL [--remat MODE] [--batch N] [--optimizer NAME] [--json] [--actions]\n"
-                   "       [--memory-limit BYTES | --device SEL] [--overlap] [--gemm PATH]\n"
+                   "       [--memory-limit BYTES | --device SEL] [--overlap] [--gemm PATH] [--no-fused-update]\n"
                    "       [--pareto [--points N] [--svg FILE]] [--memory-trace FILE]\n"
                    "Prints, per layer, output and saved bytes, whether tensors are kept or discarded after\n"
                    "the forward pass, recomputations and forward FLOPs; then the predicted peak of live\n"

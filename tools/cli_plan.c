@@ -54,6 +54,13 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The planner's opt_states argument for opt: its state count, with the
+ * fused update where it applies (clremat_trainer_fused). */
+static int plan_opt_states(const clremat_opt_config *opt)
+{
+    return clremat_opt_state_count(opt->kind) | (clremat_trainer_fused(opt) ? CLREMAT_PLAN_FUSED_UPDATE : 0);
+}
+
 /* --pareto: the front as a table or JSON, and optionally an SVG plot. */
 static int print_pareto(const clremat_graph *gr, long long batch, int opt_states, int json, int points,
                         const char *svg)
@@ -152,7 +159,8 @@ int cli_plan(const cli_global *g, int argc, char **argv)
     if ((st = clremat_graph_load(o.model_path, &gr)))
         return json ? cli_json_error(st, clremat_last_error()) : cli_error("%s", clremat_last_error());
     if (o.pareto) {
-        st = print_pareto(gr, batch, clremat_opt_state_count(opt.kind), json, o.points, o.svg);
+        opt.no_fused_update = o.no_fused_update;
+        st = print_pareto(gr, batch, plan_opt_states(&opt), json, o.points, o.svg);
         clremat_graph_free(gr);
         return st;
     }
@@ -168,7 +176,8 @@ int cli_plan(const cli_global *g, int argc, char **argv)
             (st = clremat_ctx_create(o.device ? o.device : g->device, 0, &ctx)) == CLREMAT_OK)
             clremat_ctx_set_gemm(ctx, gp);
     }
-    if (st || (st = clremat_plan_for_ctx(ctx, gr, batch, &pol, clremat_opt_state_count(opt.kind), limit, NULL,
+    opt.no_fused_update = o.no_fused_update;
+    if (st || (st = clremat_plan_for_ctx(ctx, gr, batch, &pol, plan_opt_states(&opt), limit, NULL,
                                          o.overlap, &plan, &costs, NULL, NULL))) {
         if (json)
             cli_json_error(st, clremat_last_error());
@@ -205,9 +214,10 @@ int cli_plan(const cli_global *g, int argc, char **argv)
                    plan.recomputes[l], costs[l].fwd_flops);
         }
         printf("\n ],\n \"memory\": {\"predicted_peak_bytes\": %llu, \"fixed_bytes\": %llu, \"param_bytes\": %llu, "
-               "\"kept_activation_bytes\": %llu},\n",
+               "\"kept_activation_bytes\": %llu, \"fused_update\": %s},\n",
                (unsigned long long)plan.peak_bytes, (unsigned long long)plan.fixed_bytes,
-               (unsigned long long)plan.param_bytes, (unsigned long long)plan.kept_act_bytes);
+               (unsigned long long)plan.param_bytes, (unsigned long long)plan.kept_act_bytes,
+               clremat_trainer_fused(&opt) ? "true" : "false");
         printf(" \"flops\": {\"step\": %.9g, \"recompute\": %.9g, \"recompute_share\": %.9g}, \"recompute_actions\": %d",
                plan.step_flops, plan.recompute_flops,
                plan.step_flops > 0 ? plan.recompute_flops / plan.step_flops : 0.0, plan.n_recompute_actions);
@@ -246,8 +256,9 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         }
         printf("\npredicted peak        %llu bytes (%.2f MiB)\n", (unsigned long long)plan.peak_bytes,
                (double)plan.peak_bytes / 1048576.0);
-        printf("fixed                 %llu bytes (parameters %llu, with gradients, optimizer state, batch)\n",
-               (unsigned long long)plan.fixed_bytes, (unsigned long long)plan.param_bytes);
+        printf("fixed                 %llu bytes (parameters %llu, %s, optimizer state, batch)\n",
+               (unsigned long long)plan.fixed_bytes, (unsigned long long)plan.param_bytes,
+               clremat_trainer_fused(&opt) ? "no gradients: the update is fused into the backward" : "with gradients");
         printf("activations kept      %llu bytes after the forward pass\n", (unsigned long long)plan.kept_act_bytes);
         if (plan.overlap)
             printf("overlap               %d recompute runs on a second queue, overlapping backward\n",

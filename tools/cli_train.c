@@ -37,11 +37,11 @@ static void print_json(const clremat_train_config *cfg, const clremat_train_resu
     cli_json_member(stdout, ", \"max\": ", r->max_ms);
     printf("},\n \"memory\": {\"predicted_peak_bytes\": %llu, \"measured_peak_bytes\": %llu, "
            "\"reserved_peak_bytes\": %llu, \"fixed_bytes\": %llu, \"param_bytes\": %llu, "
-           "\"kept_activation_bytes\": %llu, \"buffers_created_after_first_step\": %llu},\n",
+           "\"kept_activation_bytes\": %llu, \"buffers_created_after_first_step\": %llu, \"fused_update\": %s},\n",
            (unsigned long long)r->predicted_peak, (unsigned long long)r->measured_peak,
            (unsigned long long)r->reserved_peak, (unsigned long long)r->fixed_bytes,
            (unsigned long long)r->param_bytes, (unsigned long long)r->kept_act_bytes,
-           (unsigned long long)r->buffers_created_after_first_step);
+           (unsigned long long)r->buffers_created_after_first_step, r->fused_update ? "true" : "false");
     printf(" \"flops\": {\"step\": %.9g, \"recompute\": %.9g, \"recompute_share\": ", r->step_flops,
            r->recompute_flops);
     cli_json_num(stdout, r->step_flops > 0 ? r->recompute_flops / r->step_flops : 0);

@@ -1,0 +1,48 @@
+/* fused.c: when the optimizer update runs inside the backward (the fused
+ * update, no parameter gradients in fixed memory): the one predicate every
+ * caller asks, the per-parameter condition, and the gradient bytes a plan
+ * still holds. Pure C. */
+#include "plan.h"
+
+int clremat_fused_update_applies(const clremat_fused_query *q)
+{
+    if (!q || q->disabled)
+        return 0;
+    /* the optimizers whose update is elementwise in one parameter's own
+     * gradient and state (include/clremat.h): SGD with momentum, Adam, AdamW */
+    if (q->opt_kind != CLREMAT_OPT_SGD && q->opt_kind != CLREMAT_OPT_ADAM && q->opt_kind != CLREMAT_OPT_ADAMW)
+        return 0;
+    /* the update needs the step's whole gradient as soon as it is known:
+     * not when gradients accumulate over micro-batches or are reduced
+     * across replicas before the update */
+    if (q->accumulate > 1 || q->replicas > 1)
+        return 0;
+    return 1;
+}
+
+int clremat_param_uses(const clremat_graph *g, int l, int p)
+{
+    /* In the graph IR every parameter belongs to exactly one layer and is
+     * read by that layer alone (there are no tied or shared parameters), so
+     * its gradient is complete when that layer's backward ends. A feature
+     * that shares a parameter between layers must count its users here. */
+    if (!g || l < 0 || l >= g->n_layers || p < 0 || p >= g->layers[l].n_params)
+        return 0;
+    return 1;
+}
+
+int clremat_fused_update_param(const clremat_plan_input *in, int l, int p)
+{
+    return in && in->fused_update && clremat_param_uses(in->g, l, p) == 1;
+}
+
+uint64_t clremat_plan_grad_bytes(const clremat_plan_input *in)
+{
+    const clremat_graph *g = in->g;
+    uint64_t bytes = 0;
+    for (int l = 0; l < g->n_layers; l++)
+        for (int p = 0; p < g->layers[l].n_params; p++)
+            if (!clremat_fused_update_param(in, l, p))
+                bytes += (uint64_t)g->layers[l].params[p].elems * sizeof(float);
+    return bytes;
+}
