@@ -1,0 +1,195 @@
+/* test_fused.c: the optimizer update fused into the backward (issue 21).
+ * On every bundled model, for SGD with momentum, Adam and AdamW, under
+ * several remat modes: losses and parameters after a few steps bitwise
+ * identical to the unfused update (--no-fused-update), the measured peak
+ * equal to the prediction to the byte in both, the fixed bytes lower by
+ * exactly the gradient bytes, and on the native GEMM path the dense layers'
+ * updates run in the GEMM epilogue and the bias reduction (no separate
+ * step kernel for them). Without a device: the predicate's conditions. */
+#include "testutil.h"
+#include "data.h"
+#include "executor.h"
+#include "gemm.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const model_files[] = {"mlp_deep.json", "transformer.json", "resnet_mlp.json",
+                                          "regression.json"};
+#define N_MODELS (sizeof model_files / sizeof model_files[0])
+static const char *const optimizers[] = {"sgd", "adam", "adamw"};
+static const char *const modes[] = {"none", "full", "activations", "full+overlap"};
+#define N_MODES (sizeof modes / sizeof modes[0])
+#define STEPS 3
+#define BATCH 8
+
+static clremat_graph *load_model(const char *file)
+{
+    char path[1024];
+    clremat_graph *g = NULL;
+    const char *dir = getenv("CLREMAT_MODELS");
+    snprintf(path, sizeof path, "%s/%s", dir ? dir : "models", file);
+    ck_assert_msg(clremat_graph_load(path, &g) == CLREMAT_OK, "%s", clremat_last_error());
+    return g;
+}
+
+typedef struct run_out {
+    float loss[STEPS];
+    float *params;
+    uint64_t predicted, measured, fixed;
+    int fused;
+    int step_kernel_launches;       /* clremat_sgd_step / clremat_adam_step in the last step */
+} run_out;
+
+static void run(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *d, const char *opt_name,
+                const char *mode, int no_fused, run_out *out)
+{
+    clremat_policy pol;
+    clremat_opt_config opt;
+    clremat_trainer *t;
+    float *x = malloc(sizeof(float) * (size_t)(BATCH * d->train.x_elems));
+    float *y = malloc(sizeof(float) * (size_t)(BATCH * d->train.y_elems));
+    char base_mode[64];
+    const char *plus = strstr(mode, "+overlap");
+    snprintf(base_mode, sizeof base_mode, "%.*s", plus ? (int)(plus - mode) : (int)strlen(mode), mode);
+    ck_assert_int_eq(clremat_policy_parse(base_mode, &pol), CLREMAT_OK);
+    ck_assert_int_eq(clremat_opt_defaults(opt_name, &opt), 0);
+    opt.no_fused_update = no_fused;
+    ck_assert_msg(clremat_trainer_new_costs(ctx, g, BATCH, &pol, &opt, 11, NULL, plus != NULL, &t) == CLREMAT_OK,
+                  "%s %s: %s", opt_name, mode, clremat_ctx_last_error(ctx));
+    clremat_pool_reset_peaks(ctx->pool);
+    for (int s = 0; s < STEPS; s++) {
+        float correct;
+        clremat_data_batch(&d->train, 11, s, BATCH, x, y);
+        clremat_trainer_set_profiling(t, s == STEPS - 1);
+        ck_assert_msg(clremat_trainer_step(t, x, y, &out->loss[s], &correct) == CLREMAT_OK, "%s %s step %d: %s",
+                      opt_name, mode, s, clremat_ctx_last_error(ctx));
+        ck_assert(isfinite(out->loss[s]));
+    }
+    out->predicted = t->plan.peak_bytes;
+    out->measured = clremat_pool_get_stats(ctx->pool).live_peak;
+    out->fixed = t->plan.fixed_bytes;
+    out->fused = t->fused;
+    out->step_kernel_launches = 0;
+    for (int k = 0; k < t->n_kprof; k++)
+        if (!strcmp(t->kprof[k].name, "clremat_sgd_step") || !strcmp(t->kprof[k].name, "clremat_adam_step"))
+            out->step_kernel_launches += t->kprof[k].launches;
+    out->params = malloc(t->plan.param_bytes);
+    ck_assert_int_eq(clremat_trainer_get_params(t, out->params), CLREMAT_OK);
+    clremat_trainer_free(t);
+    free(x);
+    free(y);
+}
+
+/* Parameters whose update the layers apply themselves on this context
+ * (clremat_layer_fuses_update) and all parameters, as counts. */
+static void count_self(clremat_ctx *ctx, const clremat_graph *g, int *self, int *all)
+{
+    *self = *all = 0;
+    for (int l = 0; l < g->n_layers; l++)
+        for (int p = 0; p < g->layers[l].n_params; p++) {
+            (*all)++;
+            *self += clremat_layer_fuses_update(ctx, g, l, p, BATCH);
+        }
+}
+
+START_TEST(test_fused_bitwise_and_exact)
+{
+    const char *file = model_files[_i];
+    clremat_ctx *ctx;
+    clremat_graph *g = load_model(file);
+    clremat_dataset d;
+    const size_t pbytes = (size_t)clremat_graph_param_elems(g) * sizeof(float);
+    int self, all;
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_msg(clremat_data_synthetic(g, NULL, 11, 256, 32, &d) == CLREMAT_OK, "%s", clremat_last_error());
+    count_self(ctx, g, &self, &all);
+    for (size_t o = 0; o < sizeof optimizers / sizeof optimizers[0]; o++)
+        for (size_t m = 0; m < N_MODES; m++) {
+            run_out u, f;
+            run(ctx, g, &d, optimizers[o], modes[m], 1, &u);
+            run(ctx, g, &d, optimizers[o], modes[m], 0, &f);
+            ck_assert(!u.fused && f.fused);
+            for (int s = 0; s < STEPS; s++)
+                ck_assert_msg(memcmp(&u.loss[s], &f.loss[s], sizeof(float)) == 0,
+                              "%s %s %s step %d: fused loss %.9g, unfused %.9g", file, optimizers[o], modes[m], s,
+                              (double)f.loss[s], (double)u.loss[s]);
+            ck_assert_msg(memcmp(u.params, f.params, pbytes) == 0, "%s %s %s: fused parameters differ", file,
+                          optimizers[o], modes[m]);
+            ck_assert_msg(u.measured == u.predicted && f.measured == f.predicted,
+                          "%s %s %s: unfused peak %llu (predicted %llu), fused %llu (predicted %llu)", file,
+                          optimizers[o], modes[m], (unsigned long long)u.measured, (unsigned long long)u.predicted,
+                          (unsigned long long)f.measured, (unsigned long long)f.predicted);
+            /* every parameter of the bundled models has one use: no gradient is fixed memory */
+            ck_assert_msg(u.fixed - f.fixed == pbytes, "%s %s %s: fixed bytes %llu unfused, %llu fused (gradients %zu)",
+                          file, optimizers[o], modes[m], (unsigned long long)u.fixed, (unsigned long long)f.fixed,
+                          pbytes);
+            ck_assert_msg(f.predicted < u.predicted, "%s %s %s: fused peak %llu not below unfused %llu", file,
+                          optimizers[o], modes[m], (unsigned long long)f.predicted, (unsigned long long)u.predicted);
+            /* one step kernel per parameter unfused; fused, only for the
+             * parameters whose layers cannot update them themselves */
+            ck_assert_int_eq(u.step_kernel_launches, all);
+            ck_assert_int_eq(f.step_kernel_launches, all - self);
+            if (m == 0)
+                fprintf(stderr, "%s %s: peak %llu unfused, %llu fused (%d of %d parameters updated by their layer)\n",
+                        file, optimizers[o], (unsigned long long)u.predicted, (unsigned long long)f.predicted, self,
+                        all);
+            free(u.params);
+            free(f.params);
+        }
+    /* the dense layers' updates are fused where the path allows it */
+    if (clremat_gemm_resolve(ctx) == CLREMAT_GEMM_NATIVE && (!strcmp(file, "mlp_deep.json") || !strcmp(file, "regression.json")))
+        ck_assert_msg(self == all, "%s: %d of %d parameters fused on the native path", file, self, all);
+    clremat_data_free(&d);
+    clremat_graph_free(g);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
+/* The predicate: optimizer, the user's switch, accumulation, replicas. */
+START_TEST(test_fused_predicate)
+{
+    clremat_fused_query q;
+    clremat_graph *g = load_model("mlp_deep.json");
+    clremat_plan_input in;
+    memset(&q, 0, sizeof q);
+    for (int k = CLREMAT_OPT_SGD; k <= CLREMAT_OPT_ADAMW; k++) {
+        q.opt_kind = k;
+        ck_assert_int_eq(clremat_fused_update_applies(&q), 1);
+    }
+    q.opt_kind = CLREMAT_OPT_ADAMW + 1;
+    ck_assert_int_eq(clremat_fused_update_applies(&q), 0);
+    q.opt_kind = CLREMAT_OPT_ADAM;
+    q.disabled = 1;
+    ck_assert_int_eq(clremat_fused_update_applies(&q), 0);
+    q.disabled = 0;
+    q.accumulate = 1;
+    ck_assert_int_eq(clremat_fused_update_applies(&q), 1);
+    q.accumulate = 4;
+    ck_assert_int_eq(clremat_fused_update_applies(&q), 0);
+    q.accumulate = 0;
+    q.replicas = 2;
+    ck_assert_int_eq(clremat_fused_update_applies(&q), 0);
+    ck_assert_int_eq(clremat_fused_update_applies(NULL), 0);
+    /* per parameter: one use each in the IR; invalid indices none */
+    ck_assert_int_eq(clremat_param_uses(g, 0, 0), 1);
+    ck_assert_int_eq(clremat_param_uses(g, 0, CLREMAT_MAX_PARAMS), 0);
+    ck_assert_int_eq(clremat_param_uses(g, g->n_layers, 0), 0);
+    /* the planner's gradient bytes: all unfused, none fused */
+    memset(&in, 0, sizeof in);
+    in.g = g;
+    ck_assert_uint_eq(clremat_plan_grad_bytes(&in), (uint64_t)clremat_graph_param_elems(g) * sizeof(float));
+    in.fused_update = 1;
+    ck_assert_uint_eq(clremat_plan_grad_bytes(&in), 0);
+    clremat_graph_free(g);
+}
+END_TEST
+
+int main(void)
+{
+    TCase *tc;
+    Suite *s = test_suite("fused", 900, &tc);
+    tcase_add_test(tc, test_fused_predicate);
+    tcase_add_loop_test(tc, test_fused_bitwise_and_exact, 0, (int)N_MODELS);
+    return test_run_device_suite(s);
+}
