@@ -6,7 +6,10 @@
  * stays, its predicted peak is lower and is what the pool measures after.
  * A failure during the optimizer update is not retried (parameters may be
  * half updated). Through clremat_train_run_ctx the result reports the
- * replan. A device test. */
+ * replan. These run the unfused update (no_fused_update): with the update
+ * fused into the backward (the default), the update begins with the first
+ * backward, so only a failure before it is replanned, which
+ * test_fused_update_replans_forward_only checks. A device test. */
 #include "testutil.h"
 #include "data.h"
 #include "executor.h"
@@ -41,6 +44,7 @@ static void setup(fixture *f, const char *mode)
     ck_assert_msg(clremat_graph_load(path, &f->g) == CLREMAT_OK, "%s", clremat_last_error());
     ck_assert_int_eq(clremat_policy_parse(mode, &f->pol), CLREMAT_OK);
     ck_assert_int_eq(clremat_opt_defaults("adam", &f->opt), 0);
+    f->opt.no_fused_update = 1; /* the retry of a whole step: see the header */
     ck_assert_int_eq(clremat_data_synthetic(f->g, NULL, 7, 64, 8, &f->d), CLREMAT_OK);
     f->x = malloc(sizeof(float) * (size_t)(BATCH * f->d.train.x_elems));
     f->y = malloc(sizeof(float) * (size_t)(BATCH * f->d.train.y_elems));
@@ -158,6 +162,43 @@ START_TEST(test_fault_in_update_is_not_retried)
 }
 END_TEST
 
+/* With the fused update: a fault in the forward (before any parameter
+ * changed) is replanned and retried, bitwise; a fault in the backward, where
+ * parameters are being updated, is returned, not retried, and the step's
+ * tensors are given back. */
+START_TEST(test_fused_update_replans_forward_only)
+{
+    fixture f;
+    run ref, got;
+    clremat_trainer *t;
+    int st = -1;
+    setup(&f, "none");
+    f.opt.no_fused_update = 0;
+    t = train(&f, &ref, -1, 0, 0, NULL);
+    ck_assert(t->fused);
+    clremat_trainer_free(t);
+    /* the second allocation of step 2 is a forward's: replanned */
+    t = train(&f, &got, 2, 2, 0, &st);
+    ck_assert_msg(st == CLREMAT_OK, "the faulted forward was not recovered: %s", clremat_ctx_last_error(f.ctx));
+    ck_assert_int_eq(t->replans, 1);
+    for (int s = 0; s < STEPS; s++)
+        ck_assert_msg(memcmp(&got.losses[s], &ref.losses[s], sizeof(float)) == 0, "step %d: loss %.9g != %.9g", s,
+                      (double)got.losses[s], (double)ref.losses[s]);
+    ck_assert_msg(memcmp(got.params, ref.params, t->plan.param_bytes) == 0, "parameters differ");
+    clremat_trainer_free(t);
+    free(got.params);
+    /* the last allocation of step 1 is in the backward: returned */
+    t = train(&f, &got, 1, ref.allocs_per_step, 0, &st);
+    ck_assert_int_eq(st, CLREMAT_ERR_OUT_OF_MEMORY);
+    ck_assert(t->update_started);
+    ck_assert_int_eq(t->replans, 0);
+    ck_assert_uint_eq(clremat_pool_get_stats(f.ctx->pool).live_bytes, t->plan.fixed_bytes);
+    clremat_trainer_free(t);
+    free(ref.params);
+    teardown(&f);
+}
+END_TEST
+
 /* The training loop uses the retry and reports it in its result. */
 START_TEST(test_train_run_reports_replan)
 {
@@ -179,6 +220,7 @@ START_TEST(test_train_run_reports_replan)
     cfg.steps = STEPS;
     cfg.seed = 3;
     cfg.optimizer = "adam";
+    cfg.no_fused_update = 1;
     cfg.train_samples = 64;
     cfg.val_samples = 16;
     memset(&a, 0, sizeof a);
@@ -211,5 +253,6 @@ int main(void)
     tcase_add_test(tc, test_launch_fault_replans);
     tcase_add_test(tc, test_fault_in_update_is_not_retried);
     tcase_add_test(tc, test_train_run_reports_replan);
+    tcase_add_test(tc, test_fused_update_replans_forward_only);
     return test_run_device_suite(s);
 }
