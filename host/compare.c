@@ -174,7 +174,10 @@ static void predict(const clremat_compare_config *cfg, const char *mode, clremat
         return;
     if (clremat_policy_parse(mode, &p) == CLREMAT_OK &&
         clremat_opt_defaults(cfg->optimizer ? cfg->optimizer : "adam", &opt) == 0 &&
-        clremat_plan_for(g, cfg->batch, &p, clremat_opt_state_count(opt.kind), r->limit, NULL, &plan, NULL) == CLREMAT_OK) {
+        clremat_plan_for(g, cfg->batch, &p,
+                         clremat_opt_state_count(opt.kind) |
+                             (clremat_trainer_fused(&opt) ? CLREMAT_PLAN_FUSED_UPDATE : 0),
+                         r->limit, NULL, &plan, NULL) == CLREMAT_OK) {
         r->predicted_peak = plan.peak_bytes;
         r->step_flops = plan.step_flops;
         r->recompute_flops = plan.recompute_flops;

@@ -55,10 +55,13 @@ START_TEST(test_compare_outputs)
     snprintf(json_path, sizeof json_path, "%s/c.json", dir);
     snprintf(csv_path, sizeof csv_path, "%s/c.csv", dir);
     snprintf(svg_path, sizeof svg_path, "%s/c.svg", dir);
-    /* 4080000 bytes fit full, the list and auto, not none, on mlp_deep at batch 32 */
+    /* 3100000 bytes fit full and auto, not none nor the list, on mlp_deep at
+     * batch 32 with the fused update (the default) on both GEMM paths
+     * (native: full 2978032, list 3200240, none 3224816; CLBlast, with the
+     * gradient scratch: 3014896, 3236080, 3260656) */
     snprintf(cmd, sizeof cmd,
              "%s compare %s/mlp_deep.json --devices %s --remat none,full,list_of_layers:dense_3,dense_4,auto --steps 4 "
-             "--warmup 1 --memory-limit 4080000 --quiet --json --csv %s --svg %s > %s",
+             "--warmup 1 --memory-limit 3100000 --quiet --json --csv %s --svg %s > %s",
              tool ? tool : "tools/clremat", models ? models : "models", dev && *dev ? dev : "0:0", csv_path,
              svg_path, json_path);
     rc = system(cmd);
@@ -74,12 +77,12 @@ START_TEST(test_compare_outputs)
         /* none runs on the device (overhead needs it) but does not fit the limit */
         ck_assert_str_eq(json_string_value(json_object_get(none, "status")), "ok");
         ck_assert(json_is_false(json_object_get(none, "fits")));
-        ck_assert(json_integer_value(json_object_get(none, "measured_peak_bytes")) > 4080000);
+        ck_assert(json_integer_value(json_object_get(none, "measured_peak_bytes")) > 3100000);
         ck_assert_str_eq(json_string_value(json_object_get(full, "status")), "ok");
         ck_assert(json_is_true(json_object_get(full, "fits")));
         ck_assert_int_eq(json_integer_value(json_object_get(full, "measured_peak_bytes")),
                          json_integer_value(json_object_get(full, "predicted_peak_bytes")));
-        ck_assert(json_integer_value(json_object_get(full, "measured_peak_bytes")) <= 4080000);
+        ck_assert(json_integer_value(json_object_get(full, "measured_peak_bytes")) <= 3100000);
         ck_assert_int_eq(json_array_size(json_object_get(full, "losses")), 4);
         ck_assert(json_is_true(json_object_get(json_object_get(full, "numerics"), "finite")));
         ck_assert(json_is_true(json_object_get(json_object_get(full, "numerics"), "bitwise_equal_to_none")));
@@ -89,7 +92,7 @@ START_TEST(test_compare_outputs)
         /* auto plans for the limit */
         ck_assert_str_eq(json_string_value(json_object_get(autop, "remat")), "auto");
         ck_assert(json_is_true(json_object_get(autop, "fits")));
-        ck_assert(json_integer_value(json_object_get(autop, "measured_peak_bytes")) <= 4080000);
+        ck_assert(json_integer_value(json_object_get(autop, "measured_peak_bytes")) <= 3100000);
     }
     json_decref(root);
     csv = slurp(csv_path);

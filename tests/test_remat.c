@@ -37,6 +37,9 @@ static const model_case models[] = {
 #define N_MODELS (sizeof models / sizeof models[0])
 #define STEPS 3
 #define BATCH 8
+/* the planner's opt_states for the trainers here: Adam, whose update the
+ * trainer fuses into the backward by default */
+#define OPT_STATES (2 | CLREMAT_PLAN_FUSED_UPDATE)
 
 static clremat_graph *load_model(const char *file)
 {
@@ -213,8 +216,8 @@ START_TEST(test_memory_limit)
     clremat_opt_defaults("adam", &opt);
     /* plans on the context: they include the GEMM path's workspace */
     TEST_OPEN_CTX(ctx, 0);
-    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &none, 2, 0, NULL, 0, &pn, NULL, NULL, NULL), CLREMAT_OK);
-    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &full, 2, 0, NULL, 0, &pf, NULL, NULL, NULL), CLREMAT_OK);
+    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &none, OPT_STATES, 0, NULL, 0, &pn, NULL, NULL, NULL), CLREMAT_OK);
+    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &full, OPT_STATES, 0, NULL, 0, &pf, NULL, NULL, NULL), CLREMAT_OK);
     ck_assert_uint_lt(pf.peak_bytes, pn.peak_bytes);
     limit = (pf.peak_bytes + pn.peak_bytes) / 2;
     clremat_pool_set_limit(ctx->pool, limit);
@@ -264,8 +267,8 @@ START_TEST(test_budget_plans_on_device)
     clremat_policy_parse("full", &full);
     /* plans on the context: they include its GEMM path's workspace */
     TEST_OPEN_CTX(ctx, 0);
-    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &none, 2, 0, NULL, 0, &pn, NULL, NULL, NULL), CLREMAT_OK);
-    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &full, 2, 0, NULL, 0, &pf, NULL, NULL, NULL), CLREMAT_OK);
+    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &none, OPT_STATES, 0, NULL, 0, &pn, NULL, NULL, NULL), CLREMAT_OK);
+    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &full, OPT_STATES, 0, NULL, 0, &pf, NULL, NULL, NULL), CLREMAT_OK);
     budget = (pn.peak_bytes + pf.peak_bytes) / 2;
     snprintf(mode, sizeof mode, "budget:%llu", (unsigned long long)budget);
     ck_assert_int_eq(clremat_data_synthetic(g, NULL, 7, 256, 32, &d), CLREMAT_OK);
@@ -322,8 +325,8 @@ START_TEST(test_save_dots_and_partial_keeps_on_device)
     clremat_policy_parse("none", &none);
     clremat_policy_parse("full", &full);
     TEST_OPEN_CTX(ctx, 0);
-    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &none, 2, 0, NULL, 0, &pn, NULL, NULL, NULL), CLREMAT_OK);
-    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &full, 2, 0, NULL, 0, &pf, NULL, NULL, NULL), CLREMAT_OK);
+    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &none, OPT_STATES, 0, NULL, 0, &pn, NULL, NULL, NULL), CLREMAT_OK);
+    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &full, OPT_STATES, 0, NULL, 0, &pf, NULL, NULL, NULL), CLREMAT_OK);
     snprintf(modes[0], sizeof modes[0], "save_dots");
     snprintf(modes[1], sizeof modes[1], "save_dots+overlap");
     snprintf(modes[2], sizeof modes[2], "budget:%llu",
@@ -389,7 +392,7 @@ START_TEST(test_deep_chain_sqrt_budget)
     ck_assert_msg(clremat_graph_load_string(json, "deep", &g) == CLREMAT_OK, "%s", clremat_last_error());
     clremat_policy_parse("none", &none);
     TEST_OPEN_CTX(ctx, 0);
-    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &none, 2, 0, NULL, 0, &pn, &costs, &ws_fwd, &ws_bwd),
+    ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &none, OPT_STATES, 0, NULL, 0, &pn, &costs, &ws_fwd, &ws_bwd),
                      CLREMAT_OK);
     block_bytes = costs[0].slot_bytes[0] + costs[0].slot_bytes[1]; /* a block keeps its output and pre-activation */
     for (int l = 0; l < g->n_layers; l++) {
@@ -409,7 +412,7 @@ START_TEST(test_deep_chain_sqrt_budget)
         clremat_plan pb;
         clremat_policy pol;
         clremat_policy_parse(mode, &pol);
-        ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &pol, 2, 0, NULL, 0, &pb, NULL, NULL, NULL), CLREMAT_OK);
+        ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &pol, OPT_STATES, 0, NULL, 0, &pb, NULL, NULL, NULL), CLREMAT_OK);
         ck_assert_msg(pb.recompute_flops <= fwd, "recompute %.4g FLOPs > one forward %.4g", pb.recompute_flops, fwd);
         clremat_plan_free(&pb);
     }
