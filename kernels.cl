@@ -811,9 +811,11 @@ __kernel void clremat_bias_act8(const int n, const int units, const int use_bias
 #endif
 
 /* Packs rows [m0, m0+mc) x k [k0, k0+kc) of op(A) into Ap as micro-panels
- * of GC_MR rows: Ap[(p * GC_KC + k) * GC_MR + r]. */
+ * of GC_MR rows: Ap[(p * GC_KC + k) * GC_MR + r]. act != NONE: A holds a
+ * pre-activation and act(A) is packed, computed by clremat_act8 (the bits
+ * of the forward's and the recompute kernel's activation). */
 void gc_pack_a(__local float *Ap, __global const float *A, const int tA, const long lda, const int M,
-               const int m0, const int mc, const int k0, const int kc)
+               const int m0, const int mc, const int k0, const int kc, const int act)
 {
     const int np = (mc + GC_MR - 1) / GC_MR;
     for (int p = 0; p < np; p++) {
@@ -825,8 +827,12 @@ void gc_pack_a(__local float *Ap, __global const float *A, const int tA, const l
                     continue; /* packed below, k outer: one cache line per k */
                 } else {
                     __global const float *src = A + (long)m * lda + k0;
-                    for (int k = 0; k < kc; k++)
-                        dst[k * GC_MR + r] = src[k];
+                    if (act != CLREMAT_ACT_NONE)
+                        for (int k = 0; k < kc; k++)
+                            dst[k * GC_MR + r] = clremat_act1(act, src[k]);
+                    else
+                        for (int k = 0; k < kc; k++)
+                            dst[k * GC_MR + r] = src[k];
                 }
             } else {
                 for (int k = 0; k < kc; k++)
@@ -836,7 +842,19 @@ void gc_pack_a(__local float *Ap, __global const float *A, const int tA, const l
         if (tA) {
             const int mb = m0 + p * GC_MR, h = min(GC_MR, min(M - mb, mc - p * GC_MR));
             __global const float *src = A + (long)k0 * lda + mb;
-            if (h == GC_MR) {
+            if (GC_MR == 6 && h == GC_MR && act != CLREMAT_ACT_NONE) {
+                /* the six values of a k in the lanes of one eight-wide activation */
+                for (int k = 0; k < kc; k++) {
+                    __global const float *s = src + (long)k * lda;
+                    const float8 v = clremat_act8(act, (float8)(s[0], s[1], s[2], s[3], s[4], s[5], 0.0f, 0.0f));
+                    dst[k * GC_MR + 0] = v.s0;
+                    dst[k * GC_MR + 1] = v.s1;
+                    dst[k * GC_MR + 2] = v.s2;
+                    dst[k * GC_MR + 3] = v.s3;
+                    dst[k * GC_MR + 4] = v.s4;
+                    dst[k * GC_MR + 5] = v.s5;
+                }
+            } else if (h == GC_MR) {
                 for (int k = 0; k < kc; k++) {
                     __global const float *s = src + (long)k * lda;
 #pragma unroll
@@ -846,7 +864,8 @@ void gc_pack_a(__local float *Ap, __global const float *A, const int tA, const l
             } else {
                 for (int k = 0; k < kc; k++)
                     for (int r = 0; r < h; r++)
-                        dst[k * GC_MR + r] = src[(long)k * lda + r];
+                        dst[k * GC_MR + r] = act != CLREMAT_ACT_NONE ? clremat_act1(act, src[(long)k * lda + r])
+                                                                     : src[(long)k * lda + r];
             }
         }
     }
@@ -930,7 +949,8 @@ void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const l
  * the product is a parameter's gradient, which is not stored: C is the
  * parameter, out its first optimizer state, s1 its second; the host
  * launches it only with alpha 1, beta 0, batch 1 and K within one k-block,
- * so the gradient is the one float the plain product would have stored. */
+ * so the gradient is the one float the plain product would have stored.
+ * actA != NONE: op(A) is act(A), applied while packing (gc_pack_a). */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, const int K, const float alpha,
                       __global const float *A, const long offA, const long lda, const long sa,
@@ -938,7 +958,7 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                       const float beta, __global float *C, const long offC, const long ldc, const long sc,
                       const int epi, const int use_bias, const int act, __global const float *bias,
                       __global float *out, const int bm, const int bn, __global float *s1, const float8 hp,
-                      const int okind)
+                      const int okind, const int actA)
 {
     __local float Ap[GC_MC * GC_KC];
     __local float Bp[GC_KC * GC_NC];
@@ -959,7 +979,7 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
         const int k0 = kb * GC_KC, kc = min(GC_KC, K - k0);
         const int last = kb == nkb - 1;
         if (kc > 0) {
-            gc_pack_a(Ap, A, tA, lda, M, m0, mc, k0, kc);
+            gc_pack_a(Ap, A, tA, lda, M, m0, mc, k0, kc, actA);
             gc_pack_b(Bp, B, tB, ldb, N, n0, nc, k0, kc);
         }
         for (int pi = 0; pi * GC_MR < mc; pi++) {

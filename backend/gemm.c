@@ -39,11 +39,19 @@ int clremat_gemm_update_fits(clremat_ctx *ctx, int64_t K)
 
 int clremat_gemm_update(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, const clremat_buf *A,
                         int64_t lda, const clremat_buf *B, int64_t ldb, clremat_buf *param, clremat_buf *s0,
-                        clremat_buf *s1, int okind, const float hp[8])
+                        clremat_buf *s1, int okind, const float hp[8], int actA)
 {
     if (!clremat_gemm_update_fits(ctx, K))
         return clremat_fail(ctx, CLREMAT_ERR_INTERNAL,
                             "fused update GEMM %lldx%lldx%lld: needs the native path and K within one k-block",
                             (long long)M, (long long)N, (long long)K);
-    return clremat_gemm_update_native(ctx, tA, tB, M, N, K, A, lda, B, ldb, param, s0, s1, okind, hp);
+    return clremat_gemm_update_native(ctx, tA, tB, M, N, K, A, lda, B, ldb, param, s0, s1, okind, hp, actA);
+}
+
+int clremat_gemm_acta(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, int actA,
+                      const clremat_buf *A, int64_t lda, const clremat_buf *B, int64_t ldb, clremat_buf *C)
+{
+    if (ctx && clremat_gemm_resolve(ctx) != CLREMAT_GEMM_NATIVE)
+        return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "GEMM with an activation on A needs the native path");
+    return clremat_gemm_acta_native(ctx, tA, tB, M, N, K, actA, A, lda, B, ldb, C);
 }

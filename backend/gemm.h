@@ -59,15 +59,30 @@ int clremat_gemm_update_fits(clremat_ctx *ctx, int64_t K);
  * updates param (M x N, ldc N) and its states s0 (and s1 for Adam) with
  * the arithmetic of clremat_opt_step (okind 0 SGD, 1 Adam, 2 AdamW;
  * hyperparameters hp from clremat_opt_hparams), bit for bit. Fails unless
- * clremat_gemm_update_fits(ctx, K). */
+ * clremat_gemm_update_fits(ctx, K). actA != 0: A holds a pre-activation,
+ * packed through that activation (clremat_gemm_acta). */
 int clremat_gemm_update(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, const clremat_buf *A,
                         int64_t lda, const clremat_buf *B, int64_t ldb, clremat_buf *param, clremat_buf *s0,
-                        clremat_buf *s1, int okind, const float hp[8]);
+                        clremat_buf *s1, int okind, const float hp[8], int actA);
 
 /** clremat_gemm_update on the native path, whatever the context's path. */
 int clremat_gemm_update_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K,
                                const clremat_buf *A, int64_t lda, const clremat_buf *B, int64_t ldb,
-                               clremat_buf *param, clremat_buf *s0, clremat_buf *s1, int okind, const float hp[8]);
+                               clremat_buf *param, clremat_buf *s0, clremat_buf *s1, int okind, const float hp[8],
+                               int actA);
+
+/** C = op(act(A)) op(B) (M x N, row-major, ldc N, alpha 1, beta 0) where A
+ * holds a pre-activation and act (a clremat_act code) is applied while
+ * packing A, bit for bit the activation the forward computed: a discarded
+ * activation output read as a GEMM operand without materializing it. The
+ * native path only (CLBlast cannot pack through a function); fails on
+ * another path. */
+int clremat_gemm_acta(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, int actA,
+                      const clremat_buf *A, int64_t lda, const clremat_buf *B, int64_t ldb, clremat_buf *C);
+
+/** clremat_gemm_acta on the native path, whatever the context's path. */
+int clremat_gemm_acta_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, int actA,
+                             const clremat_buf *A, int64_t lda, const clremat_buf *B, int64_t ldb, clremat_buf *C);
 
 /** Runs layer l's forward and backward launchers of g at batch without
  * enqueuing anything (a dry run over placeholder buffers of the sizes in

@@ -77,7 +77,7 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
                       const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa, const clremat_buf *B,
                       int64_t offB, int64_t ldb, int64_t sb, float beta, clremat_buf *C, int64_t offC, int64_t ldc,
                       int64_t sc, int64_t batch, int epi, const clremat_buf *bias, int act, clremat_buf *out,
-                      const clremat_buf *s1, const float hp[8], int okind)
+                      const clremat_buf *s1, const float hp[8], int okind, int actA)
 {
     cl_int itA = tA ? 1 : 0, itB = tB ? 1 : 0, iM = (cl_int)M, iN = (cl_int)N, iK = (cl_int)K, iepi = epi,
            iub = bias ? 1 : 0, iact = act;
@@ -86,7 +86,7 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     cl_mem mbias = bias ? clremat_mem(bias) : mC, mout = out ? clremat_mem(out) : mC;
     cl_mem ms1 = s1 ? clremat_mem(s1) : mC;
     cl_float8 chp;
-    cl_int iok = okind;
+    cl_int iok = okind, iactA = actA;
     size_t global[3], local[3] = {1, 1, 1};
     const int64_t want = 4 * (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1);
     cl_int bm = ctx->gemm_mc, bn = ctx->gemm_nc; /* the largest blocks compiled in (backend/program.c) */
@@ -113,7 +113,7 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
                        sizeof lsb, &lsb, sizeof beta, &beta, sizeof mC, &mC, sizeof loC, &loC, sizeof lldc, &lldc,
                        sizeof lsc, &lsc, sizeof iepi, &iepi, sizeof iub, &iub, sizeof iact, &iact, sizeof mbias,
                        &mbias, sizeof mout, &mout, sizeof bm, &bm, sizeof bn, &bn, sizeof ms1, &ms1, sizeof chp,
-                       &chp, sizeof iok, &iok, (size_t)0);
+                       &chp, sizeof iok, &iok, sizeof iactA, &iactA, (size_t)0);
 }
 
 /* The local-memory tiled kernel (batched calls on the CLBlast path). */
@@ -202,7 +202,7 @@ int clremat_gemm_on(clremat_ctx *ctx, clremat_gemm_path path, int tA, int tB, in
                          batch);
     }
     return run_native(ctx, tA, tB, M, N, K, alpha, A, offA, lda, sa, B, offB, ldb, sb, beta, C, offC, ldc, sc, batch,
-                      0, NULL, 0, NULL, NULL, NULL, 0);
+                      0, NULL, 0, NULL, NULL, NULL, 0, 0);
 }
 
 int clremat_gemm_dense_on(clremat_ctx *ctx, clremat_gemm_path path, int64_t rows, int64_t in, int64_t units,
@@ -218,7 +218,7 @@ int clremat_gemm_dense_on(clremat_ctx *ctx, clremat_gemm_path path, int64_t rows
         return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "dense gemm: activation without an output buffer");
     if (path != CLREMAT_GEMM_CLBLAST)
         return run_native(ctx, 0, 0, rows, units, in, 1.0f, x, 0, in, 0, W, 0, units, 0, 0.0f, pre, 0, units, 0, 1,
-                          bias || act ? 1 : 0, bias, act, act ? out : NULL, NULL, NULL, 0);
+                          bias || act ? 1 : 0, bias, act, act ? out : NULL, NULL, NULL, 0, 0);
     st = clremat_gemm_on(ctx, path, 0, 0, rows, units, in, 1.0f, x, 0, in, 0, W, 0, units, 0, 0.0f, pre, 0, units, 0,
                          1);
     if (st != CLREMAT_OK || (!bias && !act))
@@ -234,7 +234,8 @@ int clremat_gemm_dense_on(clremat_ctx *ctx, clremat_gemm_path path, int64_t rows
 
 int clremat_gemm_update_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K,
                                const clremat_buf *A, int64_t lda, const clremat_buf *B, int64_t ldb,
-                               clremat_buf *param, clremat_buf *s0, clremat_buf *s1, int okind, const float hp[8])
+                               clremat_buf *param, clremat_buf *s0, clremat_buf *s1, int okind, const float hp[8],
+                               int actA)
 {
     int st = check_args(ctx, tA, tB, M, N, K, A, 0, lda, 0, B, 0, ldb, 0, param, 0, N, 0, 1);
     if (st != CLREMAT_OK || M == 0 || N == 0)
@@ -247,5 +248,15 @@ int clremat_gemm_update_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int6
         (okind && (st = clremat_check_buf(ctx, "fused update", "state 1", s1, M * N)) != CLREMAT_OK))
         return st;
     return run_native(ctx, tA, tB, M, N, K, 1.0f, A, 0, lda, 0, B, 0, ldb, 0, 0.0f, param, 0, N, 0, 1, 2, NULL, 0,
-                      s0, okind ? s1 : NULL, hp, okind);
+                      s0, okind ? s1 : NULL, hp, okind, actA);
+}
+
+int clremat_gemm_acta_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, int actA,
+                             const clremat_buf *A, int64_t lda, const clremat_buf *B, int64_t ldb, clremat_buf *C)
+{
+    int st = check_args(ctx, tA, tB, M, N, K, A, 0, lda, 0, B, 0, ldb, 0, C, 0, N, 0, 1);
+    if (st != CLREMAT_OK || M == 0 || N == 0)
+        return st;
+    return run_native(ctx, tA, tB, M, N, K, 1.0f, A, 0, lda, 0, B, 0, ldb, 0, 0.0f, C, 0, N, 0, 1, 0, NULL, 0, NULL,
+                      NULL, NULL, 0, actA);
 }

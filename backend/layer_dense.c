@@ -51,6 +51,7 @@ static int dense_cost(const clremat_graph *g, int l, int64_t batch, clremat_laye
     c->fwd_flops = mm + (L->use_bias ? ew : 0) + (L->act != CLREMAT_ACT_NONE ? ew : 0);
     c->bwd_flops = 2.0 * mm + (L->use_bias ? ew : 0) + (L->act != CLREMAT_ACT_NONE ? ew : 0);
     c->param_bytes = (size_t)(in * units + (L->use_bias ? units : 0)) * sizeof(float);
+    c->bwd_act_fusable_inputs = 1u; /* x is read only by dW = x^T dZ (native path: the executor clears it on CLBlast) */
     return CLREMAT_OK;
 }
 
@@ -132,7 +133,7 @@ static int dense_backward(clremat_layer_call *c)
         if ((c->fuse_update & 1u) &&
             (st = clremat_check_buf(c->ctx, L->name, "input", c->in[0], rows * in)) == CLREMAT_OK)
             st = clremat_gemm_update(c->ctx, 1, 0, in, units, rows, c->in[0], in, c->dout, units, c->param[0],
-                                     f->state[0], f->state[1], f->opt.kind, f->opt.hp);
+                                     f->state[0], f->state[1], f->opt.kind, f->opt.hp, c->in_act[0]);
         if (st != CLREMAT_OK)
             return st;
         if (c->fuse_update & 2u)
@@ -140,8 +141,13 @@ static int dense_backward(clremat_layer_call *c)
         if (st != CLREMAT_OK)
             return st;
     }
-    if (c->grad[0] && (st = clremat_gemm(c->ctx, 1, 0, in, units, rows, 1.0f, c->in[0], 0, in, 0, c->dout, 0, units,
-                                         0, 0.0f, c->grad[0], 0, units, 0, 1)) != CLREMAT_OK)
+    if (c->grad[0] && c->in_act[0] && /* x = act(pre) of the layer before, applied while packing */
+        (st = clremat_gemm_acta(c->ctx, 1, 0, in, units, rows, c->in_act[0], c->in[0], in, c->dout, units,
+                                c->grad[0])) != CLREMAT_OK)
+        return st;
+    if (c->grad[0] && !c->in_act[0] &&
+        (st = clremat_gemm(c->ctx, 1, 0, in, units, rows, 1.0f, c->in[0], 0, in, 0, c->dout, 0, units, 0, 0.0f,
+                           c->grad[0], 0, units, 0, 1)) != CLREMAT_OK)
         return st;
     if (L->use_bias && c->grad[1]) {
         cl_int ir = (cl_int)rows, iu = (cl_int)units;

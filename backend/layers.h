@@ -55,6 +55,11 @@ typedef struct clremat_layer_call {
      * the parameters clremat_layer_fuses_update accepts. */
     unsigned fuse_update;
     const struct clremat_fused_call *fused;
+    /** Backward: in_act[i] != 0 (a clremat_act code): in[i] holds the
+     * pre-activation of the layer feeding input i, whose discarded
+     * activation output the backward reads as act(in[i]) inside its GEMM
+     * (clremat_layer_cost.bwd_act_fusable_inputs); 0: in[i] is the input. */
+    int in_act[CLREMAT_MAX_INPUTS];
 } clremat_layer_call;
 
 /** Runs layer c->layer forward: reads in[], param[]; writes every slot.

@@ -109,6 +109,11 @@ int clremat_plan_input_for(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
     in->costs = costs;
     in->opt_states = opt_states & ~CLREMAT_PLAN_FUSED_UPDATE;
     in->fused_update = (opt_states & CLREMAT_PLAN_FUSED_UPDATE) != 0;
+    /* activation outputs read through a backward's GEMM: the native path
+     * packs operands itself; CLBlast cannot apply a function while packing */
+    if (ctx && clremat_gemm_resolve(ctx) != CLREMAT_GEMM_NATIVE)
+        for (int l = 0; l < g->n_layers; l++)
+            costs[l].bwd_act_fusable_inputs = 0;
     /* the fused update: a gradient the layer's backward cannot consume
      * itself is a scratch of that backward, reused across layers */
     for (int l = 0; in->fused_update && l < g->n_layers; l++)
@@ -737,6 +742,12 @@ static int run_backward(clremat_trainer *t, const clremat_action *a)
     for (int p = 0; p < L->n_params; p++)
         if (scratch >> p & 1u)
             c.grad[p] = t->upd_scratch[p];
+    for (int i = 0; i < L->n_inputs; i++)
+        if (a->fuse_act_in >> i & 1u) { /* the producer's pre-activation, activated inside the GEMM */
+            const int P = L->inputs[i];
+            c.in[i] = t->act[P * S + t->costs[P].act_source];
+            c.in_act[i] = (int)t->g->layers[P].act;
+        }
     c.dout = t->dgrad[a->layer];
     for (int i = 0; i < L->n_inputs; i++)
         if (a->want_din >> i & 1u) {

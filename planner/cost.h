@@ -24,6 +24,12 @@ typedef struct clremat_layer_cost {
     int act_source;
     int act_from_input;
     size_t param_bytes;                           /**< all parameters of the layer */
+    /** Bit i: the backward reads forward input i only as a GEMM operand
+     * that can apply an activation while packing it, so a discarded
+     * activation output feeding it is read as act(pre-activation) of its
+     * producer instead of being recomputed by a pass of its own (a dense
+     * layer's x in dW = x^T dZ, on the native GEMM path). */
+    unsigned bwd_act_fusable_inputs;
 } clremat_layer_cost;
 
 #endif /* CLREMAT_COST_H */

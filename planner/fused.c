@@ -1,7 +1,8 @@
 /* fused.c: when the optimizer update runs inside the backward (the fused
  * update, no parameter gradients in fixed memory): the one predicate every
  * caller asks, the per-parameter condition, and the gradient bytes a plan
- * still holds. Pure C. */
+ * still holds; and the rule for reading a discarded activation output
+ * through a backward's GEMM (clremat_plan_act_fusable). Pure C. */
 #include "plan.h"
 
 int clremat_fused_update_applies(const clremat_fused_query *q)
@@ -45,4 +46,14 @@ uint64_t clremat_plan_grad_bytes(const clremat_plan_input *in)
             if (!clremat_fused_update_param(in, l, p))
                 bytes += (uint64_t)g->layers[l].params[p].elems * sizeof(float);
     return bytes;
+}
+
+int clremat_plan_act_fusable(const clremat_layer_cost *costs, const clremat_graph *g, int N, int i)
+{
+    int P;
+    if (!costs || !g || N < 0 || N >= g->n_layers || i < 0 || i >= g->layers[N].n_inputs)
+        return 0;
+    P = g->layers[N].inputs[i];
+    return P >= 0 && (costs[N].bwd_act_fusable_inputs >> i & 1u) && costs[P].act_source >= 0 &&
+           !costs[P].act_from_input && costs[P].act_source < costs[P].n_slots;
 }

@@ -57,6 +57,9 @@ typedef struct clremat_action {
     unsigned alloc_slots;           /**< FORWARD/RECOMPUTE(_ACT): slots allocated now (others live) */
     unsigned want_din;              /**< BACKWARD: inputs that receive a gradient */
     unsigned alloc_din;             /**< BACKWARD: of those, gradients created now (the rest accumulate) */
+    unsigned fuse_act_in;           /**< BACKWARD: inputs whose discarded activation output is read as
+                                         act(its producer's kept pre-activation) inside the GEMM
+                                         (bwd_act_fusable_inputs), never materialized */
     uint64_t peak_during;           /**< live bytes at the action's high point */
     uint64_t live_after;            /**< live bytes after it */
     /* overlap (clremat_plan_overlap): which queue runs it and how queues sync */
@@ -101,6 +104,7 @@ typedef struct clremat_plan {
     double step_flops;              /**< forward + backward (+ recompute) FLOPs */
     double recompute_flops;
     int n_recompute_actions;
+    int n_fused_act_reads;          /**< activation recomputations fused into a backward's GEMM (fuse_act_in bits) */
     int overlap;                    /**< recomputation overlaps backward on a second queue */
     int n_overlapped;               /**< recompute runs moved to the second queue */
 } clremat_plan;
@@ -154,6 +158,14 @@ void clremat_save_dots_flags(const clremat_plan_input *in, unsigned char *wl, un
  * for its last use). Pairs where the recomputation would rewrite a live
  * tensor the backward reads stay sequential. Changes *plan in place. */
 int clremat_plan_overlap(const clremat_plan_input *in, clremat_plan *plan);
+
+/** 1 when layer N's backward can read its input i, the activation output
+ * of the layer P feeding it, as act(P's kept pre-activation) inside its
+ * GEMM instead of the materialized output: N marks input i in
+ * bwd_act_fusable_inputs and P's activation output is recomputable from
+ * one of its own slots (act_source >= 0, not from an input). The schedule
+ * then fuses the read whenever P's output is not live and that slot is. */
+int clremat_plan_act_fusable(const clremat_layer_cost *costs, const clremat_graph *g, int N, int i);
 
 /** Human name of an action kind. */
 const char *clremat_action_name(clremat_action_kind k);

@@ -306,18 +306,32 @@ static void recompute_act(gen *G, int P)
     G->p->n_recompute_actions++;
 }
 
+/* 1 when N's backward can read input i, the activation output of P that
+ * is not live, as act(P's pre-activation) inside its GEMM
+ * (clremat_plan_act_fusable; simulate.c applies the same rule). */
+static int fused_read(const gen *G, int N, int i, int P)
+{
+    return clremat_plan_act_fusable(G->c, G->g, N, i) && G->live[P * S + G->c[P].act_source];
+}
+
 static void emit_backward(gen *G, int N)
 {
     const clremat_layer *l = &G->g->layers[N];
     const clremat_layer_cost *c = &G->c[N];
     clremat_action *a;
     uint64_t add = 0;
+    unsigned fuse = 0;
 
-    /* what the backward reads must be live: recompute activation outputs */
+    /* what the backward reads must be live: recompute activation outputs,
+     * or read them through the GEMM from the pre-activation */
     for (int i = 0; i < l->n_inputs; i++) {
         int P = l->inputs[i];
         if (P < 0 || !(c->bwd_needs_inputs >> i & 1u) || G->live[P * S])
             continue;
+        if (fused_read(G, N, i, P)) {
+            fuse |= 1u << i;
+            continue;
+        }
         if (G->act_discard && G->act_discard[P])
             recompute_act(G, P);
         need_live(G, P, 0, N, "backward");
@@ -334,8 +348,13 @@ static void emit_backward(gen *G, int N)
     a = push(G, CLREMAT_ACT_BACKWARD, N);
     if (!a)
         return;
+    a->fuse_act_in = fuse;
     for (int i = 0; i < l->n_inputs; i++) {
         int P = l->inputs[i];
+        if (fuse >> i & 1u) {
+            G->p->n_fused_act_reads++;
+            G->p->recompute_flops += (double)(G->c[P].slot_bytes[0] / sizeof(float));
+        }
         if (P < 0)
             continue;
         a->want_din |= 1u << i;

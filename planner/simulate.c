@@ -148,10 +148,20 @@ static int sim_backward(simstate *st, clremat_action *a)
         if ((c->bwd_needs_slots >> s & 1u) && !st->live[N * S + s])
             return bad(st, "saved slot %s of the layer is not live",
                        c->slot_name[s] ? c->slot_name[s] : "(internal)");
+    a->fuse_act_in = 0;
     for (int i = 0; i < l->n_inputs; i++) {
         int P = l->inputs[i];
-        if (P >= 0 && (c->bwd_needs_inputs >> i & 1u) && !st->live[P * S])
-            return bad(st, "saved input '%s' is not live", st->g->layers[P].name);
+        if (P < 0 || !(c->bwd_needs_inputs >> i & 1u) || st->live[P * S])
+            continue;
+        /* read as act(pre-activation) inside the backward's GEMM */
+        if (clremat_plan_act_fusable(st->c, st->g, N, i) && st->live[P * S + st->c[P].act_source]) {
+            a->fuse_act_in |= 1u << i;
+            st->p->n_fused_act_reads++;
+            st->p->act_discard[P] = 1;
+            st->p->recompute_flops += (double)(st->c[P].slot_bytes[0] / sizeof(float));
+            continue;
+        }
+        return bad(st, "saved input '%s' is not live", st->g->layers[P].name);
     }
     if (N != st->loss && !st->grad[N])
         return bad(st, "the gradient of the layer's output is not live");

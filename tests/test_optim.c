@@ -126,7 +126,7 @@ START_TEST(test_nondefault_hparams)
 {
     clremat_opt_config v = {CLREMAT_OPT_SGD, 0.02f, 0.5f, 0.7f, 0.95f, 1e-2f, 0.05f, 0};
     check_optimizer_hp("sgd", CLREMAT_OPT_SET_LR | CLREMAT_OPT_SET_MOMENTUM | CLREMAT_OPT_SET_WEIGHT_DECAY, &v);
-    check_optimizer_hp("sgd", CLREMAT_OPT_SET_MOMENTUM, &(clremat_opt_config){CLREMAT_OPT_SGD, 0, 0.0f, 0, 0, 0, 0});
+    check_optimizer_hp("sgd", CLREMAT_OPT_SET_MOMENTUM, &(clremat_opt_config){CLREMAT_OPT_SGD, 0, 0.0f, 0, 0, 0, 0, 0});
     check_optimizer_hp("adam", CLREMAT_OPT_SET_BETA1 | CLREMAT_OPT_SET_BETA2 | CLREMAT_OPT_SET_EPS, &v);
     check_optimizer_hp("adamw", CLREMAT_OPT_SET_BETA1 | CLREMAT_OPT_SET_BETA2 | CLREMAT_OPT_SET_EPS |
                                     CLREMAT_OPT_SET_WEIGHT_DECAY, &v);
@@ -143,20 +143,20 @@ START_TEST(test_apply_refusals)
         clremat_opt_config v;
         const char *want;
     } bad[] = {
-        {"sgd", CLREMAT_OPT_SET_BETA1, {CLREMAT_OPT_SGD, 0, 0, 0.5f, 0, 0, 0}, "beta1 applies to adam and adamw, not to sgd"},
-        {"sgd", CLREMAT_OPT_SET_BETA2, {CLREMAT_OPT_SGD, 0, 0, 0, 0.5f, 0, 0}, "beta2 applies"},
-        {"sgd", CLREMAT_OPT_SET_EPS, {CLREMAT_OPT_SGD, 0, 0, 0, 0, 1e-3f, 0}, "epsilon applies"},
-        {"adam", CLREMAT_OPT_SET_MOMENTUM, {CLREMAT_OPT_SGD, 0, 0.5f, 0, 0, 0, 0}, "momentum applies to sgd, not to adam"},
-        {"adamw", CLREMAT_OPT_SET_MOMENTUM, {CLREMAT_OPT_SGD, 0, 0.5f, 0, 0, 0, 0}, "not to adamw"},
-        {"sgd", CLREMAT_OPT_SET_MOMENTUM, {CLREMAT_OPT_SGD, 0, 1.0f, 0, 0, 0, 0}, "momentum must be in [0, 1), got 1"},
-        {"sgd", CLREMAT_OPT_SET_MOMENTUM, {CLREMAT_OPT_SGD, 0, -0.1f, 0, 0, 0, 0}, "got -0.1"},
-        {"adam", CLREMAT_OPT_SET_BETA1, {CLREMAT_OPT_SGD, 0, 0, 1.5f, 0, 0, 0}, "beta1 must be in [0, 1), got 1.5"},
-        {"adam", CLREMAT_OPT_SET_BETA2, {CLREMAT_OPT_SGD, 0, 0, 0, NAN, 0, 0}, "beta2 must be"},
-        {"adam", CLREMAT_OPT_SET_EPS, {CLREMAT_OPT_SGD, 0, 0, 0, 0, 0.0f, 0}, "epsilon must be a positive"},
-        {"adam", CLREMAT_OPT_SET_EPS, {CLREMAT_OPT_SGD, 0, 0, 0, 0, INFINITY, 0}, "epsilon must be"},
-        {"adamw", CLREMAT_OPT_SET_WEIGHT_DECAY, {CLREMAT_OPT_SGD, 0, 0, 0, 0, 0, -1.0f}, "weight_decay must be"},
-        {"sgd", CLREMAT_OPT_SET_LR, {CLREMAT_OPT_SGD, 0, 0, 0, 0, 0, 0}, "lr must be a positive"},
-        {"sgd", 0x40u, {CLREMAT_OPT_SGD, 0, 0, 0, 0, 0, 0}, "unknown bits"},
+        {"sgd", CLREMAT_OPT_SET_BETA1, {CLREMAT_OPT_SGD, 0, 0, 0.5f, 0, 0, 0, 0}, "beta1 applies to adam and adamw, not to sgd"},
+        {"sgd", CLREMAT_OPT_SET_BETA2, {CLREMAT_OPT_SGD, 0, 0, 0, 0.5f, 0, 0, 0}, "beta2 applies"},
+        {"sgd", CLREMAT_OPT_SET_EPS, {CLREMAT_OPT_SGD, 0, 0, 0, 0, 1e-3f, 0, 0}, "epsilon applies"},
+        {"adam", CLREMAT_OPT_SET_MOMENTUM, {CLREMAT_OPT_SGD, 0, 0.5f, 0, 0, 0, 0, 0}, "momentum applies to sgd, not to adam"},
+        {"adamw", CLREMAT_OPT_SET_MOMENTUM, {CLREMAT_OPT_SGD, 0, 0.5f, 0, 0, 0, 0, 0}, "not to adamw"},
+        {"sgd", CLREMAT_OPT_SET_MOMENTUM, {CLREMAT_OPT_SGD, 0, 1.0f, 0, 0, 0, 0, 0}, "momentum must be in [0, 1), got 1"},
+        {"sgd", CLREMAT_OPT_SET_MOMENTUM, {CLREMAT_OPT_SGD, 0, -0.1f, 0, 0, 0, 0, 0}, "got -0.1"},
+        {"adam", CLREMAT_OPT_SET_BETA1, {CLREMAT_OPT_SGD, 0, 0, 1.5f, 0, 0, 0, 0}, "beta1 must be in [0, 1), got 1.5"},
+        {"adam", CLREMAT_OPT_SET_BETA2, {CLREMAT_OPT_SGD, 0, 0, 0, NAN, 0, 0, 0}, "beta2 must be"},
+        {"adam", CLREMAT_OPT_SET_EPS, {CLREMAT_OPT_SGD, 0, 0, 0, 0, 0.0f, 0, 0}, "epsilon must be a positive"},
+        {"adam", CLREMAT_OPT_SET_EPS, {CLREMAT_OPT_SGD, 0, 0, 0, 0, INFINITY, 0, 0}, "epsilon must be"},
+        {"adamw", CLREMAT_OPT_SET_WEIGHT_DECAY, {CLREMAT_OPT_SGD, 0, 0, 0, 0, 0, -1.0f, 0}, "weight_decay must be"},
+        {"sgd", CLREMAT_OPT_SET_LR, {CLREMAT_OPT_SGD, 0, 0, 0, 0, 0, 0, 0}, "lr must be a positive"},
+        {"sgd", 0x40u, {CLREMAT_OPT_SGD, 0, 0, 0, 0, 0, 0, 0}, "unknown bits"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         clremat_opt_config c, before;
@@ -169,7 +169,7 @@ START_TEST(test_apply_refusals)
     }
     /* what applies is taken; boundaries included where the range says so */
     {
-        clremat_opt_config c, v = {CLREMAT_OPT_SGD, 0.5f, 0.0f, 0.0f, 0.0f, 1e-30f, 0.0f};
+        clremat_opt_config c, v = {CLREMAT_OPT_SGD, 0.5f, 0.0f, 0.0f, 0.0f, 1e-30f, 0.0f, 0};
         ck_assert_int_eq(clremat_opt_defaults("adamw", &c), 0);
         ck_assert_int_eq(clremat_opt_apply(&c, CLREMAT_OPT_SET_LR | CLREMAT_OPT_SET_BETA1 | CLREMAT_OPT_SET_BETA2 |
                                                    CLREMAT_OPT_SET_EPS | CLREMAT_OPT_SET_WEIGHT_DECAY, &v),
