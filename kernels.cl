@@ -1199,3 +1199,15 @@ __kernel void clremat_colsum8_upd(const int rows, const int cols, __global const
         }
     }
 }
+
+/* ======================================================================
+ * Benchmark: a STREAM-like copy, eight floats per work-item (launch
+ * ceil(n / 8)), the reference bandwidth bench/stream_bench compares the
+ * elementwise and optimizer kernels with.
+ * ====================================================================== */
+__kernel void clremat_stream_copy8(const int n, __global const float *x, __global float *y)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n)
+        clremat_store8(y, i0, n, clremat_load8(x, i0, n));
+}

@@ -12,6 +12,12 @@ Sections (all by default; --only picks some):
   remat        step-time overhead of each remat mode against the recompute
                FLOPs the planner predicted (bench/remat_pair: paired steps
                of every mode in one process)
+  stream       bytes per second of the elementwise and optimizer kernels
+               against a STREAM-like copy kernel on the same device
+               (bench/stream_bench)
+  fused        the MLP's peak with the optimizer update fused into the
+               backward against --no-fused-update (predicted and measured),
+               and their step times
 
 Every number is a median over repeated rounds; peers alternate within a
 round so that background load hits both. Nothing here is part of make check.
@@ -141,12 +147,42 @@ def torch_step(model, ckpt, steps, warmup):
     return best
 
 
-def model_section(name, model, clargs, remat_args, torch_name, rounds, steps, warmup):
+def flop_limits():
+    """The machine's FP32 limits in GFLOP/s: (theoretical, how derived) from
+    /proc/cpuinfo as CPUs x FMA units (2) x lanes (16 with AVX-512, 8 with
+    AVX2) x 2 FLOPs x the current clock; and OpenBLAS's measured GFLOP/s on
+    the MLP's GEMM shapes (numpy, this run), the practical limit."""
+    mhz, flags = [], ""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("cpu MHz"):
+                mhz.append(float(line.split(":")[1]))
+            elif line.startswith("flags") and not flags:
+                flags = line
+    except OSError:
+        pass
+    lanes = 16 if " avx512f" in flags else 8 if " avx2" in flags else 4
+    ghz = (sum(mhz) / len(mhz) / 1000.0) if mhz else float("nan")
+    theo = os.cpu_count() * 2 * lanes * 2 * ghz
+    how = "%d CPUs x 2 FMA units x %d lanes x 2 FLOP x %.2f GHz (/proc/cpuinfo)" % (os.cpu_count(), lanes, ghz)
+    return theo, how
+
+
+def numpy_gflops(shape, reps=5):
+    return float(run([PY, "-c", NUMPY_SRC, shape, str(reps)], env=numpy_env()).split()[0])
+
+
+def model_section(name, model, clargs, remat_args, torch_name, rounds, steps, warmup, limits=False):
     print("== %s training step: clremat vs PyTorch CPU (2 threads), ms per step, median of %d rounds"
           % (name, rounds))
-    cl, clr, tc, tcr = [], [], [], []
+    cl, clr, tc, tcr, blas = [], [], [], [], []
+    flops = None
     for _ in range(rounds):
-        cl.append(clremat_step(model, clargs, steps, warmup)["step_time_ms"]["median"])
+        j = clremat_step(model, clargs, steps, warmup)
+        flops = j["flops"]["step"]
+        cl.append(j["step_time_ms"]["median"])
+        if limits:  # OpenBLAS on the step's GEMM shapes (forward, dX, dW), in the same rounds
+            blas.append(min(numpy_gflops(x) for x in ("256x1024x1024", "256x1024x1024:nt", "1024x1024x256:tn")))
         tc.append(torch_step(torch_name, False, steps, warmup))
         clr.append(clremat_step(model, clargs + remat_args, steps, warmup)["step_time_ms"]["median"])
         tcr.append(torch_step(torch_name, True, steps, warmup))
@@ -157,6 +193,21 @@ def model_section(name, model, clargs, remat_args, torch_name, rounds, steps, wa
     print("%-34s %10.2f %10.2f" % ("checkpointing / none", c / a, d / b))
     print("target: clremat no slower than PyTorch (torch/cl >= 1): %.2f -> %s" % (b / a, "met" if b >= a else
                                                                                    "NOT met"))
+    if limits:
+        theo, how = flop_limits()
+        achieved = flops / (a * 1e-3) * 1e-9
+        practical = med(blas)
+        print("step: %.3g GFLOP (cost model) in %.1f ms = %.1f GFLOP/s" % (flops * 1e-9, a, achieved))
+        print("FLOP limit, theoretical: %.1f GFLOP/s = %s; the step reaches %.2f of it" % (theo, how,
+                                                                                           achieved / theo))
+        print("FLOP limit, practical: OpenBLAS (numpy) %.1f GFLOP/s, the slowest of the step's GEMM shapes "
+              "(256x1024x1024, :nt, 1024x1024x256:tn) measured in the same rounds; the step reaches %.2f of it"
+              % (practical, achieved / practical))
+        print("target: >= 0.8 of the FLOP limit: %.2f (theoretical) / %.2f (practical) -> %s" %
+              (achieved / theo, achieved / practical, "met" if achieved >= 0.8 * min(theo, practical) else
+               "NOT met"))
+        print("target: >= 0.5 of PyTorch CPU's speed (torch/cl >= 0.5): %.2f -> %s" %
+              (b / a, "met" if b / a >= 0.5 else "NOT met"))
     print()
 
 
@@ -193,6 +244,9 @@ def remat_section(rounds):
             r2 = "%.2f" % (cover / pred) if pred > 0 else "-"
             print("%-18s %-29s %8.1f %10.2f %8.1f%% %8.1f%% %8.2f%% %6s %6s" % (
                 os.path.basename(model), m, wall, peak, 100 * over, 100 * cover, 100 * pred, r1, r2))
+            if m == "activations":
+                print("%-18s target: activations overhead <= 1%% of the step: %.1f%% (wall), %.1f%% (CPU time) -> %s"
+                      % ("", 100 * over, 100 * cover, "met" if over <= 0.01 else "NOT met"))
             if m == "full":
                 print("%-18s target: full overhead <= 1.1 x predicted: %s (wall), %s (CPU time) -> %s" %
                       ("", r1, r2, "met" if over / pred <= 1.1 else "NOT met"))
@@ -202,13 +256,60 @@ def remat_section(rounds):
     print()
 
 
+STREAM = os.path.join(ROOT, "bench", "stream_bench")
+
+
+def stream_section(rounds):
+    print("== Bandwidth: elementwise and optimizer kernels vs a STREAM-like copy (bench/stream_bench, 8 Mi floats "
+          "per array), median of %d runs" % rounds)
+    runs = [json.loads(run([STREAM, "--floats", str(8 << 20), "--reps", "11"])) for _ in range(rounds)]
+    print("%-16s %8s %10s %8s" % ("kernel", "arrays", "GB/s", "of copy"))
+    worst = None
+    for i, k in enumerate(runs[0]["kernels"]):
+        gbs = med([r["kernels"][i]["gb_per_s"] for r in runs])
+        ratio = med([r["kernels"][i]["of_copy"] for r in runs])
+        print("%-16s %8d %10.2f %8.2f" % (k["kernel"], round(k["bytes"] / (4 * runs[0]["floats"])), gbs, ratio))
+        if k["kernel"] != "copy" and (worst is None or ratio < worst[0]):
+            worst = (ratio, k["kernel"])
+    print("(bytes: each array read or written once per call; the ratio of each run is to that run's copy)")
+    print("target: every kernel >= 0.5 of the copy's bytes/s: lowest %.2f (%s) -> %s" %
+          (worst[0], worst[1], "met" if worst[0] >= 0.5 else "NOT met"))
+    print()
+
+
+def fused_section(rounds):
+    model, args = "bench/mlp1024.json", ["--batch", "256", "--optimizer", "sgd"]
+    print("== Fused update: the MLP (batch 256, SGD) with the optimizer update inside the backward vs "
+          "--no-fused-update, median of %d rounds" % rounds)
+    res = {}
+    for _ in range(rounds):
+        for name, extra in (("fused", []), ("unfused", ["--no-fused-update"])):
+            plan = json.loads(run([TOOL, "plan", model, "--json"] + args + extra))
+            j = clremat_step(model, args + extra, 8, 3)
+            r = res.setdefault(name, {"ms": [], "pred": plan["memory"]["predicted_peak_bytes"]})
+            r["ms"].append(j["step_time_ms"]["median"])
+            r["measured"] = j["memory"]["measured_peak_bytes"]
+            r["train_pred"] = j["memory"]["predicted_peak_bytes"]
+            r["fixed"] = j["memory"]["fixed_bytes"]
+    print("%-10s %16s %16s %14s %10s" % ("", "predicted peak", "measured peak", "fixed bytes", "ms/step"))
+    for name in ("unfused", "fused"):
+        r = res[name]
+        print("%-10s %16d %16d %14d %10.1f" % (name, r["train_pred"], r["measured"], r["fixed"], med(r["ms"])))
+    d = res["unfused"]["measured"] - res["fused"]["measured"]
+    print("peak saved: %d bytes (%.1f MB) measured, %d predicted; fixed bytes %d lower (the gradients); "
+          "step time fused / unfused %.3f" % (d, d / 1e6, res["unfused"]["train_pred"] - res["fused"]["train_pred"],
+                                              res["unfused"]["fixed"] - res["fused"]["fixed"],
+                                              med(res["fused"]["ms"]) / med(res["unfused"]["ms"])))
+    print()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", action="append", choices=["gemm", "mlp", "transformer", "remat"])
+    ap.add_argument("--only", action="append", choices=["gemm", "mlp", "transformer", "remat", "stream", "fused"])
     ap.add_argument("--rounds", type=int, default=3, help="repetitions of each comparison (median reported)")
     ap.add_argument("--quick", action="store_true", help="1 round, fewer steps (a smoke run)")
     a = ap.parse_args()
-    sections = a.only or ["gemm", "mlp", "transformer", "remat"]
+    sections = a.only or ["gemm", "mlp", "transformer", "remat", "stream", "fused"]
     rounds = 1 if a.quick else a.rounds
     os.chdir(ROOT)
     dev = run([TOOL, "devices"]).strip().splitlines()
@@ -221,13 +322,17 @@ def main():
     if "mlp" in sections:
         model_section("MLP 8x(dense 1024 + GELU) + dense 10, batch 256, SGD", "bench/mlp1024.json",
                       ["--batch", "256", "--optimizer", "sgd"], ["--remat", "full"], "mlp", rounds,
-                      6 if a.quick else 12, 3)
+                      6 if a.quick else 12, 3, limits=True)
     if "transformer" in sections:
         model_section("transformer (models/transformer.json), batch 32, Adam", "models/transformer.json",
                       ["--batch", "32"], ["--remat", "list_of_layers:encoder_block"], "transformer", rounds,
                       20 if a.quick else 60, 10)
     if "remat" in sections:
         remat_section(rounds)
+    if "stream" in sections:
+        stream_section(rounds)
+    if "fused" in sections:
+        fused_section(rounds)
 
 
 if __name__ == "__main__":

@@ -5,11 +5,15 @@
  * equal to the prediction to the byte in both, the fixed bytes lower by
  * exactly the gradient bytes, and on the native GEMM path the dense layers'
  * updates run in the GEMM epilogue and the bias reduction (no separate
- * step kernel for them). Without a device: the predicate's conditions. */
+ * step kernel for them). The GEMM that reads a discarded activation
+ * output as act(pre-activation) while packing has the bits of the
+ * recompute kernel followed by the plain GEMM. Without a device: the
+ * predicate's conditions. */
 #include "testutil.h"
 #include "data.h"
 #include "executor.h"
 #include "gemm.h"
+#include "kernel_run.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -149,6 +153,70 @@ START_TEST(test_fused_bitwise_and_exact)
 }
 END_TEST
 
+static clremat_buf *upload(clremat_ctx *ctx, const float *h, size_t n)
+{
+    clremat_buf *b = NULL;
+    ck_assert_int_eq(clremat_pool_alloc(ctx->pool, n * sizeof(float), "test", &b), CLREMAT_OK);
+    ck_assert_int_eq(clremat_write(ctx, b, 0, n * sizeof(float), h), CLREMAT_OK);
+    return b;
+}
+
+/* The GEMM that packs act(A) (a discarded activation output read from the
+ * pre-activation) against the activation materialized by the recompute
+ * kernel and then a plain GEMM: the same bits, for every activation, with
+ * edge tiles (M, N not multiples of the 6 x 16 register tile) and K over
+ * several k-blocks. The native path (the only one that packs). */
+START_TEST(test_fused_activation_read_bitwise)
+{
+    static const int64_t shapes[][3] = {{37, 21, 29}, {96, 64, 300}, {7, 130, 5}}; /* M (in), N (units), K (rows) */
+    clremat_ctx *ctx;
+    TEST_OPEN_CTX(ctx, 0);
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int act = CLREMAT_ACT_RELU; act < CLREMAT_ACT_COUNT; act++) {
+            const int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+            float *hx = malloc(sizeof(float) * (size_t)(K * M)), *hd = malloc(sizeof(float) * (size_t)(K * N));
+            float *c1 = calloc((size_t)(M * N), sizeof(float)), *c2 = calloc((size_t)(M * N), sizeof(float));
+            clremat_buf *pre, *dz, *x, *ca, *cb;
+            cl_int n = (cl_int)(K * M), iact = act;
+            cl_mem mp, mx;
+            for (int64_t i = 0; i < K * M; i++)
+                hx[i] = (float)((i * 37 % 101) - 50) / 17.0f;
+            for (int64_t i = 0; i < K * N; i++)
+                hd[i] = (float)((i * 53 % 89) - 44) / 31.0f;
+            pre = upload(ctx, hx, (size_t)(K * M));
+            dz = upload(ctx, hd, (size_t)(K * N));
+            x = upload(ctx, hx, (size_t)(K * M));
+            ca = upload(ctx, c1, (size_t)(M * N));
+            cb = upload(ctx, c2, (size_t)(M * N));
+            mp = clremat_mem(pre);
+            mx = clremat_mem(x);
+            /* the unfused recomputation: x = act(pre) by the recompute kernel, then x^T dZ */
+            ck_assert_int_eq(clremat_run1d(ctx, "clremat_act_fwd8", (K * M + 7) / 8, sizeof n, &n, sizeof iact, &iact,
+                                           sizeof mp, &mp, sizeof mx, &mx, (size_t)0),
+                             CLREMAT_OK);
+            ck_assert_int_eq(clremat_gemm_on(ctx, CLREMAT_GEMM_NATIVE, 1, 0, M, N, K, 1.0f, x, 0, M, 0, dz, 0, N, 0,
+                                             0.0f, ca, 0, N, 0, 1),
+                             CLREMAT_OK);
+            /* fused: act applied while packing pre */
+            ck_assert_int_eq(clremat_gemm_acta_native(ctx, 1, 0, M, N, K, act, pre, M, dz, N, cb), CLREMAT_OK);
+            ck_assert_int_eq(clremat_read(ctx, ca, 0, sizeof(float) * (size_t)(M * N), c1), CLREMAT_OK);
+            ck_assert_int_eq(clremat_read(ctx, cb, 0, sizeof(float) * (size_t)(M * N), c2), CLREMAT_OK);
+            ck_assert_msg(memcmp(c1, c2, sizeof(float) * (size_t)(M * N)) == 0, "act %d, %lldx%lldx%lld: bits differ",
+                          act, (long long)M, (long long)N, (long long)K);
+            clremat_pool_release(ctx->pool, pre);
+            clremat_pool_release(ctx->pool, dz);
+            clremat_pool_release(ctx->pool, x);
+            clremat_pool_release(ctx->pool, ca);
+            clremat_pool_release(ctx->pool, cb);
+            free(hx);
+            free(hd);
+            free(c1);
+            free(c2);
+        }
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
 /* The predicate: optimizer, the user's switch, accumulation, replicas. */
 START_TEST(test_fused_predicate)
 {
@@ -193,6 +261,7 @@ int main(void)
     TCase *tc;
     Suite *s = test_suite("fused", 900, &tc);
     tcase_add_test(tc, test_fused_predicate);
+    tcase_add_test(tc, test_fused_activation_read_bitwise);
     tcase_add_loop_test(tc, test_fused_bitwise_and_exact, 0, (int)N_MODELS);
     return test_run_device_suite(s);
 }

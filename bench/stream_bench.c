@@ -1,0 +1,138 @@
+/* stream_bench.c: memory bandwidth of the elementwise and optimizer kernels
+ * against a STREAM-like copy kernel on the same device, in one process.
+ * Usage: stream_bench [--device SEL] [--floats N] [--reps N]
+ * Prints JSON: for each kernel the bytes it moves per call (each array read
+ * or written once), the median seconds over reps timed calls (host clock
+ * around clFinish, after a warm-up), GB/s and the ratio to the copy's GB/s.
+ * Kernels: clremat_stream_copy8 (2 arrays), clremat_act_fwd8 GELU (2),
+ * clremat_act_bwd8 GELU in place (3: x, dy read, dx written), clremat_sgd_step
+ * (5: p, g, v read; p, v written), clremat_adam_step (7: p, g, m, v read;
+ * p, m, v written). */
+#include "backend.h"
+#include "kernel_run.h"
+#include "optim.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+enum { K_COPY, K_ACT_FWD, K_ACT_BWD, K_SGD, K_ADAM, K_COUNT };
+static const char *const names[K_COUNT] = {"copy", "gelu_forward", "gelu_backward", "sgd_step", "adam_step"};
+static const int arrays[K_COUNT] = {2, 2, 3, 5, 7};
+
+static int launch(clremat_ctx *ctx, int k, cl_int n, clremat_buf *b[4], const clremat_opt_config *sgd,
+                  const clremat_opt_config *adam, int64_t step)
+{
+    cl_mem m0 = clremat_mem(b[0]), m1 = clremat_mem(b[1]), m2 = clremat_mem(b[2]);
+    cl_int act = 2 /* CLREMAT_ACT_GELU_TANH */, acc = 0;
+    clremat_buf *st[2] = {b[2], b[3]};
+    switch (k) {
+    case K_COPY:
+        return clremat_run1d(ctx, "clremat_stream_copy8", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof m0, &m0,
+                             sizeof m1, &m1, (size_t)0);
+    case K_ACT_FWD:
+        return clremat_run1d(ctx, "clremat_act_fwd8", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof act, &act,
+                             sizeof m0, &m0, sizeof m1, &m1, (size_t)0);
+    case K_ACT_BWD:
+        return clremat_run1d(ctx, "clremat_act_bwd8", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof act, &act,
+                             sizeof acc, &acc, sizeof m0, &m0, sizeof m2, &m2, sizeof m2, &m2, (size_t)0);
+    case K_SGD:
+        return clremat_opt_step(ctx, sgd, step, b[0], b[1], st, n);
+    default:
+        return clremat_opt_step(ctx, adam, step, b[0], b[1], st, n);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *device = NULL;
+    int64_t floats = 8 << 20;
+    int reps = 15;
+    clremat_ctx *ctx;
+    clremat_buf *b[4] = {NULL, NULL, NULL, NULL};
+    clremat_opt_config sgd, adam;
+    double copy_gbs = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--device"))
+            device = argv[i + 1];
+        else if (!strcmp(argv[i], "--floats"))
+            floats = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--reps"))
+            reps = atoi(argv[i + 1]);
+        else {
+            fprintf(stderr, "usage: stream_bench [--device SEL] [--floats N] [--reps N]\n");
+            return 2;
+        }
+    }
+    if (floats < 8 || floats > (1 << 28) || reps < 1 || reps > 1000) {
+        fprintf(stderr, "stream_bench: --floats in [8, 2^28], --reps in [1, 1000]\n");
+        return 2;
+    }
+    if (clremat_ctx_create(device, 0, &ctx) != CLREMAT_OK) {
+        fprintf(stderr, "stream_bench: %s\n", clremat_last_error());
+        return 1;
+    }
+    clremat_opt_defaults("sgd", &sgd);
+    clremat_opt_defaults("adam", &adam);
+    {   /* values in [-2, 2) (positive in the second-moment state), as activations and gradients are */
+        float *h = malloc((size_t)floats * sizeof(float));
+        if (!h)
+            return 1;
+        for (int64_t j = 0; j < floats; j++)
+            h[j] = (float)((j * 7919) % 4096) / 1024.0f - 2.0f;
+        for (int i = 0; i < 4; i++) {
+            if (i == 3)
+                for (int64_t j = 0; j < floats; j++)
+                    h[j] = h[j] * h[j] + 1e-3f;
+            if (clremat_pool_alloc(ctx->pool, (size_t)floats * sizeof(float), "stream", &b[i]) != CLREMAT_OK ||
+                clremat_write(ctx, b[i], 0, (size_t)floats * sizeof(float), h) != CLREMAT_OK) {
+                fprintf(stderr, "stream_bench: allocation: %s\n", clremat_ctx_last_error(ctx));
+                free(h);
+                return 1;
+            }
+        }
+        free(h);
+    }
+    printf("{\"device\": \"%s\", \"floats\": %lld, \"reps\": %d, \"kernels\": [", ctx->info.name, (long long)floats,
+           reps);
+    for (int k = 0; k < K_COUNT; k++) {
+        double *t = malloc(sizeof(double) * (size_t)reps), med, bytes = (double)arrays[k] * (double)floats * 4.0;
+        if (!t)
+            return 1;
+        for (int r = -1; r < reps; r++) {
+            double t0 = now_s();
+            if (launch(ctx, k, (cl_int)floats, b, &sgd, &adam, r + 2) != CLREMAT_OK ||
+                clFinish(ctx->queue) != CL_SUCCESS) {
+                fprintf(stderr, "stream_bench: %s: %s\n", names[k], clremat_ctx_last_error(ctx));
+                return 1;
+            }
+            if (r >= 0)
+                t[r] = now_s() - t0;
+        }
+        qsort(t, (size_t)reps, sizeof *t, cmp_d);
+        med = t[reps / 2];
+        if (k == K_COPY)
+            copy_gbs = bytes / med * 1e-9;
+        printf("%s\n  {\"kernel\": \"%s\", \"bytes\": %.0f, \"seconds\": %.6g, \"gb_per_s\": %.3f, \"of_copy\": %.3f}",
+               k ? "," : "", names[k], bytes, med, bytes / med * 1e-9, bytes / med * 1e-9 / copy_gbs);
+        free(t);
+    }
+    printf("\n]}\n");
+    for (int i = 0; i < 4; i++)
+        clremat_pool_release(ctx->pool, b[i]);
+    clremat_ctx_destroy(ctx);
+    return 0;
+}
