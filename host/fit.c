@@ -347,7 +347,8 @@ static int measure_row(const clremat_fit_request *rq, const clremat_fit_config *
     in.g = rq->g;
     in.batch = batch;
     in.costs = costs;
-    in.opt_states = rq->opt_states;
+    in.opt_states = rq->opt_states & ~CLREMAT_PLAN_FUSED_UPDATE;
+    in.fused_update = (rq->opt_states & CLREMAT_PLAN_FUSED_UPDATE) != 0;
     in.scratch_bytes = CLREMAT_SCRATCH_BYTES;
     if (which == 0) {
         r->planned = 1;

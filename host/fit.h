@@ -80,7 +80,8 @@ double clremat_fit_predict_ms(const clremat_fit_calibration *c, const clremat_pl
 typedef struct clremat_fit_request {
     const clremat_graph *g;
     int64_t batch;                      /**< the batch of the table (>= 1) */
-    int opt_states;                     /**< optimizer state tensors per parameter */
+    int opt_states;                     /**< optimizer state tensors per parameter, with CLREMAT_PLAN_FUSED_UPDATE
+                                             (plan.h) when the update is fused */
     const uint64_t *sizes;              /**< memory sizes in bytes (each > 0) */
     int n_sizes;
     const clremat_fit_config *configs;

@@ -237,7 +237,8 @@ int clremat_plan_from_actions(const clremat_plan_input *in, const clremat_action
 /** Recompute cost of a plan in the units the budget planner minimizes: with
  * in->layer_cost, the sum of layer_cost over RECOMPUTE actions (a
  * RECOMPUTE_ACT counts layer_cost scaled by its elementwise share, slot-0
- * floats / fwd_flops, at most 1); without, plan->recompute_flops. */
+ * floats / fwd_flops, at most 1, and so does each activation a backward
+ * recomputes inside its GEMM, fuse_act_in); without, plan->recompute_flops. */
 double clremat_plan_recompute_cost(const clremat_plan_input *in, const clremat_plan *plan);
 
 /** budget:BYTES (planner/budget.c): the plan with the least recompute cost

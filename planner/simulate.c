@@ -371,6 +371,19 @@ double clremat_plan_recompute_cost(const clremat_plan_input *in, const clremat_p
             const clremat_layer_cost *c = &in->costs[a->layer];
             double share = c->fwd_flops > 0 ? (double)(c->slot_bytes[0] / sizeof(float)) / c->fwd_flops : 1.0;
             cost += in->layer_cost[a->layer] * (share < 1.0 ? share : 1.0);
+        } else if (a->kind == CLREMAT_ACT_BACKWARD && a->fuse_act_in) {
+            /* activations recomputed inside the GEMM: the same elementwise share */
+            const clremat_layer *L = &in->g->layers[a->layer];
+            for (int k = 0; k < L->n_inputs; k++) {
+                const int P = L->inputs[k];
+                const clremat_layer_cost *c;
+                double share;
+                if (!(a->fuse_act_in >> k & 1u) || P < 0)
+                    continue;
+                c = &in->costs[P];
+                share = c->fwd_flops > 0 ? (double)(c->slot_bytes[0] / sizeof(float)) / c->fwd_flops : 1.0;
+                cost += in->layer_cost[P] * (share < 1.0 ? share : 1.0);
+            }
         }
     }
     return cost;

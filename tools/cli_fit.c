@@ -180,7 +180,8 @@ int cli_fit(const cli_global *g, int argc, char **argv)
     memset(&rq, 0, sizeof rq);
     rq.g = gr;
     rq.batch = o.batch;
-    rq.opt_states = clremat_opt_state_count(opt.kind);
+    /* as the trainer runs it: with the fused update where it applies */
+    rq.opt_states = clremat_opt_state_count(opt.kind) | (clremat_trainer_fused(&opt) ? CLREMAT_PLAN_FUSED_UPDATE : 0);
     rq.sizes = o.n_sizes ? o.sizes : dev_size;
     rq.n_sizes = o.n_sizes ? o.n_sizes : 1;
     rq.configs = configs;
