@@ -152,7 +152,9 @@ int clremat_plan_for_ctx(clremat_ctx *ctx, const clremat_graph *g, int64_t batch
  * loss skips the update and returns CLREMAT_ERR_NONFINITE naming the first
  * layer whose output went non-finite. On any failure every tensor of the
  * step is given back; t->update_started says whether the update had begun
- * (before it, parameters and optimizer state are untouched). */
+ * (before it, parameters and optimizer state are untouched). With the fused
+ * update (t->fused) the update begins with the first backward, after the
+ * loss was read and found finite. */
 int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct);
 
 /** clremat_trainer_step, and when the device runs out of memory or
