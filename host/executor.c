@@ -129,11 +129,21 @@ int clremat_plan_for_ctx(clremat_ctx *ctx, const clremat_graph *g, int64_t batch
                          int opt_states, uint64_t limit, const double *layer_cost, int overlap, clremat_plan *out,
                          clremat_layer_cost **costs_out, size_t **ws_fwd_out, size_t **ws_bwd_out)
 {
+    return clremat_plan_for_accum(ctx, g, batch, 1, p, opt_states, limit, layer_cost, overlap, out, costs_out,
+                                  ws_fwd_out, ws_bwd_out);
+}
+
+int clremat_plan_for_accum(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, int accumulate,
+                           const clremat_policy *p, int opt_states, uint64_t limit, const double *layer_cost,
+                           int overlap, clremat_plan *out, clremat_layer_cost **costs_out, size_t **ws_fwd_out,
+                           size_t **ws_bwd_out)
+{
     clremat_plan_input in;
     int st;
     memset(out, 0, sizeof *out);
     if ((st = clremat_plan_input_for(ctx, g, batch, opt_states, layer_cost, &in, ws_fwd_out, ws_bwd_out)))
         return st;
+    in.accumulate = accumulate;
     if (p->kind == CLREMAT_POLICY_AUTO) {
         if (limit == 0)
             st = clremat_set_error(CLREMAT_ERR_PLAN, "--remat auto needs a memory limit (a device or --memory-limit)");
@@ -305,6 +315,12 @@ void clremat_trainer_free(clremat_trainer *t)
         free(t->grads[l]);
         free(t->state[l]);
     }
+    for (int l = 0; t->accum && l < t->g->n_layers; l++) {
+        for (int p = 0; t->accum[l] && p < CLREMAT_MAX_PARAMS; p++)
+            release(t, &t->accum[l][p]);
+        free(t->accum[l]);
+    }
+    free(t->accum);
     free(t->params);
     free(t->grads);
     free(t->state);
@@ -387,6 +403,22 @@ static int alloc_fixed(clremat_trainer *t)
                 goto fail;
         }
     }
+    if (t->accumulate > 1) { /* the accumulation buffer: one float per parameter (plan.accum_bytes) */
+        if (!(t->accum = calloc((size_t)g->n_layers, sizeof *t->accum))) {
+            st = clremat_fail(t->ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+            goto fail;
+        }
+        for (int l = 0; l < g->n_layers; l++) {
+            if (!(t->accum[l] = calloc(CLREMAT_MAX_PARAMS, sizeof(clremat_buf *)))) {
+                st = clremat_fail(t->ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+                goto fail;
+            }
+            for (int p = 0; p < g->layers[l].n_params; p++)
+                if ((st = clremat_pool_alloc(pool, (size_t)g->layers[l].params[p].elems * sizeof(float),
+                                             "accumulated gradient", &t->accum[l][p])))
+                    goto pool_fail;
+        }
+    }
     if ((st = clremat_pool_alloc(pool, (size_t)(t->batch * clremat_shape_elems(&g->io.input)) * sizeof(float),
                                  "input batch", &t->x)) ||
         (st = clremat_pool_alloc(pool, (size_t)(t->batch * clremat_shape_elems(&g->io.labels)) * sizeof(float),
@@ -414,8 +446,8 @@ static void suggest(const clremat_trainer *t, uint64_t limit, char *buf, size_t 
         clremat_policy p;
         clremat_plan pl;
         if (clremat_policy_parse(modes[i], &p) ||
-            clremat_plan_for_ctx(t->ctx, t->g, t->batch, &p, clremat_opt_state_count(t->opt.kind), limit, NULL, 0,
-                                 &pl, NULL, NULL, NULL))
+            clremat_plan_for_accum(t->ctx, t->g, t->batch, t->accumulate, &p, clremat_opt_state_count(t->opt.kind),
+                                   limit, NULL, 0, &pl, NULL, NULL, NULL))
             continue;
         if (pl.peak_bytes <= limit) {
             int j = nfit++;
@@ -484,6 +516,13 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
                               const clremat_opt_config *opt, uint64_t seed, const double *layer_cost,
                               int overlap, clremat_trainer **out)
 {
+    return clremat_trainer_new_accum(ctx, g, batch, 1, p, opt, seed, layer_cost, overlap, out);
+}
+
+int clremat_trainer_new_accum(clremat_ctx *ctx, clremat_graph *g, int64_t batch, int accumulate,
+                              const clremat_policy *p, const clremat_opt_config *opt, uint64_t seed,
+                              const double *layer_cost, int overlap, clremat_trainer **out)
+{
     clremat_trainer *t = calloc(1, sizeof *t);
     uint64_t limit = clremat_pool_get_stats(ctx->pool).limit;
     uint64_t live = clremat_pool_get_stats(ctx->pool).live_bytes;
@@ -501,6 +540,11 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
                           (long long)batch);
         goto fail;
     }
+    if ((st = clremat_accumulate_split(batch, accumulate, &t->batch)) != CLREMAT_OK) {
+        clremat_fail(ctx, st, "%s", clremat_last_error());
+        goto fail;
+    }
+    t->accumulate = accumulate;
     if (layer_cost) {
         if (!(t->layer_cost = malloc(sizeof *t->layer_cost * (size_t)g->n_layers))) {
             st = clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
@@ -508,8 +552,9 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
         }
         memcpy(t->layer_cost, layer_cost, sizeof *t->layer_cost * (size_t)g->n_layers);
     }
-    st = clremat_plan_for_ctx(ctx, g, batch, p, clremat_opt_state_count(opt->kind), limit ? limit - live : 0,
-                              layer_cost, overlap, &t->plan, &t->costs, &t->gemm_ws_fwd, &t->gemm_ws_bwd);
+    st = clremat_plan_for_accum(ctx, g, t->batch, accumulate, p, clremat_opt_state_count(opt->kind),
+                                limit ? limit - live : 0, layer_cost, overlap, &t->plan, &t->costs, &t->gemm_ws_fwd,
+                                &t->gemm_ws_bwd);
     if (st != CLREMAT_OK)
         goto fail;
     if (overlap) {
@@ -520,11 +565,14 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
     }
     if (limit && live + t->plan.peak_bytes > limit) {
         char hint[1024];
+        char acc[96] = "";
+        if (accumulate > 1)
+            snprintf(acc, sizeof acc, " (%d micro-batches of %lld)", accumulate, (long long)t->batch);
         suggest(t, limit - live, hint, sizeof hint);
         st = clremat_fail(ctx, CLREMAT_ERR_OUT_OF_MEMORY,
-                          "remat mode '%s' at batch %lld needs %llu bytes of device memory but %llu bytes are "
+                          "remat mode '%s' at batch %lld%s needs %llu bytes of device memory but %llu bytes are "
                           "available (limit %llu)%s",
-                          p->text, (long long)batch, (unsigned long long)t->plan.peak_bytes,
+                          p->text, (long long)batch, acc, (unsigned long long)t->plan.peak_bytes,
                           (unsigned long long)(limit - live), (unsigned long long)limit, hint);
         goto fail;
     }
@@ -571,6 +619,9 @@ static void make_call(clremat_trainer *t, const clremat_graph *g, int l, clremat
     }
     c->labels = t->labels;
     c->temp = t->temp;
+    c->sample0 = t->sample0;
+    if (l == g->n_layers - 1)
+        c->loss_batch_div = t->loss_div;
 }
 
 static int alloc_tensor(clremat_trainer *t, size_t bytes, const char *tag, clremat_buf **out)
@@ -657,8 +708,9 @@ static int run_update(clremat_trainer *t)
         clremat_ctx_set_label(t->ctx, l, CLREMAT_PHASE_UPDATE);
         for (int p = 0; p < L->n_params && st == CLREMAT_OK; p++) {
             clremat_buf *const state[2] = {t->state[l][2 * p], t->state[l][2 * p + 1]};
-            st = clremat_opt_step(t->ctx, &t->opt, t->step + 1, t->params[l][p], t->grads[l][p], state,
-                                  L->params[p].elems);
+            /* with accumulation, the gradient summed over the micro-batches */
+            st = clremat_opt_step(t->ctx, &t->opt, t->step + 1, t->params[l][p],
+                                  t->accumulate > 1 ? t->accum[l][p] : t->grads[l][p], state, L->params[p].elems);
         }
     }
     return st;
@@ -848,6 +900,7 @@ static int replan_smaller(clremat_trainer *t, const char *why)
     in.opt_states = clremat_opt_state_count(t->opt.kind);
     in.scratch_bytes = CLREMAT_SCRATCH_BYTES;
     in.layer_cost = t->layer_cost;
+    in.accumulate = t->accumulate;
     for (int k = 0; k < 3 && st != CLREMAT_OK; k++)
         if (act > 0 && (k == 0 || budgets[k] != budgets[k - 1]))
             st = clremat_plan_budget(&in, budgets[k], &np);
@@ -884,14 +937,27 @@ int clremat_trainer_step_replan(clremat_trainer *t, const float *x, const float 
     return st;
 }
 
-int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct)
+/* Gradient accumulation after micro-batch m's backward: the accumulation
+ * buffer takes its gradients (m == 0) or adds them (m > 0), in micro-batch
+ * order, so the sum does not depend on the plan. */
+static int accumulate_grads(clremat_trainer *t, int m)
 {
-    int st = upload(t, x, y), nonfinite = 0;
-    float result[2] = {0, 0};
-    const clremat_graph *g = t->g;
+    int st = CLREMAT_OK;
+    clremat_ctx_set_label(t->ctx, -1, CLREMAT_PHASE_UPDATE);
+    for (int l = 0; l < t->g->n_layers && st == CLREMAT_OK; l++)
+        for (int p = 0; p < t->g->layers[l].n_params && st == CLREMAT_OK; p++)
+            st = clremat_op_copy_acc(t->ctx, t->accum[l][p], t->grads[l][p], t->g->layers[l].params[p].elems, m > 0);
+    return st;
+}
 
-    t->update_started = 0;
-    t->ctx->profiling = t->profiling;
+/* Runs the plan's actions once on micro-batch m (already uploaded): the
+ * loss layer's result goes to result; a non-finite one sets *nonfinite and
+ * skips the gradient accumulation and the update. The last micro-batch
+ * (or the only one) runs the optimizer update. */
+static int run_actions(clremat_trainer *t, int m, float result[2], int *nonfinite)
+{
+    const clremat_graph *g = t->g;
+    int st = CLREMAT_OK;
     for (int i = 0; i < t->plan.n_actions && st == CLREMAT_OK; i++) {
         const clremat_action *a = &t->plan.actions[i];
         if (t->side_queue && (st = switch_queues(t, a)) != CLREMAT_OK)
@@ -923,18 +989,45 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
             release(t, &t->dgrad[a->layer]);
             break;
         case CLREMAT_ACT_UPDATE:
-            st = clremat_read(t->ctx, t->act[(g->n_layers - 1) * S], 0, sizeof result, result);
+            st = clremat_read(t->ctx, t->act[(g->n_layers - 1) * S], 0, 2 * sizeof(float), result);
             if (st == CLREMAT_OK && !(isfinite(result[0]) && isfinite(result[1])))
-                nonfinite = 1;
+                *nonfinite = 1;
             else if (st == CLREMAT_OK) {
-                t->update_started = 1;
-                st = run_update(t);
+                if (t->accumulate > 1)
+                    st = accumulate_grads(t, m);
+                if (st == CLREMAT_OK && m == t->accumulate - 1) {
+                    t->update_started = 1;
+                    st = run_update(t);
+                }
             }
             break;
         }
     }
     close_window(t); /* back to one queue, whatever happened */
+    return st;
+}
+
+int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct)
+{
+    const clremat_graph *g = t->g;
+    const int64_t xs = t->batch * clremat_shape_elems(&g->io.input), ys = t->batch * clremat_shape_elems(&g->io.labels);
+    int st = CLREMAT_OK, nonfinite = 0, m;
+    float result[2] = {0, 0}, sum[2] = {0, 0};
+
+    t->update_started = 0;
+    t->ctx->profiling = t->profiling;
+    t->loss_div = t->accumulate > 1 ? t->batch * t->accumulate : 0;
+    for (m = 0; m < t->accumulate && st == CLREMAT_OK && !nonfinite; m++) {
+        t->sample0 = (int64_t)m * t->batch;
+        st = upload(t, x + m * xs, y + m * ys);
+        if (st == CLREMAT_OK)
+            st = run_actions(t, m, result, &nonfinite);
+        sum[0] += result[0]; /* in micro-batch order */
+        sum[1] += result[1];
+    }
+    t->loss_div = 0;
     if (st != CLREMAT_OK) {
+        t->sample0 = 0;
         release_step_tensors(t);
         drop_profile(t->ctx);
         t->ctx->profiling = 0;
@@ -943,20 +1036,27 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
     if (t->profiling)
         collect_profile(t);
     t->ctx->profiling = 0;
-    *loss = result[0];
-    *correct = result[1];
+    *loss = sum[0];
+    *correct = sum[1];
     if (nonfinite) {
         int bad = -1;
         float r[2];
+        char micro[64] = "";
+        /* the failing micro-batch is still uploaded; sample0 keeps its dropout masks */
         st = forward_only(t, g, t->costs, t->gemm_ws_fwd, r, 1, &bad);
+        t->sample0 = 0;
         if (st != CLREMAT_OK)
             return st;
+        if (t->accumulate > 1)
+            snprintf(micro, sizeof micro, " (micro-batch %d of %d)", m, t->accumulate);
         return clremat_fail(t->ctx, CLREMAT_ERR_NONFINITE,
-                            "step %lld: the loss is not finite (%g); first layer whose output is non-finite: '%s'",
-                            (long long)(t->step + 1), (double)result[0], bad >= 0 ? g->layers[bad].name : g->layers[g->n_layers - 1].name);
+                            "step %lld%s: the loss is not finite (%g); first layer whose output is non-finite: '%s'",
+                            (long long)(t->step + 1), micro, (double)result[0],
+                            bad >= 0 ? g->layers[bad].name : g->layers[g->n_layers - 1].name);
     }
+    t->sample0 = 0;
     t->step++;
-    t->data_position += t->batch;
+    t->data_position += t->batch * t->accumulate;
     return CLREMAT_OK;
 }
 

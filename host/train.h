@@ -39,6 +39,8 @@ typedef struct clremat_train_config {
     int costs_measured;             /**< budget/auto: plan from measured per-layer times (a profiled warm-up) */
     const char *gemm;               /**< GEMM path: "native", "clblast", "auto" or NULL (auto) */
     const char *memory_trace;       /**< write the last step's live tensors (Chrome trace JSON) here; NULL: no */
+    int64_t accumulate;             /**< gradient accumulation: micro-batches per step (0 or 1: none); batch
+                                         must be a multiple of it */
 } clremat_train_config;
 
 typedef struct clremat_train_result {
@@ -71,6 +73,9 @@ typedef struct clremat_train_result {
     char gemm[16];                  /**< GEMM path the run used ("native" or "clblast") */
     clremat_kernel_profile *kernels; /**< per kernel of the profiled step, by device time (n_kernels) */
     int n_kernels;
+    int accumulate;                 /**< micro-batches per step (1: no accumulation) */
+    int64_t micro_batch;            /**< samples per micro-batch (the batch when accumulate is 1) */
+    uint64_t accum_bytes;           /**< the accumulation buffer, part of fixed_bytes */
 } clremat_train_result;
 
 /** Runs a whole training job. On failure returns a status with the message in

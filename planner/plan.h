@@ -76,6 +76,10 @@ typedef struct clremat_plan_input {
      * budget planner minimizes; NULL: the cost model's fwd_flops. Put it
      * last so positional initializers of the fields above stay valid. */
     const double *layer_cost;
+    /** Gradient accumulation: micro-batches per step (batch above is the
+     * micro-batch); > 1 adds an accumulation buffer of one float per
+     * parameter to the fixed bytes (planner/accumulate.c). 0 or 1: none. */
+    int accumulate;
 } clremat_plan_input;
 
 /** A plan of one training step. */
@@ -98,6 +102,8 @@ typedef struct clremat_plan {
     int n_recompute_actions;
     int overlap;                    /**< recomputation overlaps backward on a second queue */
     int n_overlapped;               /**< recompute runs moved to the second queue */
+    int accumulate;                 /**< micro-batches per step (1: no accumulation) */
+    uint64_t accum_bytes;           /**< accumulation buffer, included in fixed_bytes (0 when accumulate is 1) */
 } clremat_plan;
 
 /** Builds the plan of policy p: a fixed mode through clremat_plan_fixed,
@@ -153,10 +159,30 @@ int clremat_plan_overlap(const clremat_plan_input *in, clremat_plan *plan);
 /** Human name of an action kind. */
 const char *clremat_action_name(clremat_action_kind k);
 
+/* ------------------------------------------------ gradient accumulation */
+
+/** Largest --accumulate accepted. */
+#define CLREMAT_MAX_ACCUMULATE 65536
+
+/** Splits batch into accumulate micro-batches (*micro = batch / accumulate).
+ * A batch not divisible by accumulate fails with
+ * CLREMAT_ERR_INVALID_ARGUMENT naming both numbers, the remainder and the
+ * nearest multiples; so does accumulate outside [1, CLREMAT_MAX_ACCUMULATE]. */
+int clremat_accumulate_split(int64_t batch, int64_t accumulate, int64_t *micro);
+
+/** Bytes of the accumulation buffer of in (one float per parameter when
+ * in->accumulate > 1, else 0); counted in clremat_plan_fixed_bytes. */
+uint64_t clremat_accum_bytes(const clremat_plan_input *in);
+
+/** Sets out->accumulate and out->accum_bytes from in (the planners call it
+ * where they set the fixed bytes). */
+void clremat_plan_set_accumulate(const clremat_plan_input *in, clremat_plan *out);
+
 /* ------------------------------------------------------ budget planner */
 
 /** Fixed device bytes of a step (parameters, their gradients, optimizer
- * state, input batch, labels, scratch), as schedule.c counts them; the
+ * state, input batch, labels, scratch, and the gradient accumulation buffer
+ * when in->accumulate > 1), as schedule.c counts them; the
  * parameter bytes alone go to *param_bytes (may be NULL). */
 uint64_t clremat_plan_fixed_bytes(const clremat_plan_input *in, uint64_t *param_bytes);
 

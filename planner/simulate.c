@@ -22,7 +22,7 @@ uint64_t clremat_plan_fixed_bytes(const clremat_plan_input *in, uint64_t *param_
     uint64_t y = (uint64_t)(in->batch * clremat_shape_elems(&g->io.labels)) * sizeof(float);
     if (param_bytes)
         *param_bytes = params;
-    return params * (uint64_t)(2 + in->opt_states) + x + y + in->scratch_bytes;
+    return params * (uint64_t)(2 + in->opt_states) + x + y + in->scratch_bytes + clremat_accum_bytes(in);
 }
 
 typedef struct simstate {
@@ -290,6 +290,7 @@ int clremat_plan_from_actions(const clremat_plan_input *in, const clremat_action
     s.loss = nl - 1;
     s.next_bwd = nl - 1;
     out->fixed_bytes = clremat_plan_fixed_bytes(in, &out->param_bytes);
+    clremat_plan_set_accumulate(in, out);
     out->peak_bytes = s.bytes = out->fixed_bytes;
     kidx = kept_index(acts, n);
 

@@ -31,6 +31,7 @@ typedef struct cli_plan_opts {
     const char *gemm;           /**< --gemm: plan on the device for that GEMM path */
     const char *svg;            /**< --svg FILE with --pareto */
     const char *memory_trace;   /**< --memory-trace FILE: the plan's live tensors as Chrome trace JSON */
+    int64_t accumulate;         /**< --accumulate K (default 1): plan a micro-batch of batch / K */
 } cli_plan_opts;
 
 /** Options of `clremat devices`. */

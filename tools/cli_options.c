@@ -100,6 +100,8 @@ static int train_usage(FILE *f)
         "usage: clremat train MODEL [options]\n"
         "  --device SEL         OpenCL device (P:D, cpu, gpu, or a name substring)\n"
         "  --batch N            batch size (32)\n"
+        "  --accumulate K       gradient accumulation: K micro-batches of N / K samples a step,\n"
+        "                       gradients summed, one update; the plan is per micro-batch (1)\n"
         "  --steps N            training steps (200)\n"
         "  --warmup N           steps excluded from step-time statistics (5)\n"
         "  --optimizer NAME     sgd | adam | adamw (adam; with --load, the saved optimizer)\n"
@@ -159,6 +161,21 @@ static int parse_i64(const char *opt, const char *v, int64_t min, int64_t max, i
         return -1;
     }
     *out = x;
+    return 0;
+}
+
+/* Parses --accumulate's value and checks that batch divides by it (the
+ * numbers named, clremat_accumulate_split); returns 0 or prints an error. */
+static int parse_accumulate(const char *v, int64_t *out)
+{
+    return parse_i64("--accumulate", v, 1, CLREMAT_MAX_ACCUMULATE, out);
+}
+
+static int check_accumulate(int64_t batch, int64_t accumulate)
+{
+    int64_t micro;
+    if (accumulate > 1 && clremat_accumulate_split(batch, accumulate, &micro) != CLREMAT_OK)
+        return cli_error("%s", clremat_last_error()), -1;
     return 0;
 }
 
@@ -285,7 +302,8 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         {"momentum", required_argument, NULL, '1'}, {"beta1", required_argument, NULL, '2'},
         {"beta2", required_argument, NULL, '3'}, {"epsilon", required_argument, NULL, '4'},
         {"weight-decay", required_argument, NULL, '5'}, {"weights-only", no_argument, NULL, 'W'},
-        {"memory-trace", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"memory-trace", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'},
+        {"accumulate", required_argument, NULL, 'A'}, {NULL, 0, NULL, 0}};
     int c;
     int64_t v;
 
@@ -328,6 +346,7 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         case 'j': *json = 1; break;
         case 'q': cfg->progress = 0; break;
         case 'T': cfg->memory_trace = optarg; break;
+        case 'A': if (parse_accumulate(optarg, &cfg->accumulate)) return 2; break;
         case 'h': return train_usage(stdout);
         default: return train_usage(stderr);
         }
@@ -339,6 +358,8 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
     }
     if (cfg->weights_only && !cfg->load)
         return cli_error("--weights-only applies to --load"), 2;
+    if (check_accumulate(cfg->batch, cfg->accumulate))
+        return 2;
     /* without --load the optimizer is known now (adam by default); with it,
      * the saved optimizer may decide, and the run checks */
     if (check_optimizer(cfg->optimizer ? cfg->optimizer : cfg->load && !cfg->weights_only ? NULL : "adam",
@@ -359,11 +380,13 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         {"memory-limit", required_argument, NULL, 'm'}, {"pareto", no_argument, NULL, 'p'},
         {"svg", required_argument, NULL, 'v'}, {"points", required_argument, NULL, 'n'},
         {"overlap", no_argument, NULL, 'O'}, {"gemm", required_argument, NULL, 'G'},
-        {"memory-trace", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"memory-trace", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'},
+        {"accumulate", required_argument, NULL, 'A'}, {NULL, 0, NULL, 0}};
     int c;
     int64_t v;
 
     memset(o, 0, sizeof *o);
+    o->accumulate = 1;
     o->points = 40;
     o->remat = "none";
     o->optimizer = "adam";
@@ -387,18 +410,22 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         case 'G': if (check_gemm(optarg)) return 2; o->gemm = optarg; break;
         case 'v': o->svg = optarg; break;
         case 'T': o->memory_trace = optarg; break;
+        case 'A': if (parse_accumulate(optarg, &o->accumulate)) return 2; break;
         case 'n':
             if (parse_i64("--points", optarg, 2, POINTS_MAX, &v))
                 return 2;
             o->points = (int)v;
             break;
         case 'h':
-            printf("usage: clremat plan MODEL [--remat MODE] [--batch N] [--optimizer NAME] [--json] [--actions]\n"
+            printf("usage: clremat plan MODEL [--remat MODE] [--batch N] [--accumulate K] [--optimizer NAME]\n"
+                   "       [--json] [--actions]\n"
                    "       [--memory-limit BYTES | --device SEL] [--overlap] [--gemm PATH]\n"
                    "       [--pareto [--points N] [--svg FILE]] [--memory-trace FILE]\n"
                    "Prints, per layer, output and saved bytes, whether tensors are kept or discarded after\n"
                    "the forward pass, recomputations and forward FLOPs; then the predicted peak of live\n"
                    "device bytes, activation bytes kept, and recompute FLOPs as a share of the step.\n"
+                   "--accumulate K plans one micro-batch of N / K samples, with the gradient accumulation\n"
+                   "buffer in the fixed bytes (N must be a multiple of K).\n"
                    "--actions also lists the step's actions with predicted live bytes. --remat auto plans\n"
                    "for --memory-limit, else for the memory of --device (or the default device).\n"
                    "--gemm plans for that GEMM path on the device (its workspace is in the peak);\n"
@@ -415,6 +442,8 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         return cli_error("plan: expected one MODEL argument"), 2;
     if (o->memory_trace && o->pareto)
         return cli_error("plan: --memory-trace traces one plan; it does not go with --pareto"), 2;
+    if (check_accumulate(o->batch, o->accumulate))
+        return 2;
     o->model_path = argv[optind];
     return CLI_CONTINUE;
 }

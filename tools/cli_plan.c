@@ -55,8 +55,8 @@ static double now_s(void)
 }
 
 /* --pareto: the front as a table or JSON, and optionally an SVG plot. */
-static int print_pareto(const clremat_graph *gr, long long batch, int opt_states, int json, int points,
-                        const char *svg)
+static int print_pareto(const clremat_graph *gr, long long batch, int accumulate, int opt_states, int json,
+                        int points, const char *svg)
 {
     clremat_plan_input in;
     clremat_pareto_point *pts = NULL;
@@ -71,8 +71,10 @@ static int print_pareto(const clremat_graph *gr, long long batch, int opt_states
         return cli_error("--points %d is too many for model '%s' (%lld layers): at most %lld (points x layers may "
                          "not exceed %lld)",
                          points, gr->name, (long long)layers, (long long)max_points, (long long)PARETO_MAX_WORK);
-    if ((st = clremat_plan_input_for(NULL, gr, batch, opt_states, NULL, &in, NULL, NULL)))
+    /* with accumulation the plans are per micro-batch */
+    if ((st = clremat_plan_input_for(NULL, gr, batch / accumulate, opt_states, NULL, &in, NULL, NULL)))
         return json ? cli_json_error(st, clremat_last_error()) : cli_error("%s", clremat_last_error());
+    in.accumulate = accumulate;
     if (note)
         fprintf(stderr, "pareto: planning %d budgets on %lld layers ...\n", points, (long long)layers);
     if ((st = clremat_plan_pareto(&in, points, &pts, &n)) || (st = clremat_pareto_marks(&in, &marks, &nm))) {
@@ -84,7 +86,8 @@ static int print_pareto(const clremat_graph *gr, long long batch, int opt_states
     if (json) {
         printf("{\"model\": ");
         cli_json_string(stdout, gr->name);
-        printf(", \"batch\": %lld, \"front\": [", batch);
+        printf(", \"batch\": %lld, \"accumulate\": %d, \"micro_batch\": %lld, \"front\": [", batch, accumulate,
+               batch / accumulate);
         for (int i = 0; i < n; i++)
             printf("%s\n  {\"budget_bytes\": %llu, \"peak_bytes\": %llu, \"recompute_flops\": %.9g}", i ? "," : "",
                    (unsigned long long)pts[i].budget, (unsigned long long)pts[i].peak_bytes, pts[i].recompute_cost);
@@ -152,7 +155,7 @@ int cli_plan(const cli_global *g, int argc, char **argv)
     if ((st = clremat_graph_load(o.model_path, &gr)))
         return json ? cli_json_error(st, clremat_last_error()) : cli_error("%s", clremat_last_error());
     if (o.pareto) {
-        st = print_pareto(gr, batch, clremat_opt_state_count(opt.kind), json, o.points, o.svg);
+        st = print_pareto(gr, batch, (int)o.accumulate, clremat_opt_state_count(opt.kind), json, o.points, o.svg);
         clremat_graph_free(gr);
         return st;
     }
@@ -168,8 +171,10 @@ int cli_plan(const cli_global *g, int argc, char **argv)
             (st = clremat_ctx_create(o.device ? o.device : g->device, 0, &ctx)) == CLREMAT_OK)
             clremat_ctx_set_gemm(ctx, gp);
     }
-    if (st || (st = clremat_plan_for_ctx(ctx, gr, batch, &pol, clremat_opt_state_count(opt.kind), limit, NULL,
-                                         o.overlap, &plan, &costs, NULL, NULL))) {
+    /* with --accumulate K the plan is one micro-batch's (its peak is what the device holds) */
+    if (st || (st = clremat_plan_for_accum(ctx, gr, batch / o.accumulate, (int)o.accumulate, &pol,
+                                           clremat_opt_state_count(opt.kind), limit, NULL, o.overlap, &plan, &costs,
+                                           NULL, NULL))) {
         if (json)
             cli_json_error(st, clremat_last_error());
         else
@@ -183,7 +188,8 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         cli_json_string(stdout, gr->name);
         printf(", \"remat\": ");
         cli_json_string(stdout, pol.text);
-        printf(", \"batch\": %lld, \"gemm\": ", batch);
+        printf(", \"batch\": %lld, \"accumulate\": %d, \"micro_batch\": %lld, \"gemm\": ", batch, plan.accumulate,
+               batch / plan.accumulate);
         if (ctx)
             cli_json_string(stdout, clremat_gemm_path_name(clremat_ctx_gemm(ctx)));
         else
@@ -205,9 +211,10 @@ int cli_plan(const cli_global *g, int argc, char **argv)
                    plan.recomputes[l], costs[l].fwd_flops);
         }
         printf("\n ],\n \"memory\": {\"predicted_peak_bytes\": %llu, \"fixed_bytes\": %llu, \"param_bytes\": %llu, "
-               "\"kept_activation_bytes\": %llu},\n",
+               "\"kept_activation_bytes\": %llu, \"accumulation_bytes\": %llu},\n",
                (unsigned long long)plan.peak_bytes, (unsigned long long)plan.fixed_bytes,
-               (unsigned long long)plan.param_bytes, (unsigned long long)plan.kept_act_bytes);
+               (unsigned long long)plan.param_bytes, (unsigned long long)plan.kept_act_bytes,
+               (unsigned long long)plan.accum_bytes);
         printf(" \"flops\": {\"step\": %.9g, \"recompute\": %.9g, \"recompute_share\": %.9g}, \"recompute_actions\": %d",
                plan.step_flops, plan.recompute_flops,
                plan.step_flops > 0 ? plan.recompute_flops / plan.step_flops : 0.0, plan.n_recompute_actions);
@@ -234,7 +241,11 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         }
         printf("}\n");
     } else {
-        printf("model %s, remat %s, batch %lld\n\n", gr->name, pol.text, batch);
+        if (plan.accumulate > 1)
+            printf("model %s, remat %s, batch %lld as %d micro-batches of %lld (the plan is one micro-batch's)\n\n",
+                   gr->name, pol.text, batch, plan.accumulate, batch / plan.accumulate);
+        else
+            printf("model %s, remat %s, batch %lld\n\n", gr->name, pol.text, batch);
         printf("%-28s %-18s %12s %12s %-9s %-9s %4s %12s\n", "layer", "block", "out bytes", "saved bytes", "output",
                "internal", "rec", "fwd FLOPs");
         for (int l = 0; l < gr->n_layers; l++) {
@@ -248,6 +259,9 @@ int cli_plan(const cli_global *g, int argc, char **argv)
                (double)plan.peak_bytes / 1048576.0);
         printf("fixed                 %llu bytes (parameters %llu, with gradients, optimizer state, batch)\n",
                (unsigned long long)plan.fixed_bytes, (unsigned long long)plan.param_bytes);
+        if (plan.accumulate > 1)
+            printf("accumulation buffer   %llu bytes (in the fixed bytes: gradients summed over %d micro-batches)\n",
+                   (unsigned long long)plan.accum_bytes, plan.accumulate);
         printf("activations kept      %llu bytes after the forward pass\n", (unsigned long long)plan.kept_act_bytes);
         if (plan.overlap)
             printf("overlap               %d recompute runs on a second queue, overlapping backward\n",

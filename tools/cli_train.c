@@ -20,8 +20,10 @@ static void print_json(const clremat_train_config *cfg, const clremat_train_resu
     cli_json_string(stdout, r->remat);
     printf(", \"gemm\": ");
     cli_json_string(stdout, r->gemm);
-    printf(", \"batch\": %lld, \"steps\": %lld, \"start_step\": %lld, \"warmup\": %lld, \"seed\": %llu, ",
-           (long long)cfg->batch, (long long)r->steps_run, (long long)r->start_step, (long long)cfg->warmup,
+    printf(", \"batch\": %lld, \"accumulate\": %d, \"micro_batch\": %lld, \"steps\": %lld, \"start_step\": %lld, "
+           "\"warmup\": %lld, \"seed\": %llu, ",
+           (long long)cfg->batch, r->accumulate > 1 ? r->accumulate : 1,
+           (long long)(r->micro_batch ? r->micro_batch : cfg->batch), (long long)r->steps_run, (long long)r->start_step, (long long)cfg->warmup,
            (unsigned long long)cfg->seed);
     cli_json_optimizer(stdout, &r->opt);
     printf(",\n \"losses\": [");
@@ -37,10 +39,11 @@ static void print_json(const clremat_train_config *cfg, const clremat_train_resu
     cli_json_member(stdout, ", \"max\": ", r->max_ms);
     printf("},\n \"memory\": {\"predicted_peak_bytes\": %llu, \"measured_peak_bytes\": %llu, "
            "\"reserved_peak_bytes\": %llu, \"fixed_bytes\": %llu, \"param_bytes\": %llu, "
-           "\"kept_activation_bytes\": %llu, \"buffers_created_after_first_step\": %llu},\n",
+           "\"kept_activation_bytes\": %llu, \"accumulation_bytes\": %llu, \"buffers_created_after_first_step\": %llu},\n",
            (unsigned long long)r->predicted_peak, (unsigned long long)r->measured_peak,
            (unsigned long long)r->reserved_peak, (unsigned long long)r->fixed_bytes,
            (unsigned long long)r->param_bytes, (unsigned long long)r->kept_act_bytes,
+           (unsigned long long)r->accum_bytes,
            (unsigned long long)r->buffers_created_after_first_step);
     printf(" \"flops\": {\"step\": %.9g, \"recompute\": %.9g, \"recompute_share\": ", r->step_flops,
            r->recompute_flops);
@@ -70,6 +73,10 @@ static void print_summary(const clremat_train_config *cfg, const clremat_train_r
     printf("gemm         %s\n", r->gemm);
     printf("steps        %lld at batch %lld (%lld warm-up steps excluded from timing)\n", (long long)r->steps_run,
            (long long)cfg->batch, (long long)cfg->warmup);
+    if (r->accumulate > 1)
+        printf("accumulate   %d micro-batches of %lld a step (gradients summed, one update; the plan and the\n"
+               "             peak are one micro-batch's, with the %llu-byte accumulation buffer in the fixed bytes)\n",
+               r->accumulate, (long long)r->micro_batch, (unsigned long long)r->accum_bytes);
     if (r->start_step > 0)
         printf("resumed      after step %lld (%s): these are steps %lld to %lld\n", (long long)r->start_step,
                cfg->load, (long long)r->start_step + 1, (long long)(r->start_step + r->steps_run));
