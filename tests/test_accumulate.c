@@ -1,0 +1,297 @@
+/* test_accumulate.c: gradient accumulation end to end on a device, on every
+ * bundled model. A step of BATCH samples with --accumulate K runs K
+ * micro-batches through one plan made per micro-batch:
+ * - the measured high-water of live bytes equals the prediction to the
+ *   byte, the accumulation buffer (one float per parameter) counted in the
+ *   plan's fixed bytes, and the peak is that of a plan at the micro-batch
+ *   plus that buffer;
+ * - losses and parameters are bitwise identical across remat modes at the
+ *   same K (none, full, activations, a block, budget);
+ * - losses and parameters match the unsplit batch (K = 1) within the
+ *   float32 tolerance documented in docs/user-guide.md (relative 1e-5 on
+ *   losses with Adam and SGD, absolute 1e-5 on parameters with SGD, after
+ *   STEPS steps); the first step's
+ *   loss, which depends only on the initial parameters and the dropout
+ *   masks, within 1e-6, so a micro-batch drawing its own masks would fail;
+ * - a batch not divisible by K is refused with the numbers, by the library
+ *   and by the command (train and plan), and --json reports K. */
+#include "testutil.h"
+#include "data.h"
+#include "executor.h"
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct model_case {
+    const char *file;
+    const char *block;      /* a block for list_of_layers (NULL: a layer) */
+} model_case;
+
+static const model_case models[] = {
+    {"mlp_deep.json", "dense_5"},
+    {"transformer.json", "encoder_block_0"},
+    {"resnet_mlp.json", "res_block_1"},
+    {"regression.json", "h2"},
+};
+#define N_MODELS (sizeof models / sizeof models[0])
+#define STEPS 3
+#define BATCH 8
+/* the documented tolerances against the unsplit batch */
+#define LOSS_RTOL 1e-5
+#define FIRST_LOSS_RTOL 1e-6
+#define PARAM_TOL 1e-5
+
+static clremat_graph *load_model(const char *file)
+{
+    char path[1024];
+    clremat_graph *g = NULL;
+    const char *dir = getenv("CLREMAT_MODELS");
+    snprintf(path, sizeof path, "%s/%s", dir ? dir : "models", file);
+    ck_assert_msg(clremat_graph_load(path, &g) == CLREMAT_OK, "%s", clremat_last_error());
+    return g;
+}
+
+typedef struct run_out {
+    float loss[STEPS];
+    float *params;
+    uint64_t predicted, measured, fixed, accum;
+    int n_recompute_actions;
+} run_out;
+
+/* STEPS steps of BATCH samples in k micro-batches under mode. */
+static void run_mode(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *d, const char *mode,
+                     const char *optimizer, int k, run_out *out)
+{
+    clremat_policy pol;
+    clremat_opt_config opt;
+    clremat_trainer *t;
+    float *x = malloc(sizeof(float) * (size_t)(BATCH * d->train.x_elems));
+    float *y = malloc(sizeof(float) * (size_t)(BATCH * d->train.y_elems));
+    ck_assert_int_eq(clremat_policy_parse(mode, &pol), CLREMAT_OK);
+    ck_assert_int_eq(clremat_opt_defaults(optimizer, &opt), 0);
+    ck_assert_msg(clremat_trainer_new_accum(ctx, g, BATCH, k, &pol, &opt, 7, NULL, 0, &t) == CLREMAT_OK, "%s K=%d: %s",
+                  mode, k, clremat_ctx_last_error(ctx));
+    ck_assert_int_eq(t->batch, BATCH / k);
+    ck_assert_int_eq(t->plan.accumulate, k);
+    clremat_pool_reset_peaks(ctx->pool);
+    for (int s = 0; s < STEPS; s++) {
+        float correct;
+        clremat_data_batch(&d->train, 7, s, BATCH, x, y);
+        ck_assert_msg(clremat_trainer_step(t, x, y, &out->loss[s], &correct) == CLREMAT_OK, "%s K=%d step %d: %s",
+                      mode, k, s, clremat_ctx_last_error(ctx));
+        ck_assert(isfinite(out->loss[s]));
+    }
+    ck_assert_int_eq(t->data_position, (int64_t)STEPS * BATCH);
+    out->predicted = t->plan.peak_bytes;
+    out->measured = clremat_pool_get_stats(ctx->pool).live_peak;
+    out->fixed = t->plan.fixed_bytes;
+    out->accum = t->plan.accum_bytes;
+    out->n_recompute_actions = t->plan.n_recompute_actions;
+    out->params = malloc(t->plan.param_bytes);
+    ck_assert_int_eq(clremat_trainer_get_params(t, out->params), CLREMAT_OK);
+    clremat_trainer_free(t);
+    free(x);
+    free(y);
+}
+
+static double rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-30); }
+
+START_TEST(test_accumulate_model)
+{
+    const model_case *m = &models[_i];
+    clremat_ctx *ctx;
+    clremat_graph *g = load_model(m->file);
+    size_t np = (size_t)clremat_graph_param_elems(g), pbytes = np * sizeof(float);
+    clremat_dataset d;
+    run_out unsplit, unsplit_sgd;
+    char modes[5][128];
+    int n_modes = 0;
+
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_msg(clremat_data_synthetic(g, NULL, 7, 256, 32, &d) == CLREMAT_OK, "%s", clremat_last_error());
+    run_mode(ctx, g, &d, "none", "adam", 1, &unsplit);
+    run_mode(ctx, g, &d, "none", "sgd", 1, &unsplit_sgd);
+    ck_assert_uint_eq(unsplit.accum, 0);
+    ck_assert_uint_eq(unsplit.measured, unsplit.predicted);
+    for (int k = 2; k <= 4; k *= 2) {
+        run_out base, sgd;
+        clremat_plan pn, pf;
+        clremat_policy none, full;
+        double worst_loss = 0, worst_param = 0;
+        /* the plan at the micro-batch, without accumulation: the same but for the buffer */
+        clremat_policy_parse("none", &none);
+        clremat_policy_parse("full", &full);
+        ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH / k, &none, 2, 0, NULL, 0, &pn, NULL, NULL, NULL),
+                         CLREMAT_OK);
+        ck_assert_int_eq(clremat_plan_for_accum(ctx, g, BATCH / k, k, &full, 2, 0, NULL, 0, &pf, NULL, NULL, NULL),
+                         CLREMAT_OK);
+        n_modes = 0;
+        snprintf(modes[n_modes++], 128, "full");
+        snprintf(modes[n_modes++], 128, "activations");
+        snprintf(modes[n_modes++], 128, "list_of_layers:%s", m->block);
+        /* a budget between full's peak and none's: the budget planner at the micro-batch, accumulation included */
+        snprintf(modes[n_modes++], 128, "budget:%llu",
+                 (unsigned long long)((pf.peak_bytes + pn.peak_bytes + pbytes) / 2));
+        run_mode(ctx, g, &d, "none", "adam", k, &base);
+        run_mode(ctx, g, &d, "none", "sgd", k, &sgd);
+        ck_assert_msg(base.measured == base.predicted, "%s K=%d none: measured %llu, predicted %llu", m->file, k,
+                      (unsigned long long)base.measured, (unsigned long long)base.predicted);
+        ck_assert_uint_eq(base.accum, pbytes);
+        ck_assert_uint_eq(base.fixed, pn.fixed_bytes + pbytes);
+        ck_assert_uint_eq(base.predicted, pn.peak_bytes + pbytes);
+        for (int s = 0; s < STEPS; s++) {
+            double r = fmax(rel(base.loss[s], unsplit.loss[s]), rel(sgd.loss[s], unsplit_sgd.loss[s]));
+            worst_loss = fmax(worst_loss, r);
+            ck_assert_msg(r <= (s == 0 ? FIRST_LOSS_RTOL : LOSS_RTOL),
+                          "%s K=%d step %d: loss %.9g (sgd %.9g), unsplit %.9g (sgd %.9g), relative %.3g", m->file,
+                          k, s, (double)base.loss[s], (double)sgd.loss[s], (double)unsplit.loss[s],
+                          (double)unsplit_sgd.loss[s], r);
+        }
+        /* parameters with SGD: Adam divides each gradient by its own running
+         * magnitude, so a gradient that is rounding noise (about 0) moves its
+         * parameter by up to lr a step whatever its size: compared by loss */
+        for (size_t i = 0; i < np; i++)
+            worst_param = fmax(worst_param, fabs((double)sgd.params[i] - (double)unsplit_sgd.params[i]));
+        ck_assert_msg(worst_param <= PARAM_TOL, "%s K=%d: a parameter differs by %.3g from the unsplit run's (sgd)",
+                      m->file, k, worst_param);
+        free(sgd.params);
+        fprintf(stderr, "%s K=%d: peak %llu (unsplit %llu, accumulation buffer %llu), loss rel diff <= %.3g, "
+                "param abs diff <= %.3g\n", m->file, k, (unsigned long long)base.measured,
+                (unsigned long long)unsplit.measured, (unsigned long long)base.accum, worst_loss, worst_param);
+        for (int i = 0; i < n_modes; i++) {
+            run_out r;
+            run_mode(ctx, g, &d, modes[i], "adam", k, &r);
+            ck_assert_msg(r.measured == r.predicted, "%s K=%d %s: measured %llu, predicted %llu", m->file, k,
+                          modes[i], (unsigned long long)r.measured, (unsigned long long)r.predicted);
+            ck_assert_msg(r.n_recompute_actions > 0, "%s K=%d %s: nothing recomputed", m->file, k, modes[i]);
+            for (int s = 0; s < STEPS; s++)
+                ck_assert_msg(memcmp(&r.loss[s], &base.loss[s], sizeof(float)) == 0,
+                              "%s K=%d %s step %d: loss %.9g, none's %.9g", m->file, k, modes[i], s,
+                              (double)r.loss[s], (double)base.loss[s]);
+            ck_assert_msg(memcmp(r.params, base.params, pbytes) == 0, "%s K=%d %s: parameters differ from none's",
+                          m->file, k, modes[i]);
+            free(r.params);
+        }
+        free(base.params);
+        clremat_plan_free(&pn);
+        clremat_plan_free(&pf);
+    }
+    free(unsplit.params);
+    free(unsplit_sgd.params);
+    clremat_data_free(&d);
+    clremat_graph_free(g);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
+/* A batch not divisible by K: refused before anything is allocated, with
+ * both numbers, the remainder and the nearest multiples. */
+START_TEST(test_indivisible_refused)
+{
+    clremat_graph *g = load_model("regression.json");
+    clremat_policy pol;
+    clremat_opt_config opt;
+    clremat_ctx *ctx;
+    clremat_trainer *t = NULL;
+    int64_t micro = -1;
+    const char *msg;
+
+    clremat_policy_parse("none", &pol);
+    clremat_opt_defaults("adam", &opt);
+    ck_assert_int_eq(clremat_accumulate_split(10, 4, &micro), CLREMAT_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(micro, -1);
+    msg = clremat_last_error();
+    ck_assert_msg(strstr(msg, "batch 10 is not divisible by --accumulate 4") && strstr(msg, "10 = 4 x 2 + 2") &&
+                      strstr(msg, "(8 or 12)"),
+                  "%s", msg);
+    ck_assert_int_eq(clremat_accumulate_split(3, 4, &micro), CLREMAT_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(clremat_last_error(), "multiple of 4 (4)"), "%s", clremat_last_error());
+    ck_assert_int_eq(clremat_accumulate_split(12, 0, &micro), CLREMAT_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(clremat_accumulate_split(12, 4, &micro), CLREMAT_OK);
+    ck_assert_int_eq(micro, 3);
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_int_eq(clremat_trainer_new_accum(ctx, g, 10, 4, &pol, &opt, 1, NULL, 0, &t),
+                     CLREMAT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(t);
+    ck_assert_msg(strstr(clremat_ctx_last_error(ctx), "10 = 4 x 2 + 2"), "%s", clremat_ctx_last_error(ctx));
+    ck_assert_uint_eq(clremat_pool_get_stats(ctx->pool).live_bytes, 0);
+    clremat_ctx_destroy(ctx);
+    clremat_graph_free(g);
+}
+END_TEST
+
+/* The command: refusals with the numbers (exit 2, before any device work),
+ * and --json reporting accumulate, micro_batch and the buffer on train and
+ * plan, the train run's measured peak equal to its prediction. */
+static void read_cmd(const char *args, char *out, size_t len)
+{
+    char cmd[4096];
+    const char *tool = getenv("CLREMAT_TOOL");
+    FILE *p;
+    size_t n;
+    snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", tool ? tool : "tools/clremat", args);
+    p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    n = fread(out, 1, len - 1, p);
+    out[n] = 0;
+    ck_assert_int_eq(pclose(p), 0);
+}
+
+static long long json_int(const char *s, const char *key)
+{
+    char k[128];
+    const char *p;
+    snprintf(k, sizeof k, "\"%s\": ", key);
+    p = strstr(s, k);
+    ck_assert_msg(p != NULL, "no %s in %s", key, s);
+    return strtoll(p + strlen(k), NULL, 10);
+}
+
+START_TEST(test_cli)
+{
+    char err[4096], args[2048], *out = malloc(1 << 20);
+    const char *dir = getenv("CLREMAT_MODELS"), *dev = getenv("CLREMAT_TEST_DEVICE");
+    char model[1024], devopt[256] = "";
+    snprintf(model, sizeof model, "%s/regression.json", dir ? dir : "models");
+    if (dev)
+        snprintf(devopt, sizeof devopt, "--device %s", dev);
+    snprintf(args, sizeof args, "train %s --batch 10 --accumulate 4 --steps 1", model);
+    ck_assert_int_eq(test_run_tool(args, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "batch 10 is not divisible by --accumulate 4 (10 = 4 x 2 + 2)"), "%s", err);
+    snprintf(args, sizeof args, "plan %s --batch 30 --accumulate 4", model);
+    ck_assert_int_eq(test_run_tool(args, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "(28 or 32)"), "%s", err);
+    snprintf(args, sizeof args, "plan %s --accumulate 0", model);
+    ck_assert_int_eq(test_run_tool(args, err, sizeof err), 2);
+    ck_assert_msg(strstr(err, "--accumulate"), "%s", err);
+
+    snprintf(args, sizeof args, "plan %s --batch 16 --accumulate 4 --json", model);
+    read_cmd(args, out, 1 << 20);
+    ck_assert_int_eq(json_int(out, "accumulate"), 4);
+    ck_assert_int_eq(json_int(out, "micro_batch"), 4);
+    ck_assert_int_gt(json_int(out, "accumulation_bytes"), 0);
+    snprintf(args, sizeof args, "train %s %s --batch 16 --accumulate 4 --steps 2 --remat full --json --quiet", model,
+             devopt);
+    read_cmd(args, out, 1 << 20);
+    ck_assert_int_eq(json_int(out, "batch"), 16);
+    ck_assert_int_eq(json_int(out, "accumulate"), 4);
+    ck_assert_int_eq(json_int(out, "micro_batch"), 4);
+    ck_assert_int_gt(json_int(out, "accumulation_bytes"), 0);
+    ck_assert_int_eq(json_int(out, "measured_peak_bytes"), json_int(out, "predicted_peak_bytes"));
+    snprintf(args, sizeof args, "train %s %s --batch 16 --steps 2 --json --quiet", model, devopt);
+    read_cmd(args, out, 1 << 20);
+    ck_assert_int_eq(json_int(out, "accumulate"), 1);
+    ck_assert_int_eq(json_int(out, "accumulation_bytes"), 0);
+    free(out);
+}
+END_TEST
+
+int main(void)
+{
+    TCase *tc;
+    Suite *s = test_suite("accumulate", 1200, &tc);
+    tcase_add_loop_test(tc, test_accumulate_model, 0, N_MODELS);
+    tcase_add_test(tc, test_indivisible_refused);
+    tcase_add_test(tc, test_cli);
+    return test_run_device_suite(s);
+}
