@@ -63,6 +63,8 @@ typedef struct cli_fit_opts {
     int64_t calibration_batch;  /**< --calibration-batch: batch of the calibration (0: --batch) */
     int json;                   /**< --json */
     const char *svg;            /**< --svg FILE */
+    int64_t accumulate[CLI_FIT_MAX_SIZES]; /**< --accumulate K,K...: each configuration once per K (default 1) */
+    int n_accumulate;           /**< 0: none given (1 alone) */
 } cli_fit_opts;
 
 /** Prints the command's usage to f. */

@@ -44,8 +44,11 @@ static void print_json(const clremat_graph *gr, const cli_fit_opts *o, const clr
             const clremat_fit_row *r = &rows[s * rq->n_configs + c];
             if (r->fastest)
                 fastest = c;
-            printf("%s\n   {\"remat\": ", c ? "," : "");
+            printf("%s\n   {\"label\": ", c ? "," : "");
             cli_json_string(stdout, rq->configs[c].label);
+            printf(", \"remat\": ");
+            cli_json_string(stdout, rq->configs[c].policy.text);
+            printf(", \"accumulate\": %d", rq->configs[c].accumulate > 1 ? rq->configs[c].accumulate : 1);
             printf(", \"planned\": %s, \"peak_bytes\": ", r->planned ? "true" : "false");
             if (r->planned)
                 printf("%llu", (unsigned long long)r->peak_bytes);
@@ -156,6 +159,15 @@ int cli_fit(const cli_global *g, int argc, char **argv)
     if (st) {
         rc = cli_error("fit: %s", clremat_last_error()) + 1; /* a bad --remat value: usage error */
         goto done;
+    }
+    if (o.n_accumulate > 0) { /* every mode once per accumulation K */
+        clremat_fit_config *all = NULL;
+        if ((st = clremat_fit_with_accumulate(configs, n_configs, o.accumulate, o.n_accumulate, &all, &n_configs))) {
+            rc = cli_error("fit: %s", clremat_last_error()) + 1;
+            goto done;
+        }
+        free(configs);
+        configs = all;
     }
     if (o.device || o.n_sizes == 0) { /* step times (and, without --memory, the sizes) from a device */
         if ((st = clremat_ctx_create(o.device, 0, &ctx))) {

@@ -492,7 +492,7 @@ int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_op
         {"quiet", no_argument, NULL, 'q'}, {"costs", required_argument, NULL, 'C'},
         {"momentum", required_argument, NULL, '1'}, {"beta1", required_argument, NULL, '2'},
         {"beta2", required_argument, NULL, '3'}, {"epsilon", required_argument, NULL, '4'},
-        {"weight-decay", required_argument, NULL, '5'},
+        {"weight-decay", required_argument, NULL, '5'}, {"accumulate", required_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     clremat_compare_config *cfg = &o->cfg;
     int c;
@@ -537,16 +537,18 @@ int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_op
         case 'v': o->svg = optarg; break;
         case 'q': cfg->progress = 0; break;
         case 'C': if (parse_costs(optarg, &cfg->costs_measured)) return 2; break;
+        case 'A': if (parse_accumulate(optarg, &cfg->accumulate)) return 2; break;
         case 'h':
             printf("usage: clremat compare MODEL [--devices all|SEL,SEL...] [--remat MODE,MODE...]\n"
-                   "       [--batch N] [--steps N] [--warmup N] [--seed N] [--data TASK|FILE] [--optimizer NAME]\n"
+                   "       [--batch N] [--accumulate K] [--steps N] [--warmup N] [--seed N] [--data TASK|FILE] [--optimizer NAME]\n"
                    "       [--lr X] [--momentum X] [--beta1 X] [--beta2 X] [--epsilon X] [--weight-decay X]\n"
                    "       [--memory-limit BYTES] [--costs flops|measured] [--json] [--csv FILE]\n"
                    "       [--svg FILE] [--quiet]\n"
                    "Runs the same model, data, batch and seed on each device and remat mode (default\n"
                    "none,full on all devices, 20 steps with 3 warm-up steps excluded from timing) and\n"
                    "reports peaks (predicted and measured), fit, step time, overhead against none,\n"
-                   "recompute share, losses, validation, and numerics checks.\n"
+                   "recompute share, losses, validation, and numerics checks. --accumulate K runs every\n"
+                   "step as K micro-batches (as for train).\n"
                    "Optimizer (as for train): --optimizer sgd | adam | adamw (adam); --lr (sgd 0.01,\n"
                    "adam and adamw 0.001); sgd: --momentum (0.9); adam, adamw: --beta1 (0.9), --beta2\n"
                    "(0.999), --epsilon (1e-8); all: --weight-decay (sgd, adam 0; adamw 0.01).\n");
@@ -557,6 +559,8 @@ int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_op
     if (optind + 1 != argc)
         return cli_error("compare: expected one MODEL argument"), 2;
     if (check_optimizer(cfg->optimizer, cfg->opt_set))
+        return 2;
+    if (check_accumulate(cfg->batch, cfg->accumulate))
         return 2;
     if (cfg->warmup >= cfg->steps)
         return cli_error("compare: --warmup (%lld) must be below --steps (%lld)", (long long)cfg->warmup,
@@ -571,8 +575,8 @@ static int fit_usage(FILE *f)
 {
     fprintf(f,
         "usage: clremat fit MODEL [--memory SIZE,SIZE...] [--device SEL] [--batch N] [--optimizer NAME]\n"
-        "       [--remat MODE,MODE...] [--max-batch N] [--steps N] [--calibration-batch N]\n"
-        "       [--json] [--svg FILE]\n"
+        "       [--remat MODE,MODE...] [--accumulate K,K...] [--max-batch N] [--steps N]\n"
+        "       [--calibration-batch N] [--json] [--svg FILE]\n"
         "For each memory size (--memory, e.g. 6GiB,8GiB,16GiB; else the memory of --device) and\n"
         "each remat mode: the predicted peak of a training step at --batch (32), whether it fits,\n"
         "the recompute share and the predicted step time, the fastest that fits marked; and the\n"
@@ -581,9 +585,39 @@ static int fit_usage(FILE *f)
         "and auto (the budget planner at each size). Step times are predicted only with --device\n"
         "(or the global --device): a calibration measures --steps (5) timed steps there first;\n"
         "without a device they are null. --calibration-batch N calibrates at another batch than\n"
-        "--batch. --max-batch caps the search (1048576). --svg FILE plots\n"
+        "--batch. --accumulate K,K... lists every mode once per gradient accumulation K (default 1):\n"
+        "planned per micro-batch of N / K, the largest batch a multiple of K.\n"
+        "--max-batch caps the search (1048576). --svg FILE plots\n"
         "peak against predicted step time with the sizes as vertical lines. docs/user-guide.md.\n");
     return f == stdout ? 0 : 2;
+}
+
+/* Parses fit's --accumulate K,K... (each in [1, CLREMAT_MAX_ACCUMULATE],
+ * no repeats); returns 0 or prints an error. */
+static int parse_accumulate_list(const char *v, int64_t *ks, int *n)
+{
+    const char *s = v;
+    *n = 0;
+    for (;;) {
+        const char *e = strchr(s, ',');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        char item[32];
+        if (len == 0 || len >= sizeof item)
+            return cli_error("--accumulate takes counts such as 1,2,4, got '%s'", v), -1;
+        memcpy(item, s, len);
+        item[len] = 0;
+        if (*n >= CLI_FIT_MAX_SIZES)
+            return cli_error("--accumulate takes at most %d counts, got more in '%s'", CLI_FIT_MAX_SIZES, v), -1;
+        if (parse_accumulate(item, &ks[*n]))
+            return -1;
+        for (int i = 0; i < *n; i++)
+            if (ks[i] == ks[*n])
+                return cli_error("--accumulate: %lld is given twice in '%s'", (long long)ks[i], v), -1;
+        (*n)++;
+        if (!e)
+            return 0;
+        s = e + 1;
+    }
 }
 
 /* Parses --memory's comma-separated sizes; returns 0 or prints an error. */
@@ -625,7 +659,7 @@ int cli_fit_parse(const cli_global *g, int argc, char **argv, cli_fit_opts *o)
         {"remat", required_argument, NULL, 'r'}, {"max-batch", required_argument, NULL, 'M'},
         {"steps", required_argument, NULL, 's'}, {"json", no_argument, NULL, 'j'},
         {"svg", required_argument, NULL, 'v'}, {"calibration-batch", required_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"accumulate", required_argument, NULL, 'A'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int c;
 
     memset(o, 0, sizeof *o);
@@ -658,6 +692,7 @@ int cli_fit_parse(const cli_global *g, int argc, char **argv, cli_fit_opts *o)
                 return cli_error("--svg takes a file name, got ''"), 2;
             o->svg = optarg;
             break;
+        case 'A': if (parse_accumulate_list(optarg, o->accumulate, &o->n_accumulate)) return 2; break;
         case 'h': return fit_usage(stdout);
         default: return fit_usage(stderr);
         }
