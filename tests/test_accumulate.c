@@ -14,10 +14,15 @@
  *   loss, which depends only on the initial parameters and the dropout
  *   masks, within 1e-6, so a micro-batch drawing its own masks would fail;
  * - a batch not divisible by K is refused with the numbers, by the library
- *   and by the command (train and plan), and --json reports K. */
+ *   and by the command (train and plan), and --json reports K;
+ * - the planner alone: fixed bytes grow by the buffer, budget plans per
+ *   micro-batch fit their budget; clremat fit's configurations with K: the
+ *   largest batch is a multiple of K that fits while the next multiple does
+ *   not, a batch not divisible by K is not planned and says why. */
 #include "testutil.h"
 #include "data.h"
 #include "executor.h"
+#include "fit.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -286,6 +291,103 @@ START_TEST(test_cli)
 }
 END_TEST
 
+/* The planner: accumulation adds one float per parameter to the fixed
+ * bytes and nothing else; a budget plan per micro-batch stays within it. */
+START_TEST(test_planner_fixed_bytes)
+{
+    for (size_t m = 0; m < N_MODELS; m++) {
+        clremat_graph *g = load_model(models[m].file);
+        clremat_policy p;
+        clremat_plan a, b;
+        uint64_t pbytes = (uint64_t)clremat_graph_param_elems(g) * sizeof(float);
+        clremat_policy_parse("full", &p);
+        ck_assert_int_eq(clremat_plan_for_accum(NULL, g, 4, 1, &p, 2, 0, NULL, 0, &a, NULL, NULL, NULL), CLREMAT_OK);
+        ck_assert_int_eq(clremat_plan_for_accum(NULL, g, 4, 3, &p, 2, 0, NULL, 0, &b, NULL, NULL, NULL), CLREMAT_OK);
+        ck_assert_int_eq(a.accumulate, 1);
+        ck_assert_int_eq(b.accumulate, 3);
+        ck_assert_uint_eq(a.accum_bytes, 0);
+        ck_assert_uint_eq(b.accum_bytes, pbytes);
+        ck_assert_uint_eq(b.fixed_bytes, a.fixed_bytes + pbytes);
+        ck_assert_uint_eq(b.peak_bytes, a.peak_bytes + pbytes);
+        ck_assert_int_eq(b.n_actions, a.n_actions);
+        clremat_plan_free(&b);
+        clremat_policy_parse("budget:1", &p);
+        p.budget = a.peak_bytes + pbytes; /* full's peak with the buffer: a budget plan fits it */
+        ck_assert_msg(clremat_plan_for_accum(NULL, g, 4, 3, &p, 2, 0, NULL, 0, &b, NULL, NULL, NULL) == CLREMAT_OK,
+                      "%s: %s", models[m].file, clremat_last_error());
+        ck_assert_uint_le(b.peak_bytes, p.budget);
+        ck_assert_uint_eq(b.accum_bytes, pbytes);
+        clremat_plan_free(&a);
+        clremat_plan_free(&b);
+        clremat_graph_free(g);
+    }
+}
+END_TEST
+
+/* clremat fit with accumulation, no device. */
+START_TEST(test_fit_accumulate)
+{
+    clremat_graph *g = load_model("transformer.json");
+    clremat_fit_config *base = NULL, *c = NULL;
+    clremat_fit_row *rows = NULL;
+    clremat_fit_request rq;
+    const int64_t ks[3] = {1, 4, 3};
+    uint64_t sizes[2] = {2u << 20, 4u << 20};
+    int nb = 0, nc = 0;
+    ck_assert_int_eq(clremat_fit_parse_configs(g, "none,full,auto", &base, &nb), CLREMAT_OK);
+    ck_assert_int_eq(clremat_fit_with_accumulate(base, nb, ks, 3, &c, &nc), CLREMAT_OK);
+    ck_assert_int_eq(nc, 9);
+    ck_assert_str_eq(c[0].label, "none");
+    ck_assert_str_eq(c[4].label, "full, accumulate 4");
+    ck_assert_int_eq(c[4].accumulate, 4);
+    memset(&rq, 0, sizeof rq);
+    rq.g = g;
+    rq.batch = 32;
+    rq.opt_states = 2;
+    rq.sizes = sizes;
+    rq.n_sizes = 2;
+    rq.configs = c;
+    rq.n_configs = nc;
+    rq.max_batch_cap = 1 << 12;
+    ck_assert_int_eq(clremat_fit_run(&rq, &rows), CLREMAT_OK);
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < nc; k++) {
+            const clremat_fit_row *r = &rows[s * nc + k];
+            const int64_t K = c[k].accumulate;
+            int planned, fits;
+            if (K == 3) { /* 32 is not a multiple of 3: not planned, and the row says why */
+                ck_assert(!r->planned && !r->fits);
+                ck_assert_msg(strstr(r->note, "batch 32 is not divisible by --accumulate 3"), "%s", r->note);
+            } else if (!r->planned) { /* only auto may find no plan within a size */
+                ck_assert_int_eq(c[k].policy.kind, CLREMAT_POLICY_AUTO);
+                ck_assert(!r->fits && strstr(r->note, "no plan within"));
+            } else {
+                ck_assert_int_eq(r->fits, r->peak_bytes <= sizes[s]);
+            }
+            if (r->max_batch == 0)
+                continue;
+            /* the largest batch: a multiple of K that fits, the next multiple does not */
+            ck_assert_int_eq(r->max_batch % K, 0);
+            ck_assert_uint_le(r->max_batch_peak, sizes[s]);
+            ck_assert_int_eq(clremat_fit_plan_one(&rq, &c[k], sizes[s], r->max_batch, &planned, &fits, NULL, NULL),
+                             CLREMAT_OK);
+            ck_assert(planned && fits);
+            ck_assert_int_eq(clremat_fit_plan_one(&rq, &c[k], sizes[s], r->max_batch + K, &planned, &fits, NULL,
+                                                  NULL), CLREMAT_OK);
+            ck_assert_msg(!fits, "%s: batch %lld fits after the largest %lld", c[k].label,
+                          (long long)(r->max_batch + K), (long long)r->max_batch);
+        }
+    /* 2 MiB at batch 32: neither none nor full fits unsplit; full with 4 micro-batches does */
+    ck_assert(!rows[0].fits && !rows[1].fits);
+    ck_assert(rows[4].fits);
+    ck_assert_int_gt(rows[4].max_batch, rows[1].max_batch);
+    free(rows);
+    free(c);
+    free(base);
+    clremat_graph_free(g);
+}
+END_TEST
+
 int main(void)
 {
     TCase *tc;
@@ -293,5 +395,7 @@ int main(void)
     tcase_add_loop_test(tc, test_accumulate_model, 0, N_MODELS);
     tcase_add_test(tc, test_indivisible_refused);
     tcase_add_test(tc, test_cli);
+    tcase_add_test(tc, test_planner_fixed_bytes);
+    tcase_add_test(tc, test_fit_accumulate);
     return test_run_device_suite(s);
 }
