@@ -138,6 +138,15 @@ int clremat_plan_for_accum(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
                            int overlap, clremat_plan *out, clremat_layer_cost **costs_out, size_t **ws_fwd_out,
                            size_t **ws_bwd_out)
 {
+    return clremat_plan_for_offload(ctx, g, batch, accumulate, p, opt_states, limit, layer_cost, overlap, NULL, out,
+                                    costs_out, ws_fwd_out, ws_bwd_out);
+}
+
+int clremat_plan_for_offload(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, int accumulate,
+                             const clremat_policy *p, int opt_states, uint64_t limit, const double *layer_cost,
+                             int overlap, const char *offload, clremat_plan *out, clremat_layer_cost **costs_out,
+                             size_t **ws_fwd_out, size_t **ws_bwd_out)
+{
     clremat_plan_input in;
     int st;
     memset(out, 0, sizeof *out);
@@ -153,6 +162,16 @@ int clremat_plan_for_accum(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
             out->policy = *p;
     } else {
         st = clremat_plan_build(&in, p, out);
+    }
+    if (st == CLREMAT_OK && offload) {
+        unsigned char *want = calloc((size_t)g->n_layers, 1);
+        if (!want)
+            st = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
+        else if (overlap)
+            st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "--offload does not go with --overlap");
+        else if ((st = clremat_offload_parse(g, offload, want)) == CLREMAT_OK)
+            st = clremat_plan_offload(&in, out, want);
+        free(want);
     }
     if (st == CLREMAT_OK && overlap)
         st = clremat_plan_overlap(&in, out);
@@ -273,9 +292,19 @@ static void fence_release(void *user, void *fence)
 
 static const clremat_fence_ops cl_fence_ops = {fence_done, fence_wait, fence_release, NULL};
 
-/* Releases every tensor of a step (after a failure mid-step). */
+/* Releases every tensor of a step (after a failure mid-step), host copies
+ * of offloaded tensors included once the copy queue is done with them. */
 static void release_step_tensors(clremat_trainer *t)
 {
+    if (t->copy_queue) {
+        clFinish(t->copy_queue);
+        clremat_pool_clear_fences(t->ctx->pool);
+        for (int i = 0; t->host && i < t->g->n_layers * S; i++)
+            if (t->host[i]) {
+                clremat_pool_host_free(t->ctx->pool, t->host[i], t->costs[i / S].slot_bytes[i % S]);
+                t->host[i] = NULL;
+            }
+    }
     for (int i = 0; i < t->g->n_layers * S; i++)
         release(t, &t->act[i]);
     for (int l = 0; l < t->g->n_layers; l++)
@@ -344,6 +373,12 @@ void clremat_trainer_free(clremat_trainer *t)
         close_window(t);
         clReleaseCommandQueue(t->side_queue);
     }
+    if (t->copy_queue) {
+        clFinish(t->copy_queue);
+        clremat_pool_clear_fences(t->ctx->pool);
+        clReleaseCommandQueue(t->copy_queue);
+    }
+    free(t->host);
     clremat_plan_free(&t->plan);
     if (t->eval_g) {
         free(t->eval_g->layers);
@@ -516,12 +551,12 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
                               const clremat_opt_config *opt, uint64_t seed, const double *layer_cost,
                               int overlap, clremat_trainer **out)
 {
-    return clremat_trainer_new_accum(ctx, g, batch, 1, p, opt, seed, layer_cost, overlap, out);
+    return clremat_trainer_new_accum(ctx, g, batch, 1, p, opt, seed, layer_cost, overlap, NULL, out);
 }
 
 int clremat_trainer_new_accum(clremat_ctx *ctx, clremat_graph *g, int64_t batch, int accumulate,
                               const clremat_policy *p, const clremat_opt_config *opt, uint64_t seed,
-                              const double *layer_cost, int overlap, clremat_trainer **out)
+                              const double *layer_cost, int overlap, const char *offload, clremat_trainer **out)
 {
     clremat_trainer *t = calloc(1, sizeof *t);
     uint64_t limit = clremat_pool_get_stats(ctx->pool).limit;
@@ -552,11 +587,21 @@ int clremat_trainer_new_accum(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
         }
         memcpy(t->layer_cost, layer_cost, sizeof *t->layer_cost * (size_t)g->n_layers);
     }
-    st = clremat_plan_for_accum(ctx, g, t->batch, accumulate, p, clremat_opt_state_count(opt->kind),
-                                limit ? limit - live : 0, layer_cost, overlap, &t->plan, &t->costs, &t->gemm_ws_fwd,
-                                &t->gemm_ws_bwd);
+    st = clremat_plan_for_offload(ctx, g, t->batch, accumulate, p, clremat_opt_state_count(opt->kind),
+                                  limit ? limit - live : 0, layer_cost, overlap, offload, &t->plan, &t->costs,
+                                  &t->gemm_ws_fwd, &t->gemm_ws_bwd);
     if (st != CLREMAT_OK)
         goto fail;
+    if (t->plan.n_offloads > 0) { /* a copy queue; device buffers it reads are released with a fence */
+        int fell = 0;
+        if (!(t->host = calloc((size_t)g->n_layers * S, sizeof *t->host))) {
+            st = clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+            goto fail;
+        }
+        if ((st = clremat_ctx_open_queue(ctx, 0, &t->copy_queue, &fell)))
+            goto fail;
+        clremat_pool_set_fence_ops(ctx->pool, &cl_fence_ops);
+    }
     if (overlap) {
         int fell = 0;
         if ((st = clremat_ctx_open_queue(ctx, CL_QUEUE_PROFILING_ENABLE, &t->side_queue, &fell)))
@@ -937,6 +982,64 @@ int clremat_trainer_step_replan(clremat_trainer *t, const float *x, const float 
     return st;
 }
 
+/* OFFLOAD: the copy queue waits for the compute queue's work so far, reads
+ * the tensor into host memory, and the device buffer goes back to the pool
+ * fenced by the read (the compute queue reuses it only after the read).
+ * FETCH: a device buffer from the pool, the copy queue writes the host copy
+ * into it after the compute queue's work so far, the compute queue waits
+ * for the write, and the host copy is freed. */
+static int run_offload(clremat_trainer *t, const clremat_action *a)
+{
+    clremat_ctx *ctx = t->ctx;
+    const int i = a->layer * S + a->slot;
+    const size_t bytes = t->costs[a->layer].slot_bytes[a->slot];
+    cl_event m = NULL, ev = NULL;
+    cl_int err;
+    int st;
+    if (a->kind == CLREMAT_ACT_FETCH &&
+        (st = alloc_tensor(t, bytes, clremat_trainer_tag(t, a->layer, a->slot), &t->act[i])))
+        return st;
+    if (a->kind == CLREMAT_ACT_OFFLOAD && (st = clremat_pool_host_alloc(ctx->pool, bytes, &t->host[i])))
+        return clremat_fail(ctx, st, "%s", clremat_pool_last_error(ctx->pool));
+    err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &m);
+    if (err == CL_SUCCESS)
+        err = clFlush(ctx->queue); /* the copy queue waits for it: submit it */
+    if (err == CL_SUCCESS && a->kind == CLREMAT_ACT_OFFLOAD)
+        err = clEnqueueReadBuffer(t->copy_queue, (cl_mem)t->act[i]->mem, CL_FALSE, 0, bytes, t->host[i], 1, &m, &ev);
+    else if (err == CL_SUCCESS)
+        err = clEnqueueWriteBuffer(t->copy_queue, (cl_mem)t->act[i]->mem, CL_FALSE, 0, bytes, t->host[i], 1, &m,
+                                   &ev);
+    if (err == CL_SUCCESS)
+        err = clFlush(t->copy_queue);
+    if (m)
+        clReleaseEvent(m);
+    if (err != CL_SUCCESS) {
+        if (ev)
+            clReleaseEvent(ev);
+        return clremat_fail(ctx, err, "%s of %s (%zu bytes) failed: %s",
+                            a->kind == CLREMAT_ACT_OFFLOAD ? "offload" : "fetch",
+                            clremat_trainer_tag(t, a->layer, a->slot), bytes, clremat_status_str(err));
+    }
+    if (a->kind == CLREMAT_ACT_OFFLOAD) { /* released from the copy queue, fenced by the read */
+        clremat_pool_set_queue(ctx->pool, t->copy_queue);
+        clremat_pool_release_fenced(ctx->pool, t->act[i], ev);
+        clremat_pool_set_queue(ctx->pool, ctx->queue);
+        t->act[i] = NULL;
+        return CLREMAT_OK;
+    }
+    /* the host copy is freed once written; the compute queue waits for the write */
+    err = clWaitForEvents(1, &ev);
+    if (err == CL_SUCCESS)
+        err = clEnqueueBarrierWithWaitList(ctx->queue, 1, &ev, NULL);
+    clReleaseEvent(ev);
+    clremat_pool_host_free(ctx->pool, t->host[i], bytes);
+    t->host[i] = NULL;
+    if (err != CL_SUCCESS)
+        return clremat_fail(ctx, err, "fetch of %s failed: %s", clremat_trainer_tag(t, a->layer, a->slot),
+                            clremat_status_str(err));
+    return CLREMAT_OK;
+}
+
 /* Gradient accumulation after micro-batch m's backward: the accumulation
  * buffer takes its gradients (m == 0) or adds them (m > 0), in micro-batch
  * order, so the sum does not depend on the plan. */
@@ -988,6 +1091,10 @@ static int run_actions(clremat_trainer *t, int m, float result[2], int *nonfinit
         case CLREMAT_ACT_FREE_GRAD:
             release(t, &t->dgrad[a->layer]);
             break;
+        case CLREMAT_ACT_OFFLOAD:
+        case CLREMAT_ACT_FETCH:
+            st = run_offload(t, a);
+            break;
         case CLREMAT_ACT_UPDATE:
             st = clremat_read(t->ctx, t->act[(g->n_layers - 1) * S], 0, 2 * sizeof(float), result);
             if (st == CLREMAT_OK && !(isfinite(result[0]) && isfinite(result[1])))
@@ -1004,6 +1111,12 @@ static int run_actions(clremat_trainer *t, int m, float result[2], int *nonfinit
         }
     }
     close_window(t); /* back to one queue, whatever happened */
+    if (t->copy_queue) { /* every copy done: no fence left */
+        cl_int err = clFinish(t->copy_queue);
+        clremat_pool_clear_fences(t->ctx->pool);
+        if (st == CLREMAT_OK && err != CL_SUCCESS)
+            st = clremat_fail(t->ctx, err, "the copy queue failed: %s", clremat_status_str(err));
+    }
     return st;
 }
 

@@ -73,6 +73,9 @@ typedef struct clremat_trainer {
     int64_t sample0;                    /**< first sample of the running micro-batch in the step's batch */
     int64_t loss_div;                   /**< > 0 while stepping with accumulation: the step's batch, which
                                              divides each micro-batch's loss and gradient */
+    /* offload to host (plan.n_offloads > 0) */
+    cl_command_queue copy_queue;        /**< the queue of the copies to and from the host */
+    void **host;                        /**< [layer * CLREMAT_MAX_SLOTS + slot] host copy while offloaded */
 } clremat_trainer;
 
 /** Kinds of a layer's tensors for clremat_trainer_tag, after its slots. */
@@ -108,7 +111,10 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
                               const clremat_opt_config *opt, uint64_t seed, const double *layer_cost,
                               int overlap, clremat_trainer **out);
 
-/** clremat_trainer_new_costs with gradient accumulation: batch is the
+/** clremat_trainer_new_costs with gradient accumulation and offload
+ * (offload: NULL none, else as clremat_plan_for_offload; the copies run on
+ * a queue of their own, the host copies counted in the pool's host bytes):
+ * batch is the
  * step's batch, split into accumulate micro-batches of batch / accumulate
  * (a batch not divisible by accumulate is refused naming both, see
  * clremat_accumulate_split). The plan is made per micro-batch, with the
@@ -120,7 +126,7 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
  * optimizer updates once. accumulate 1 is clremat_trainer_new_costs. */
 int clremat_trainer_new_accum(clremat_ctx *ctx, clremat_graph *g, int64_t batch, int accumulate,
                               const clremat_policy *p, const clremat_opt_config *opt, uint64_t seed,
-                              const double *layer_cost, int overlap, clremat_trainer **out);
+                              const double *layer_cost, int overlap, const char *offload, clremat_trainer **out);
 
 /** Measures each layer's forward device time (ms) with a profiled step on
  * batch x, y after a warm-up step, under whatever plan fits (*out malloc'ed,
@@ -162,6 +168,15 @@ int clremat_plan_for_accum(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
                            const clremat_policy *p, int opt_states, uint64_t limit, const double *layer_cost,
                            int overlap, clremat_plan *out, clremat_layer_cost **costs_out, size_t **ws_fwd_out,
                            size_t **ws_bwd_out);
+
+/** clremat_plan_for_accum, then offload (NULL: none; "all" or layer names,
+ * clremat_offload_parse): the chosen outputs are copied to host memory
+ * between their forward and backward uses (clremat_plan_offload), the plan
+ * predicting device and host bytes. Refused with overlap. */
+int clremat_plan_for_offload(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, int accumulate,
+                             const clremat_policy *p, int opt_states, uint64_t limit, const double *layer_cost,
+                             int overlap, const char *offload, clremat_plan *out, clremat_layer_cost **costs_out,
+                             size_t **ws_fwd_out, size_t **ws_bwd_out);
 
 /** One training step on batch x (batch * accumulate * input elems floats;
  * batch is t->batch, the micro-batch) and labels y. With accumulation the

@@ -603,7 +603,8 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
      * before the data is built or the batch allocated, so a step that
      * cannot fit is refused at once; with measured costs, a probe with FLOP
      * costs gives the same check and message as the real trainer's */
-    if ((st = clremat_trainer_new_accum(ctx, g, batch, accumulate, &pol, &opt, cfg->seed, NULL, cfg->overlap, &t))) {
+    if ((st = clremat_trainer_new_accum(ctx, g, batch, accumulate, &pol, &opt, cfg->seed, NULL, cfg->overlap,
+                                        cfg->offload, &t))) {
         clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
         goto fail;
     }
@@ -633,7 +634,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
             goto fail;
         }
         if ((st = clremat_trainer_new_accum(ctx, g, batch, accumulate, &pol, &opt, cfg->seed, layer_ms, cfg->overlap,
-                                            &t))) {
+                                            cfg->offload, &t))) {
             clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
             goto fail;
         }
@@ -645,6 +646,10 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     res->predicted_peak = t->plan.peak_bytes;
     res->fixed_bytes = t->plan.fixed_bytes;
     res->accum_bytes = t->plan.accum_bytes;
+    res->predicted_host_peak = t->plan.host_peak_bytes;
+    res->offload_bytes = t->plan.offload_bytes;
+    res->n_offloads = t->plan.n_offloads;
+    res->host_unified = ctx->info.host_unified;
     res->param_bytes = t->plan.param_bytes;
     res->kept_act_bytes = t->plan.kept_act_bytes;
     res->step_flops = t->plan.step_flops;
@@ -713,6 +718,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         clremat_pool_stats ps = clremat_pool_get_stats(ctx->pool);
         res->measured_peak = ps.live_peak;
         res->reserved_peak = ps.reserved_peak;
+        res->measured_host_peak = ps.host_peak;
         res->buffers_created_after_first_step = ps.created - created_after_first;
     }
     res->final_loss = res->losses[steps - 1];

@@ -41,6 +41,7 @@ typedef struct clremat_train_config {
     const char *memory_trace;       /**< write the last step's live tensors (Chrome trace JSON) here; NULL: no */
     int64_t accumulate;             /**< gradient accumulation: micro-batches per step (0 or 1: none); batch
                                          must be a multiple of it */
+    const char *offload;            /**< offload to host: "all" or layer names (NULL: none) */
 } clremat_train_config;
 
 typedef struct clremat_train_result {
@@ -76,6 +77,10 @@ typedef struct clremat_train_result {
     int accumulate;                 /**< micro-batches per step (1: no accumulation) */
     int64_t micro_batch;            /**< samples per micro-batch (the batch when accumulate is 1) */
     uint64_t accum_bytes;           /**< the accumulation buffer, part of fixed_bytes */
+    uint64_t predicted_host_peak, measured_host_peak; /**< host bytes of offloaded tensors */
+    uint64_t offload_bytes;         /**< bytes copied to the host (and back) per step */
+    int n_offloads;                 /**< tensors offloaded per step */
+    int host_unified;               /**< the device's memory is the host's (offload gains nothing) */
 } clremat_train_result;
 
 /** Runs a whole training job. On failure returns a status with the message in

@@ -46,7 +46,9 @@ typedef enum clremat_action_kind {
     CLREMAT_ACT_BACKWARD,           /**< run a layer's backward */
     CLREMAT_ACT_FREE,               /**< release an activation tensor (layer, slot) */
     CLREMAT_ACT_FREE_GRAD,          /**< release the gradient of a layer's output */
-    CLREMAT_ACT_UPDATE              /**< optimizer update of every parameter */
+    CLREMAT_ACT_UPDATE,             /**< optimizer update of every parameter */
+    CLREMAT_ACT_OFFLOAD,            /**< copy a live tensor (layer, slot) to host memory, free it on the device */
+    CLREMAT_ACT_FETCH               /**< bring an offloaded tensor back to the device, free its host copy */
 } clremat_action_kind;
 
 /** One action with the live bytes the simulator predicts. */
@@ -63,6 +65,7 @@ typedef struct clremat_action {
     unsigned char queue;            /**< 0: compute queue; 1: recompute queue */
     unsigned char marker;           /**< the recompute queue's next run waits for work before this action */
     unsigned char join;             /**< the compute queue waits for the recompute queue before this action */
+    uint64_t host_after;            /**< host bytes of offloaded tensors after it (clremat_plan_offload) */
 } clremat_action;
 
 /** What the planner needs besides the graph. */
@@ -104,6 +107,9 @@ typedef struct clremat_plan {
     int n_overlapped;               /**< recompute runs moved to the second queue */
     int accumulate;                 /**< micro-batches per step (1: no accumulation) */
     uint64_t accum_bytes;           /**< accumulation buffer, included in fixed_bytes (0 when accumulate is 1) */
+    uint64_t host_peak_bytes;       /**< predicted high-water of host bytes holding offloaded tensors */
+    uint64_t offload_bytes;         /**< bytes copied to the host per step (and as many back) */
+    int n_offloads;                 /**< OFFLOAD actions (each with its FETCH) */
 } clremat_plan;
 
 /** Builds the plan of policy p: a fixed mode through clremat_plan_fixed,
@@ -177,6 +183,26 @@ uint64_t clremat_accum_bytes(const clremat_plan_input *in);
 /** Sets out->accumulate and out->accum_bytes from in (the planners call it
  * where they set the fixed bytes). */
 void clremat_plan_set_accumulate(const clremat_plan_input *in, clremat_plan *out);
+
+/* ------------------------------------------------------ offload to host */
+
+/** Offload (planner/offload.c): for every layer L with want[L] (n_layers
+ * entries) whose output (slot 0) is live at the end of the forward pass and
+ * read again in the backward pass, an OFFLOAD action right after the last
+ * forward-pass action that touches it (L's own run or a reader's) and a
+ * FETCH right before the first backward-pass action that touches it. The
+ * loss layer and outputs nothing reads in the backward pass are left alone.
+ * The new list goes through the simulator (clremat_plan_from_actions), so
+ * device bytes (an offloaded tensor is not live there) and host bytes
+ * (host_peak_bytes, each action's host_after) are predicted exactly.
+ * Replaces *plan (its policy kept). Not with an overlapped plan. An explicit
+ * choice: no planner picks offload by itself (see docs/ARCHITECTURE.md). */
+int clremat_plan_offload(const clremat_plan_input *in, clremat_plan *plan, const unsigned char *want);
+
+/** Parses --offload NAMES ("all", or layer names separated by commas) into
+ * want (n_layers entries of g). An unknown name fails with
+ * CLREMAT_ERR_PLAN naming it and listing the layers there are. */
+int clremat_offload_parse(const clremat_graph *g, const char *names, unsigned char *want);
 
 /* ------------------------------------------------------ budget planner */
 

@@ -582,6 +582,8 @@ const char *clremat_action_name(clremat_action_kind k)
     case CLREMAT_ACT_FREE: return "free";
     case CLREMAT_ACT_FREE_GRAD: return "free_grad";
     case CLREMAT_ACT_UPDATE: return "update";
+    case CLREMAT_ACT_OFFLOAD: return "offload";
+    case CLREMAT_ACT_FETCH: return "fetch";
     }
     return "?";
 }

@@ -74,7 +74,7 @@ static void run_mode(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *
     float *y = malloc(sizeof(float) * (size_t)(BATCH * d->train.y_elems));
     ck_assert_int_eq(clremat_policy_parse(mode, &pol), CLREMAT_OK);
     ck_assert_int_eq(clremat_opt_defaults(optimizer, &opt), 0);
-    ck_assert_msg(clremat_trainer_new_accum(ctx, g, BATCH, k, &pol, &opt, 7, NULL, 0, &t) == CLREMAT_OK, "%s K=%d: %s",
+    ck_assert_msg(clremat_trainer_new_accum(ctx, g, BATCH, k, &pol, &opt, 7, NULL, 0, NULL, &t) == CLREMAT_OK, "%s K=%d: %s",
                   mode, k, clremat_ctx_last_error(ctx));
     ck_assert_int_eq(t->batch, BATCH / k);
     ck_assert_int_eq(t->plan.accumulate, k);
@@ -215,7 +215,7 @@ START_TEST(test_indivisible_refused)
     ck_assert_int_eq(clremat_accumulate_split(12, 4, &micro), CLREMAT_OK);
     ck_assert_int_eq(micro, 3);
     TEST_OPEN_CTX(ctx, 0);
-    ck_assert_int_eq(clremat_trainer_new_accum(ctx, g, 10, 4, &pol, &opt, 1, NULL, 0, &t),
+    ck_assert_int_eq(clremat_trainer_new_accum(ctx, g, 10, 4, &pol, &opt, 1, NULL, 0, NULL, &t),
                      CLREMAT_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_null(t);
     ck_assert_msg(strstr(clremat_ctx_last_error(ctx), "10 = 4 x 2 + 2"), "%s", clremat_ctx_last_error(ctx));

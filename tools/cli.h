@@ -32,6 +32,7 @@ typedef struct cli_plan_opts {
     const char *svg;            /**< --svg FILE with --pareto */
     const char *memory_trace;   /**< --memory-trace FILE: the plan's live tensors as Chrome trace JSON */
     int64_t accumulate;         /**< --accumulate K (default 1): plan a micro-batch of batch / K */
+    const char *offload;        /**< --offload all|NAMES: outputs moved to host memory (NULL: none) */
 } cli_plan_opts;
 
 /** Options of `clremat devices`. */

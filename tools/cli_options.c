@@ -102,6 +102,8 @@ static int train_usage(FILE *f)
         "  --batch N            batch size (32)\n"
         "  --accumulate K       gradient accumulation: K micro-batches of N / K samples a step,\n"
         "                       gradients summed, one update; the plan is per micro-batch (1)\n"
+        "  --offload all|NAME[,NAME...]  copy these layers' outputs to host memory between their\n"
+        "                       forward and backward uses, on a copy queue (docs/user-guide.md)\n"
         "  --steps N            training steps (200)\n"
         "  --warmup N           steps excluded from step-time statistics (5)\n"
         "  --optimizer NAME     sgd | adam | adamw (adam; with --load, the saved optimizer)\n"
@@ -303,7 +305,8 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         {"beta2", required_argument, NULL, '3'}, {"epsilon", required_argument, NULL, '4'},
         {"weight-decay", required_argument, NULL, '5'}, {"weights-only", no_argument, NULL, 'W'},
         {"memory-trace", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'},
-        {"accumulate", required_argument, NULL, 'A'}, {NULL, 0, NULL, 0}};
+        {"accumulate", required_argument, NULL, 'A'}, {"offload", required_argument, NULL, 'F'},
+        {NULL, 0, NULL, 0}};
     int c;
     int64_t v;
 
@@ -347,6 +350,11 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         case 'q': cfg->progress = 0; break;
         case 'T': cfg->memory_trace = optarg; break;
         case 'A': if (parse_accumulate(optarg, &cfg->accumulate)) return 2; break;
+        case 'F':
+            if (!*optarg)
+                return cli_error("--offload takes all or layer names, got ''"), 2;
+            cfg->offload = optarg;
+            break;
         case 'h': return train_usage(stdout);
         default: return train_usage(stderr);
         }
@@ -360,6 +368,8 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         return cli_error("--weights-only applies to --load"), 2;
     if (check_accumulate(cfg->batch, cfg->accumulate))
         return 2;
+    if (cfg->offload && cfg->overlap)
+        return cli_error("--offload does not go with --overlap"), 2;
     /* without --load the optimizer is known now (adam by default); with it,
      * the saved optimizer may decide, and the run checks */
     if (check_optimizer(cfg->optimizer ? cfg->optimizer : cfg->load && !cfg->weights_only ? NULL : "adam",
@@ -381,7 +391,8 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         {"svg", required_argument, NULL, 'v'}, {"points", required_argument, NULL, 'n'},
         {"overlap", no_argument, NULL, 'O'}, {"gemm", required_argument, NULL, 'G'},
         {"memory-trace", required_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'},
-        {"accumulate", required_argument, NULL, 'A'}, {NULL, 0, NULL, 0}};
+        {"accumulate", required_argument, NULL, 'A'}, {"offload", required_argument, NULL, 'F'},
+        {NULL, 0, NULL, 0}};
     int c;
     int64_t v;
 
@@ -411,6 +422,11 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         case 'v': o->svg = optarg; break;
         case 'T': o->memory_trace = optarg; break;
         case 'A': if (parse_accumulate(optarg, &o->accumulate)) return 2; break;
+        case 'F':
+            if (!*optarg)
+                return cli_error("--offload takes all or layer names, got ''"), 2;
+            o->offload = optarg;
+            break;
         case 'n':
             if (parse_i64("--points", optarg, 2, POINTS_MAX, &v))
                 return 2;
@@ -426,6 +442,8 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
                    "device bytes, activation bytes kept, and recompute FLOPs as a share of the step.\n"
                    "--accumulate K plans one micro-batch of N / K samples, with the gradient accumulation\n"
                    "buffer in the fixed bytes (N must be a multiple of K).\n"
+                   "--offload all|NAME[,NAME...] moves those layers' outputs to host memory between their\n"
+                   "forward and backward uses; host bytes are predicted apart.\n"
                    "--actions also lists the step's actions with predicted live bytes. --remat auto plans\n"
                    "for --memory-limit, else for the memory of --device (or the default device).\n"
                    "--gemm plans for that GEMM path on the device (its workspace is in the peak);\n"
@@ -444,6 +462,8 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         return cli_error("plan: --memory-trace traces one plan; it does not go with --pareto"), 2;
     if (check_accumulate(o->batch, o->accumulate))
         return 2;
+    if (o->offload && (o->overlap || o->pareto))
+        return cli_error("plan: --offload does not go with --overlap or --pareto"), 2;
     o->model_path = argv[optind];
     return CLI_CONTINUE;
 }

@@ -172,9 +172,9 @@ int cli_plan(const cli_global *g, int argc, char **argv)
             clremat_ctx_set_gemm(ctx, gp);
     }
     /* with --accumulate K the plan is one micro-batch's (its peak is what the device holds) */
-    if (st || (st = clremat_plan_for_accum(ctx, gr, batch / o.accumulate, (int)o.accumulate, &pol,
-                                           clremat_opt_state_count(opt.kind), limit, NULL, o.overlap, &plan, &costs,
-                                           NULL, NULL))) {
+    if (st || (st = clremat_plan_for_offload(ctx, gr, batch / o.accumulate, (int)o.accumulate, &pol,
+                                             clremat_opt_state_count(opt.kind), limit, NULL, o.overlap, o.offload,
+                                             &plan, &costs, NULL, NULL))) {
         if (json)
             cli_json_error(st, clremat_last_error());
         else
@@ -211,10 +211,12 @@ int cli_plan(const cli_global *g, int argc, char **argv)
                    plan.recomputes[l], costs[l].fwd_flops);
         }
         printf("\n ],\n \"memory\": {\"predicted_peak_bytes\": %llu, \"fixed_bytes\": %llu, \"param_bytes\": %llu, "
-               "\"kept_activation_bytes\": %llu, \"accumulation_bytes\": %llu},\n",
+               "\"kept_activation_bytes\": %llu, \"accumulation_bytes\": %llu, \"predicted_host_peak_bytes\": %llu, "
+               "\"offload_bytes\": %llu, \"offloads\": %d},\n",
                (unsigned long long)plan.peak_bytes, (unsigned long long)plan.fixed_bytes,
                (unsigned long long)plan.param_bytes, (unsigned long long)plan.kept_act_bytes,
-               (unsigned long long)plan.accum_bytes);
+               (unsigned long long)plan.accum_bytes, (unsigned long long)plan.host_peak_bytes,
+               (unsigned long long)plan.offload_bytes, plan.n_offloads);
         printf(" \"flops\": {\"step\": %.9g, \"recompute\": %.9g, \"recompute_share\": %.9g}, \"recompute_actions\": %d",
                plan.step_flops, plan.recompute_flops,
                plan.step_flops > 0 ? plan.recompute_flops / plan.step_flops : 0.0, plan.n_recompute_actions);
@@ -234,8 +236,9 @@ int cli_plan(const cli_global *g, int argc, char **argv)
                     cli_json_string(stdout, gr->layers[a->layer].name);
                 else
                     printf("null");
-                printf(", \"peak_bytes\": %llu, \"live_bytes_after\": %llu}", (unsigned long long)a->peak_during,
-                       (unsigned long long)a->live_after);
+                printf(", \"peak_bytes\": %llu, \"live_bytes_after\": %llu, \"host_bytes_after\": %llu}",
+                       (unsigned long long)a->peak_during, (unsigned long long)a->live_after,
+                       (unsigned long long)a->host_after);
             }
             printf("\n ]");
         }
@@ -263,6 +266,9 @@ int cli_plan(const cli_global *g, int argc, char **argv)
             printf("accumulation buffer   %llu bytes (in the fixed bytes: gradients summed over %d micro-batches)\n",
                    (unsigned long long)plan.accum_bytes, plan.accumulate);
         printf("activations kept      %llu bytes after the forward pass\n", (unsigned long long)plan.kept_act_bytes);
+        if (plan.n_offloads > 0)
+            printf("offload               %d tensors, %llu bytes to the host and back per step; host peak %llu bytes\n",
+                   plan.n_offloads, (unsigned long long)plan.offload_bytes, (unsigned long long)plan.host_peak_bytes);
         if (plan.overlap)
             printf("overlap               %d recompute runs on a second queue, overlapping backward\n",
                    plan.n_overlapped);

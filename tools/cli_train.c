@@ -39,11 +39,14 @@ static void print_json(const clremat_train_config *cfg, const clremat_train_resu
     cli_json_member(stdout, ", \"max\": ", r->max_ms);
     printf("},\n \"memory\": {\"predicted_peak_bytes\": %llu, \"measured_peak_bytes\": %llu, "
            "\"reserved_peak_bytes\": %llu, \"fixed_bytes\": %llu, \"param_bytes\": %llu, "
-           "\"kept_activation_bytes\": %llu, \"accumulation_bytes\": %llu, \"buffers_created_after_first_step\": %llu},\n",
+           "\"kept_activation_bytes\": %llu, \"accumulation_bytes\": %llu, \"predicted_host_peak_bytes\": %llu, "
+           "\"measured_host_peak_bytes\": %llu, \"offload_bytes\": %llu, \"offloads\": %d, "
+           "\"buffers_created_after_first_step\": %llu},\n",
            (unsigned long long)r->predicted_peak, (unsigned long long)r->measured_peak,
            (unsigned long long)r->reserved_peak, (unsigned long long)r->fixed_bytes,
            (unsigned long long)r->param_bytes, (unsigned long long)r->kept_act_bytes,
-           (unsigned long long)r->accum_bytes,
+           (unsigned long long)r->accum_bytes, (unsigned long long)r->predicted_host_peak,
+           (unsigned long long)r->measured_host_peak, (unsigned long long)r->offload_bytes, r->n_offloads,
            (unsigned long long)r->buffers_created_after_first_step);
     printf(" \"flops\": {\"step\": %.9g, \"recompute\": %.9g, \"recompute_share\": ", r->step_flops,
            r->recompute_flops);
@@ -101,6 +104,13 @@ static void print_summary(const clremat_train_config *cfg, const clremat_train_r
     printf("             fixed %llu bytes (parameters %llu), activations kept after forward %llu bytes\n",
            (unsigned long long)r->fixed_bytes, (unsigned long long)r->param_bytes,
            (unsigned long long)r->kept_act_bytes);
+    if (r->n_offloads > 0)
+        printf("offload      %d tensors, %llu bytes to the host and back per step; host peak %llu bytes (predicted "
+               "%llu%s)%s\n",
+               r->n_offloads, (unsigned long long)r->offload_bytes, (unsigned long long)r->measured_host_peak,
+               (unsigned long long)r->predicted_host_peak,
+               r->measured_host_peak == r->predicted_host_peak ? ", exact" : ", DIFFERS",
+               r->host_unified ? "; this device's memory is the host's, so offload frees nothing real here" : "");
     if (r->replans)
         printf("replanned    at step %lld, predicted peak %llu -> %llu bytes (peaks above are since then): %s\n",
                (long long)r->replan_step + 1, (unsigned long long)r->replan_from_peak,
