@@ -5,6 +5,7 @@
 #include "executor.h"
 #include "init.h"
 #include "gemm.h"
+#include "transfer.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,12 +154,27 @@ int clremat_plan_for_offload(clremat_ctx *ctx, const clremat_graph *g, int64_t b
     if ((st = clremat_plan_input_for(ctx, g, batch, opt_states, layer_cost, &in, ws_fwd_out, ws_bwd_out)))
         return st;
     in.accumulate = accumulate;
+    /* budget and auto weigh offload against recomputation where it frees
+     * real device memory: a device whose memory is not the host's, at the
+     * transfer cost measured there (cached) */
+    if (ctx && !ctx->info.host_unified && !overlap &&
+        (p->kind == CLREMAT_POLICY_BUDGET || p->kind == CLREMAT_POLICY_AUTO)) {
+        clremat_transfer_calibration tc;
+        if (clremat_transfer_calibrate(ctx, &tc) == CLREMAT_OK)
+            in.offload_cost_per_byte = clremat_transfer_cost_per_byte(&tc, layer_cost != NULL);
+    }
     if (p->kind == CLREMAT_POLICY_AUTO) {
         if (limit == 0)
             st = clremat_set_error(CLREMAT_ERR_PLAN, "--remat auto needs a memory limit (a device or --memory-limit)");
-        else
-            st = clremat_plan_auto(&in, limit, out);
+        else if ((st = clremat_plan_auto(&in, limit, out)) == CLREMAT_OK && in.offload_cost_per_byte > 0 &&
+                 out->recompute_flops > 0) { /* none did not fit: recompute or offload */
+            clremat_plan_free(out);
+            st = clremat_plan_budget_offload(&in, limit, out);
+        }
         if (st == CLREMAT_OK)
+            out->policy = *p;
+    } else if (p->kind == CLREMAT_POLICY_BUDGET && in.offload_cost_per_byte > 0) {
+        if ((st = clremat_plan_budget_offload(&in, p->budget, out)) == CLREMAT_OK)
             out->policy = *p;
     } else {
         st = clremat_plan_build(&in, p, out);

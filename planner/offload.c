@@ -126,3 +126,100 @@ done:
     free(acts);
     return st;
 }
+
+/* The cheapest plan within budget among base and base with its largest
+ * kept outputs offloaded (one more at a time until the peak fits); *cost
+ * and *out set when one is cheaper than *cost. */
+static int try_offload(const clremat_plan_input *in, const clremat_plan *base, uint64_t budget, double *cost,
+                       clremat_plan *out, int *have)
+{
+    const clremat_graph *g = in->g;
+    int nl = g->n_layers, st = CLREMAT_OK;
+    unsigned char *want = calloc((size_t)nl, 1), *tried = calloc((size_t)nl, 1);
+    double base_cost = clremat_plan_recompute_cost(in, base);
+    if (!want || !tried) {
+        free(want);
+        free(tried);
+        return clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
+    }
+    for (;;) {
+        int pick = -1;
+        clremat_plan p;
+        for (int L = 0; L < nl - 1; L++) /* the largest kept output not tried yet */
+            if (!tried[L] && base->kept[L * S] &&
+                (pick < 0 || in->costs[L].slot_bytes[0] > in->costs[pick].slot_bytes[0]))
+                pick = L;
+        if (pick < 0)
+            break;
+        tried[pick] = want[pick] = 1;
+        if ((st = clremat_plan_from_actions(in, base->actions, base->n_actions, &base->policy, &p)) != CLREMAT_OK)
+            break;
+        if ((st = clremat_plan_offload(in, &p, want)) != CLREMAT_OK) {
+            clremat_plan_free(&p);
+            break;
+        }
+        if (p.peak_bytes <= budget) {
+            double c = base_cost + (double)p.offload_bytes * in->offload_cost_per_byte;
+            if (c < *cost) {
+                if (*have)
+                    clremat_plan_free(out);
+                *out = p;
+                *cost = c;
+                *have = 1;
+            } else {
+                clremat_plan_free(&p);
+            }
+            break; /* more offload only costs more */
+        }
+        clremat_plan_free(&p);
+    }
+    free(want);
+    free(tried);
+    return st;
+}
+
+int clremat_plan_budget_offload(const clremat_plan_input *in, uint64_t budget, clremat_plan *out)
+{
+    clremat_plan best, none, cand;
+    clremat_policy np, bp;
+    double cost = 1e300;
+    int st, have_best, have = 0;
+    memset(&bp, 0, sizeof bp);
+    bp.kind = CLREMAT_POLICY_BUDGET;
+    bp.budget = budget;
+    snprintf(bp.text, sizeof bp.text, "budget:%llu", (unsigned long long)budget);
+    st = clremat_plan_budget(in, budget, &best);
+    if (in->offload_cost_per_byte <= 0) {
+        if (st == CLREMAT_OK)
+            *out = best;
+        return st;
+    }
+    have_best = st == CLREMAT_OK;
+    if (have_best)
+        cost = clremat_plan_recompute_cost(in, &best);
+    clremat_policy_parse("none", &np);
+    if ((st = clremat_plan_fixed(in, &np, &none)) != CLREMAT_OK)
+        goto done;
+    none.policy = bp;
+    st = try_offload(in, &none, budget, &cost, &cand, &have);
+    if (st == CLREMAT_OK && have_best)
+        st = try_offload(in, &best, budget, &cost, &cand, &have);
+    clremat_plan_free(&none);
+done:
+    if (st != CLREMAT_OK || (!have && !have_best)) {
+        if (have)
+            clremat_plan_free(&cand);
+        if (have_best)
+            clremat_plan_free(&best);
+        return st != CLREMAT_OK ? st : clremat_plan_budget(in, budget, out); /* its message: nothing fits */
+    }
+    if (have) { /* offload is cheaper */
+        if (have_best)
+            clremat_plan_free(&best);
+        cand.policy = bp;
+        *out = cand;
+    } else {
+        *out = best;
+    }
+    return CLREMAT_OK;
+}

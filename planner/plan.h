@@ -83,6 +83,11 @@ typedef struct clremat_plan_input {
      * micro-batch); > 1 adds an accumulation buffer of one float per
      * parameter to the fixed bytes (planner/accumulate.c). 0 or 1: none. */
     int accumulate;
+    /** Offload to host for budget: and auto: what copying one byte to the
+     * host and back costs, in the units of the recompute cost (FLOPs, or
+     * the unit of layer_cost); 0: offload is not a choice (a host-unified
+     * device, where it frees nothing real, or no measurement). */
+    double offload_cost_per_byte;
 } clremat_plan_input;
 
 /** A plan of one training step. */
@@ -198,6 +203,14 @@ void clremat_plan_set_accumulate(const clremat_plan_input *in, clremat_plan *out
  * Replaces *plan (its policy kept). Not with an overlapped plan. An explicit
  * choice: no planner picks offload by itself (see docs/ARCHITECTURE.md). */
 int clremat_plan_offload(const clremat_plan_input *in, clremat_plan *plan, const unsigned char *want);
+
+/** budget:BYTES with offload as a third choice beside keep and recompute:
+ * clremat_plan_budget's plan, against plans that offload kept outputs of
+ * the none plan and of that plan (largest first, until the peak is within
+ * budget), each costing its recomputation plus offload_bytes times
+ * in->offload_cost_per_byte; the cheapest that fits wins (ties: the plan
+ * without offload). With offload_cost_per_byte 0 it is clremat_plan_budget. */
+int clremat_plan_budget_offload(const clremat_plan_input *in, uint64_t budget, clremat_plan *out);
 
 /** Parses --offload NAMES ("all", or layer names separated by commas) into
  * want (n_layers entries of g). An unknown name fails with

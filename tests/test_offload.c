@@ -11,10 +11,17 @@
  *   back and the next step is bitwise the reference;
  * - the planner: unknown names listed, a fetch without an offload refused,
  *   offload with overlap refused;
- * - the command: plan and train --json report host bytes, equal. */
+ * - the command: plan and train --json report host bytes, equal;
+ * - budget: with offload as a third choice (a synthetic transfer cost, as a
+ *   discrete GPU would measure), a cheap transfer is chosen over
+ *   recomputation and a dear one is not, the peak within the budget either
+ *   way; on the test device the transfer calibration is measured once and
+ *   then read from its cache, and where the device's memory is the host's
+ *   it prices offload at 0 (not a choice) and budget plans offload nothing. */
 #include "testutil.h"
 #include "data.h"
 #include "executor.h"
+#include "transfer.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -286,6 +293,78 @@ START_TEST(test_offload_cli)
 }
 END_TEST
 
+START_TEST(test_budget_offload)
+{
+    clremat_graph *g = load_model("transformer.json");
+    clremat_plan_input in;
+    clremat_plan none, rec, cheap, dear;
+    clremat_policy np;
+    uint64_t budget;
+    clremat_policy_parse("none", &np);
+    ck_assert_int_eq(clremat_plan_input_for(NULL, g, 8, 2, NULL, &in, NULL, NULL), CLREMAT_OK);
+    ck_assert_int_eq(clremat_plan_fixed(&in, &np, &none), CLREMAT_OK);
+    budget = none.peak_bytes - (none.peak_bytes - none.fixed_bytes) / 8; /* none does not fit */
+    ck_assert_int_eq(clremat_plan_budget(&in, budget, &rec), CLREMAT_OK);
+    ck_assert(clremat_plan_recompute_cost(&in, &rec) > 0);
+    ck_assert_int_eq(clremat_plan_budget_offload(&in, budget, &cheap), CLREMAT_OK); /* cost 0: no offload */
+    ck_assert_int_eq(cheap.n_offloads, 0);
+    ck_assert_uint_eq(cheap.peak_bytes, rec.peak_bytes);
+    clremat_plan_free(&cheap);
+    in.offload_cost_per_byte = 1e-6; /* a byte moved costs far less than recomputing it */
+    ck_assert_int_eq(clremat_plan_budget_offload(&in, budget, &cheap), CLREMAT_OK);
+    ck_assert_int_gt(cheap.n_offloads, 0);
+    ck_assert_uint_le(cheap.peak_bytes, budget);
+    ck_assert_uint_gt(cheap.host_peak_bytes, 0);
+    ck_assert(clremat_plan_recompute_cost(&in, &cheap) + (double)cheap.offload_bytes * in.offload_cost_per_byte <
+              clremat_plan_recompute_cost(&in, &rec));
+    in.offload_cost_per_byte = 1e6; /* far more */
+    ck_assert_int_eq(clremat_plan_budget_offload(&in, budget, &dear), CLREMAT_OK);
+    ck_assert_int_eq(dear.n_offloads, 0);
+    ck_assert_uint_le(dear.peak_bytes, budget);
+    fprintf(stderr, "transformer batch 8, budget %llu: recompute %.4g FLOPs; cheap transfer: %d offloads (%llu "
+            "bytes), recompute %.4g FLOPs\n", (unsigned long long)budget, clremat_plan_recompute_cost(&in, &rec),
+            cheap.n_offloads, (unsigned long long)cheap.offload_bytes, clremat_plan_recompute_cost(&in, &cheap));
+    clremat_plan_free(&none);
+    clremat_plan_free(&rec);
+    clremat_plan_free(&cheap);
+    clremat_plan_free(&dear);
+    free((void *)in.costs);
+    clremat_graph_free(g);
+}
+END_TEST
+
+START_TEST(test_transfer_calibration)
+{
+    clremat_ctx *ctx;
+    clremat_transfer_calibration a, b;
+    char path[4200], err[4096], args[2048];
+    const char *dir = getenv("CLREMAT_MODELS"), *dev = getenv("CLREMAT_TEST_DEVICE");
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert(clremat_transfer_cache_file(ctx, path, sizeof path));
+    unlink(path);
+    ck_assert_int_eq(clremat_transfer_calibrate(ctx, &a), CLREMAT_OK);
+    ck_assert_int_eq(a.from_cache, 0);
+    ck_assert(a.to_host_gbs > 0 && a.to_device_gbs > 0 && a.gemm_gflops > 0);
+    ck_assert_int_eq(access(path, F_OK), 0);
+    ck_assert_int_eq(clremat_transfer_calibrate(ctx, &b), CLREMAT_OK);
+    ck_assert_int_eq(b.from_cache, 1);
+    ck_assert(fabs(b.to_host_gbs - a.to_host_gbs) <= 1e-3 * a.to_host_gbs + 1e-4);
+    fprintf(stderr, "%s: to host %.2f GB/s, to device %.2f GB/s, GEMM %.1f GFLOP/s, host-unified %d\n",
+            ctx->info.name, a.to_host_gbs, a.to_device_gbs, a.gemm_gflops, a.host_unified);
+    if (ctx->info.host_unified) { /* offload frees nothing here: never a choice */
+        ck_assert(clremat_transfer_cost_per_byte(&a, 0) == 0);
+        snprintf(args, sizeof args, "train %s/transformer.json %s%s --batch 8 --steps 1 --remat budget:1700000 --quiet",
+                 dir ? dir : "models", dev ? "--device " : "", dev ? dev : "");
+        ck_assert_int_eq(test_run_tool(args, err, sizeof err), 0);
+    } else {
+        ck_assert(clremat_transfer_cost_per_byte(&a, 0) > 0 && clremat_transfer_cost_per_byte(&a, 1) > 0);
+    }
+    a.host_unified = 0; /* the same numbers on a device with memory of its own */
+    ck_assert(clremat_transfer_cost_per_byte(&a, 0) > 0);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
 int main(void)
 {
     TCase *tc;
@@ -294,5 +373,7 @@ int main(void)
     tcase_add_test(tc, test_offload_faults);
     tcase_add_test(tc, test_offload_planner);
     tcase_add_test(tc, test_offload_cli);
+    tcase_add_test(tc, test_budget_offload);
+    tcase_add_test(tc, test_transfer_calibration);
     return test_run_device_suite(s);
 }
