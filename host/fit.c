@@ -124,6 +124,24 @@ int clremat_fit_with_accumulate(const clremat_fit_config *in, int n_in, const in
     return CLREMAT_OK;
 }
 
+int clremat_fit_with_offload(const clremat_fit_config *in, int n_in, clremat_fit_config **out, int *n)
+{
+    clremat_fit_config *v = calloc((size_t)(2 * n_in) + 1, sizeof *v);
+    *out = NULL;
+    *n = 0;
+    if (!v)
+        return clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
+    for (int i = 0; i < n_in; i++) {
+        v[i] = in[i];
+        v[n_in + i] = in[i];
+        v[n_in + i].offload = 1;
+        snprintf(v[n_in + i].label, sizeof v[n_in + i].label, "%.80s, offload", in[i].label);
+    }
+    *out = v;
+    *n = 2 * n_in;
+    return CLREMAT_OK;
+}
+
 /* ---------------------------------------------------------- calibration */
 
 static double now_ms(void)
@@ -275,6 +293,7 @@ double clremat_fit_predict_ms(const clremat_fit_calibration *c, const clremat_pl
     rin = *in;
     rin.layer_cost = lc;
     t += clremat_plan_recompute_cost(&rin, plan);
+    t += (double)plan->offload_bytes * c->offload_ms_per_byte; /* copies out and back, not overlapped */
     free(lc);
     if (plan->accumulate > 1) /* K micro-batches, each with its accumulation pass; one update */
         return (double)plan->accumulate * (t + c->update_ms) + c->update_ms;
@@ -297,8 +316,8 @@ int clremat_fit_plan_one(const clremat_fit_request *rq, const clremat_fit_config
         clremat_accumulate_split(batch, k, &micro);
         return CLREMAT_OK;
     }
-    st = clremat_plan_for_accum(rq->ctx, rq->g, batch / k, k, &c->policy, rq->opt_states, size, NULL, 0, &plan,
-                                &costs, NULL, NULL);
+    st = clremat_plan_for_offload(rq->ctx, rq->g, batch / k, k, &c->policy, rq->opt_states, size, NULL, 0,
+                                  c->offload ? "all" : NULL, &plan, &costs, NULL, NULL);
     if (st == CLREMAT_ERR_TOO_LARGE ||
         (st == CLREMAT_ERR_PLAN &&
          (c->policy.kind == CLREMAT_POLICY_AUTO || c->policy.kind == CLREMAT_POLICY_BUDGET)))
@@ -442,9 +461,12 @@ int clremat_fit_run(const clremat_fit_request *rq, clremat_fit_row **rows)
                 const clremat_fit_row *b = best >= 0 ? &r[s * rq->n_configs + best] : NULL;
                 double key = rq->cal ? row->step_ms : row->recompute_flops;
                 double bkey = b ? (rq->cal ? b->step_ms : b->recompute_flops) : 0;
-                /* ties: less accumulation (without step times it costs time unseen), then the smaller peak */
-                int ka = cf->accumulate > 1 ? cf->accumulate : 1,
-                    kb = b && rq->configs[best].accumulate > 1 ? rq->configs[best].accumulate : 1;
+                /* ties: less accumulation, then no offload, then the smaller peak */
+                /* (accumulation, then offload: both cost time a step-time-less table does not see) */
+                int ka = 2 * (cf->accumulate > 1 ? cf->accumulate : 1) + cf->offload,
+                    kb = b ? 2 * (rq->configs[best].accumulate > 1 ? rq->configs[best].accumulate : 1) +
+                                 rq->configs[best].offload
+                           : 0;
                 if (!b || key < bkey || (key == bkey && (ka < kb || (ka == kb && row->peak_bytes < b->peak_bytes))))
                     best = c;
             }

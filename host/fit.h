@@ -23,7 +23,13 @@ typedef struct clremat_fit_config {
     int accumulate;           /**< micro-batches per step (0 or 1: none): planned per micro-batch, the
                                    accumulation buffer in the fixed bytes; the largest batch is then a
                                    multiple of it */
+    int offload;              /**< 1: every kept output the backward reads offloaded to host memory
+                                   (--offload all on top of the mode) */
 } clremat_fit_config;
+
+/** Every configuration of in (n_in), then each again with offload (label
+ * ", offload"). *out is malloc'ed (free it); *n its length (2 n_in). */
+int clremat_fit_with_offload(const clremat_fit_config *in, int n_in, clremat_fit_config **out, int *n);
 
 /** Every configuration of in (n_in) once per accumulation ks[0..nk) (each
  * >= 1): the ks[0] copies first, then the ks[1] ones, ...; labels of K > 1
@@ -66,6 +72,8 @@ typedef struct clremat_fit_calibration {
     double update_ms;         /**< optimizer update and other per-step device time */
     double overhead_ms;       /**< measured step wall time minus all device time (>= 0) */
     double step_ms;           /**< median wall time of the timed steps (profiling off) */
+    double offload_ms_per_byte; /**< a byte copied to the host and back (transfer calibration; 0: not known,
+                                     offload adds no time) */
 } clremat_fit_calibration;
 
 /** Measures a calibration on ctx: a warm-up step, a profiled step (per
@@ -74,6 +82,21 @@ typedef struct clremat_fit_calibration {
  * for g seeded by seed. Trains a throw-away set of parameters. */
 int clremat_fit_calibrate(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_opt_config *opt,
                           uint64_t seed, int steps, clremat_fit_calibration *out);
+
+/** clremat_fit_calibrate through an on-disk cache (host/fit_cache.c):
+ * $XDG_CACHE_HOME/clremat/fit-KEY.txt, KEY hashing the device, its driver,
+ * the kernels source, the context's GEMM path, model_hash (the caller's hash
+ * of the model file), batch, the optimizer kind and steps. A valid file is
+ * read (*from_cache 1); otherwise, or with refresh, the calibration is
+ * measured and the file written atomically. offload_ms_per_byte is not
+ * cached (it comes from the transfer calibration, cached on its own). */
+int clremat_fit_calibrate_cached(clremat_ctx *ctx, clremat_graph *g, uint64_t model_hash, int64_t batch,
+                                 const clremat_opt_config *opt, uint64_t seed, int steps, int refresh,
+                                 clremat_fit_calibration *out, int *from_cache);
+
+/** Path of that cache file; 0 without a cache directory. */
+int clremat_fit_cache_file(clremat_ctx *ctx, uint64_t model_hash, int64_t batch, const clremat_opt_config *opt,
+                           int steps, char *out, size_t len);
 
 /** Frees the calibration's arrays. */
 void clremat_fit_calibration_free(clremat_fit_calibration *c);

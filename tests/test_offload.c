@@ -17,11 +17,15 @@
  *   recomputation and a dear one is not, the peak within the budget either
  *   way; on the test device the transfer calibration is measured once and
  *   then read from its cache, and where the device's memory is the host's
- *   it prices offload at 0 (not a choice) and budget plans offload nothing. */
+ *   it prices offload at 0 (not a choice) and budget plans offload nothing;
+ * - clremat fit: offload rows plan like train --offload all, and the
+ *   step-time calibration is cached (read back bitwise, a corrupt file
+ *   measured again). */
 #include "testutil.h"
 #include "data.h"
 #include "executor.h"
 #include "transfer.h"
+#include "fit.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -173,7 +177,8 @@ START_TEST(test_offload_faults)
     ck_assert_int_eq(clremat_trainer_step(t, x, y, &ref, &correct), CLREMAT_OK);
     allocs = clremat_pool_get_stats(ctx->pool).allocs - allocs;
     clremat_trainer_free(t);
-    for (uint64_t k = 1; k <= allocs; k++) {
+    /* slow devices: the first, a middle and the last allocation */
+    for (uint64_t k = 1; k <= allocs; k = test_reduced() && k < allocs ? (k == 1 ? allocs / 2 + 1 : allocs) : k + 1) {
         ck_assert_int_eq(clremat_trainer_new_accum(ctx, g, BATCH, 1, &pol, &opt, 1, NULL, 0, "all", &t), CLREMAT_OK);
         clremat_pool_fail_at(ctx->pool, k);
         ck_assert_int_ne(clremat_trainer_step(t, x, y, &loss, &correct), CLREMAT_OK);
@@ -365,6 +370,76 @@ START_TEST(test_transfer_calibration)
 }
 END_TEST
 
+START_TEST(test_fit_offload_and_cache)
+{
+    clremat_graph *g = load_model("transformer.json");
+    clremat_fit_config *base = NULL, *c = NULL;
+    clremat_fit_request rq;
+    clremat_fit_row *rows = NULL;
+    clremat_fit_calibration a, b;
+    clremat_opt_config opt;
+    clremat_ctx *ctx;
+    uint64_t sizes[1] = {4u << 20};
+    char path[4200];
+    int nb = 0, nc = 0, cached = -1;
+    FILE *f;
+    ck_assert_int_eq(clremat_fit_parse_configs(g, "none,full", &base, &nb), CLREMAT_OK);
+    ck_assert_int_eq(clremat_fit_with_offload(base, nb, &c, &nc), CLREMAT_OK);
+    ck_assert_int_eq(nc, 4);
+    ck_assert_str_eq(c[2].label, "none, offload");
+    memset(&rq, 0, sizeof rq);
+    rq.g = g;
+    rq.batch = 8;
+    rq.opt_states = 2;
+    rq.sizes = sizes;
+    rq.n_sizes = 1;
+    rq.configs = c;
+    rq.n_configs = nc;
+    rq.max_batch_cap = 1 << 10;
+    ck_assert_int_eq(clremat_fit_run(&rq, &rows), CLREMAT_OK);
+    {   /* none with offload: train --offload all's plan (no device: native path) */
+        clremat_policy np;
+        clremat_plan p;
+        clremat_policy_parse("none", &np);
+        ck_assert_int_eq(clremat_plan_for_offload(NULL, g, 8, 1, &np, 2, 0, NULL, 0, "all", &p, NULL, NULL, NULL),
+                         CLREMAT_OK);
+        ck_assert_uint_eq(rows[2].peak_bytes, p.peak_bytes);
+        ck_assert_uint_lt(rows[2].peak_bytes, rows[0].peak_bytes);
+        ck_assert_int_ge(rows[2].max_batch, rows[0].max_batch);
+        clremat_plan_free(&p);
+    }
+    free(rows);
+    /* the calibration's cache */
+    TEST_OPEN_CTX(ctx, 0);
+    clremat_opt_defaults("adam", &opt);
+    ck_assert_int_eq(clremat_fit_calibrate_cached(ctx, g, 12345, 8, &opt, 1, 1, 1, &a, &cached), CLREMAT_OK);
+    ck_assert_int_eq(cached, 0);
+    ck_assert_int_eq(clremat_fit_calibrate_cached(ctx, g, 12345, 8, &opt, 1, 1, 0, &b, &cached), CLREMAT_OK);
+    ck_assert_int_eq(cached, 1);
+    ck_assert(a.step_ms == b.step_ms && a.update_ms == b.update_ms && a.overhead_ms == b.overhead_ms);
+    ck_assert_int_eq(b.n_layers, g->n_layers);
+    for (int l = 0; l < g->n_layers; l++)
+        ck_assert(a.fwd_ms[l] == b.fwd_ms[l] && a.bwd_flops[l] == b.bwd_flops[l]);
+    clremat_fit_calibration_free(&b);
+    ck_assert(clremat_fit_cache_file(ctx, 12345, 8, &opt, 1, path, sizeof path));
+    ck_assert_ptr_nonnull(f = fopen(path, "w")); /* corrupt: measured again */
+    fputs("clremat-fit-calibration-1\ndevice nonsense\n", f);
+    fclose(f);
+    ck_assert_int_eq(clremat_fit_calibrate_cached(ctx, g, 12345, 8, &opt, 1, 1, 0, &b, &cached), CLREMAT_OK);
+    ck_assert_int_eq(cached, 0);
+    clremat_fit_calibration_free(&b);
+    /* another model (hash): not this file */
+    ck_assert_int_eq(clremat_fit_calibrate_cached(ctx, g, 54321, 8, &opt, 1, 1, 0, &b, &cached), CLREMAT_OK);
+    ck_assert_int_eq(cached, 0);
+    clremat_fit_calibration_free(&b);
+    clremat_fit_calibration_free(&a);
+    clremat_ctx_destroy(ctx);
+    free(c);
+    free(base);
+    clremat_graph_free(g);
+}
+END_TEST
+
 int main(void)
 {
     TCase *tc;
@@ -375,5 +450,6 @@ int main(void)
     tcase_add_test(tc, test_offload_cli);
     tcase_add_test(tc, test_budget_offload);
     tcase_add_test(tc, test_transfer_calibration);
+    tcase_add_test(tc, test_fit_offload_and_cache);
     return test_run_device_suite(s);
 }

@@ -66,6 +66,8 @@ typedef struct cli_fit_opts {
     const char *svg;            /**< --svg FILE */
     int64_t accumulate[CLI_FIT_MAX_SIZES]; /**< --accumulate K,K...: each configuration once per K (default 1) */
     int n_accumulate;           /**< 0: none given (1 alone) */
+    int offload;                /**< --offload: every configuration again with its kept outputs offloaded */
+    int recalibrate;            /**< --recalibrate: measure step times even when cached */
 } cli_fit_opts;
 
 /** Prints the command's usage to f. */

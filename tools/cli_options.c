@@ -595,8 +595,8 @@ static int fit_usage(FILE *f)
 {
     fprintf(f,
         "usage: clremat fit MODEL [--memory SIZE,SIZE...] [--device SEL] [--batch N] [--optimizer NAME]\n"
-        "       [--remat MODE,MODE...] [--accumulate K,K...] [--max-batch N] [--steps N]\n"
-        "       [--calibration-batch N] [--json] [--svg FILE]\n"
+        "       [--remat MODE,MODE...] [--accumulate K,K...] [--offload] [--max-batch N] [--steps N]\n"
+        "       [--calibration-batch N] [--recalibrate] [--json] [--svg FILE]\n"
         "For each memory size (--memory, e.g. 6GiB,8GiB,16GiB; else the memory of --device) and\n"
         "each remat mode: the predicted peak of a training step at --batch (32), whether it fits,\n"
         "the recompute share and the predicted step time, the fastest that fits marked; and the\n"
@@ -606,7 +606,10 @@ static int fit_usage(FILE *f)
         "(or the global --device): a calibration measures --steps (5) timed steps there first;\n"
         "without a device they are null. --calibration-batch N calibrates at another batch than\n"
         "--batch. --accumulate K,K... lists every mode once per gradient accumulation K (default 1):\n"
-        "planned per micro-batch of N / K, the largest batch a multiple of K.\n"
+        "planned per micro-batch of N / K, the largest batch a multiple of K. --offload lists every\n"
+        "configuration again with its kept outputs offloaded to host memory (as train --offload all).\n"
+        "The step-time calibration is cached per device, model, batch and optimizer;\n"
+        "--recalibrate measures it again.\n"
         "--max-batch caps the search (1048576). --svg FILE plots\n"
         "peak against predicted step time with the sizes as vertical lines. docs/user-guide.md.\n");
     return f == stdout ? 0 : 2;
@@ -679,7 +682,8 @@ int cli_fit_parse(const cli_global *g, int argc, char **argv, cli_fit_opts *o)
         {"remat", required_argument, NULL, 'r'}, {"max-batch", required_argument, NULL, 'M'},
         {"steps", required_argument, NULL, 's'}, {"json", no_argument, NULL, 'j'},
         {"svg", required_argument, NULL, 'v'}, {"calibration-batch", required_argument, NULL, 'c'},
-        {"accumulate", required_argument, NULL, 'A'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"accumulate", required_argument, NULL, 'A'}, {"offload", no_argument, NULL, 'F'},
+        {"recalibrate", no_argument, NULL, 'R'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int c;
 
     memset(o, 0, sizeof *o);
@@ -713,6 +717,8 @@ int cli_fit_parse(const cli_global *g, int argc, char **argv, cli_fit_opts *o)
             o->svg = optarg;
             break;
         case 'A': if (parse_accumulate_list(optarg, o->accumulate, &o->n_accumulate)) return 2; break;
+        case 'F': o->offload = 1; break;
+        case 'R': o->recalibrate = 1; break;
         case 'h': return fit_usage(stdout);
         default: return fit_usage(stderr);
         }

@@ -20,6 +20,7 @@ static void print_json(const clremat_train_config *cfg, const clremat_train_resu
     cli_json_string(stdout, r->remat);
     printf(", \"gemm\": ");
     cli_json_string(stdout, r->gemm);
+    printf(", \"host_unified_memory\": %s", r->host_unified ? "true" : "false");
     printf(", \"batch\": %lld, \"accumulate\": %d, \"micro_batch\": %lld, \"steps\": %lld, \"start_step\": %lld, "
            "\"warmup\": %lld, \"seed\": %llu, ",
            (long long)cfg->batch, r->accumulate > 1 ? r->accumulate : 1,
