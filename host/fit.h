@@ -15,8 +15,9 @@
 #include "plan.h"
 
 /** One configuration: a row of the advisor's table at every memory size:
- * a remat policy and a gradient accumulation (each combination one more
- * configuration, clremat_fit_with_accumulate). */
+ * a remat policy, a gradient accumulation and offload (each combination one
+ * more configuration: clremat_fit_with_accumulate, clremat_fit_with_offload).
+ * Zero-initialize one built by hand: zero means no accumulation, no offload. */
 typedef struct clremat_fit_config {
     char label[96];           /**< as reported: "none", "list_of_layers:block_0", "auto", "full, accumulate 4" */
     clremat_policy policy;    /**< auto: planned for each memory size (the budget planner at that size) */
