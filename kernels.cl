@@ -326,11 +326,12 @@ __kernel void clremat_colsum(const int rows, const int cols, __global const floa
  * acc: y += instead. */
 __kernel void clremat_dropout(const int n, const int acc, const float rate, const float scale, const uint seed_lo,
                               const uint seed_hi, const uint step, const uint layer, __global const float *x,
-                              __global float *y)
+                              __global float *y, const uint off)
 {
     int i = get_global_id(0);
     if (i < n) {
-        const int keep = clremat_uniform(clremat_hash(seed_lo, seed_hi, step, layer, (uint)i)) >= rate;
+        /* off: the micro-batch's first element in the step's batch (gradient accumulation) */
+        const int keep = clremat_uniform(clremat_hash(seed_lo, seed_hi, step, layer, (uint)i + off)) >= rate;
         const float v = keep ? x[i] * scale : 0.0f;
         y[i] = acc ? y[i] + v : v;
     }
@@ -555,11 +556,11 @@ float attn_keep(const float rate, const uint slo, const uint shi, const uint ste
 
 /* Attention dropout: out[e] = P[e] * keep(e); regenerated from the key. */
 __kernel void attn_dropout_fwd(const int n, const float rate, const uint slo, const uint shi, const uint step,
-                               const uint layer, __global const float *P, __global float *out)
+                               const uint layer, __global const float *P, __global float *out, const uint off)
 {
     const int e = get_global_id(0);
     if (e < n)
-        out[e] = P[e] * attn_keep(rate, slo, shi, step, layer, (uint)e);
+        out[e] = P[e] * attn_keep(rate, slo, shi, step, layer, (uint)e + off);
 }
 
 /* Attention score gradient in place, one work-item per row: R holds the
@@ -567,7 +568,7 @@ __kernel void attn_dropout_fwd(const int n, const float rate, const uint slo, co
  * R = scale * P * (dP - sum_j P dP). */
 __kernel void attn_softmax_bwd(const int nrows, const int T, const float rate, const uint slo, const uint shi,
                                const uint step, const uint layer, const float scale, __global const float *P,
-                               __global float *R)
+                               __global float *R, const uint off)
 {
     const int r = get_global_id(0);
     if (r >= nrows)
@@ -577,7 +578,7 @@ __kernel void attn_softmax_bwd(const int nrows, const int T, const float rate, c
     for (int j = 0; j < T; j++) {
         float dp = R[base + j];
         if (rate > 0.0f)
-            dp *= attn_keep(rate, slo, shi, step, layer, (uint)(base + j));
+            dp *= attn_keep(rate, slo, shi, step, layer, (uint)(base + j) + off);
         R[base + j] = dp;
         dot += P[base + j] * dp;
     }
@@ -608,10 +609,11 @@ __kernel void ce_forward_rows(const int rows, const int C, __global const float 
     part[rows + r] = am == y ? 1.0f : 0.0f;
 }
 
-/* Softmax cross-entropy gradient per row: (softmax - onehot) / rows, added
- * into din when acc. */
+/* Softmax cross-entropy gradient per row: (softmax - onehot) / divisor
+ * (the rows of the step's batch: rows, or more for a micro-batch of
+ * gradient accumulation), added into din when acc. */
 __kernel void ce_backward(const int rows, const int C, const int acc, __global const float *logits,
-                          __global const float *labels, __global float *din)
+                          __global const float *labels, __global float *din, const float divisor)
 {
     const int r = get_global_id(0);
     if (r >= rows)
@@ -624,7 +626,7 @@ __kernel void ce_backward(const int rows, const int C, const int acc, __global c
         m = fmax(m, x[j]);
     for (int j = 0; j < C; j++)
         s += exp(x[j] - m);
-    const float inv = 1.0f / s, invn = 1.0f / (float)rows;
+    const float inv = 1.0f / s, invn = 1.0f / divisor;
     for (int j = 0; j < C; j++) {
         const float v = (exp(x[j] - m) * inv - (j == y ? 1.0f : 0.0f)) * invn;
         g[j] = acc ? g[j] + v : v;
@@ -648,14 +650,16 @@ __kernel void mse_partial(const int n, const int chunk, __global const float *p,
     part[c] = s;
 }
 
-/* MSE gradient: din = 2 (p - y) / n, added into din when acc. */
+/* MSE gradient: din = 2 (p - y) / divisor (the elements of the step's
+ * batch: n, or more for a micro-batch of gradient accumulation), added
+ * into din when acc. */
 __kernel void mse_backward(const int n, const int acc, __global const float *p, __global const float *y,
-                           __global float *din)
+                           __global float *din, const float divisor)
 {
     const int i = get_global_id(0);
     if (i >= n)
         return;
-    const float v = 2.0f * (p[i] - y[i]) / (float)n;
+    const float v = 2.0f * (p[i] - y[i]) / divisor;
     din[i] = acc ? din[i] + v : v;
 }
 

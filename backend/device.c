@@ -71,6 +71,11 @@ static void fill_info(cl_platform_id p, cl_device_id d, unsigned pi, unsigned di
     o->free_mem_bytes = free_memory(d);
     o->out_of_order = (qp & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) != 0;
     o->profiling = (qp & CL_QUEUE_PROFILING_ENABLE) != 0;
+    {
+        cl_bool unified = CL_FALSE;
+        if (clGetDeviceInfo(d, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, NULL) == CL_SUCCESS)
+            o->host_unified = unified == CL_TRUE;
+    }
 }
 
 /* The first clGetPlatformIDs makes the ICD loader dlopen every OpenCL

@@ -55,3 +55,20 @@ fail:
     clremat_pool_release(ctx->pool, cnt);
     return st;
 }
+
+/* Gradient accumulation: dst = src (acc 0) or dst += src (acc != 0). */
+int clremat_op_copy_acc(clremat_ctx *ctx, clremat_buf *dst, const clremat_buf *src, int64_t n, int acc)
+{
+    cl_int in = (cl_int)n, iacc = acc ? 1 : 0;
+    cl_mem md, ms;
+    int st;
+    if (n <= 0)
+        return CLREMAT_OK;
+    if ((st = clremat_check_buf(ctx, "copy_acc", "dst", dst, n)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, "copy_acc", "src", src, n)) != CLREMAT_OK)
+        return st;
+    md = clremat_mem(dst);
+    ms = clremat_mem(src);
+    return clremat_run1d(ctx, "clremat_copy_acc", n, sizeof in, &in, sizeof iacc, &iacc, sizeof md, &md, sizeof ms,
+                         &ms, (size_t)0);
+}

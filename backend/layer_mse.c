@@ -16,6 +16,15 @@ static int mse_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t bat
     return seq_check_int(ctx, L->name, "prediction", *n);
 }
 
+/* The loss's divisor: n elements, or those of the step's batch when this
+ * call is a micro-batch of gradient accumulation. */
+static float mse_divisor(const clremat_layer_call *c, int64_t n)
+{
+    if (c->loss_batch_div > 0)
+        return (float)(n / c->batch * c->loss_batch_div);
+    return (float)n;
+}
+
 static int64_t mse_chunks(int64_t n) { return (n + MSE_CHUNK - 1) / MSE_CHUNK; }
 
 static int mse_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
@@ -55,7 +64,7 @@ static int mse_forward(clremat_layer_call *c)
         st = clremat_run1d(c->ctx, "mse_partial", parts, SEQ_I(n), SEQ_I(MSE_CHUNK), SEQ_M(c->in[0]),
                            SEQ_M(c->labels), SEQ_M(c->temp), SEQ_END);
     if (st == CLREMAT_OK)
-        st = clremat_run1d(c->ctx, "seq_loss_finish", 1, SEQ_I(parts), SEQ_I(0), SEQ_F((float)n), SEQ_M(c->temp),
+        st = clremat_run1d(c->ctx, "seq_loss_finish", 1, SEQ_I(parts), SEQ_I(0), SEQ_F(mse_divisor(c, n)), SEQ_M(c->temp),
                            SEQ_M(c->slot[0]), SEQ_END);
     return st;
 }
@@ -72,7 +81,7 @@ static int mse_backward(clremat_layer_call *c)
         (st = clremat_check_buf(c->ctx, L->name, "din", c->din[0], n)) != CLREMAT_OK)
         return st;
     return clremat_run1d(c->ctx, "mse_backward", n, SEQ_I(n), SEQ_I(c->din_accumulate[0] != 0), SEQ_M(c->in[0]),
-                         SEQ_M(c->labels), SEQ_M(c->din[0]), SEQ_END);
+                         SEQ_M(c->labels), SEQ_M(c->din[0]), SEQ_F(mse_divisor(c, n)), SEQ_END);
 }
 
 const clremat_layer_impl clremat_impl_mse = {mse_cost, mse_forward, mse_backward, NULL};

@@ -21,6 +21,15 @@ static int ce_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batc
     return seq_check_int(ctx, L->name, "loss workspace", *rows * 2);
 }
 
+/* The loss's divisor: the rows, or those of the step's batch when this call
+ * is a micro-batch of gradient accumulation. */
+static float ce_divisor(const clremat_layer_call *c, int64_t rows)
+{
+    if (c->loss_batch_div > 0)
+        return (float)(rows / c->batch * c->loss_batch_div);
+    return (float)rows;
+}
+
 static int ce_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
 {
     int64_t rows, C;
@@ -58,7 +67,7 @@ static int ce_forward(clremat_layer_call *c)
         st = clremat_run1d(c->ctx, "ce_forward_rows", rows, SEQ_I(rows), SEQ_I(C), SEQ_M(c->in[0]),
                            SEQ_M(c->labels), SEQ_M(c->temp), SEQ_END);
     if (st == CLREMAT_OK)
-        st = clremat_run1d(c->ctx, "seq_loss_finish", 1, SEQ_I(rows), SEQ_I(1), SEQ_F((float)rows),
+        st = clremat_run1d(c->ctx, "seq_loss_finish", 1, SEQ_I(rows), SEQ_I(1), SEQ_F(ce_divisor(c, rows)),
                            SEQ_M(c->temp), SEQ_M(c->slot[0]), SEQ_END);
     return st;
 }
@@ -75,7 +84,7 @@ static int ce_backward(clremat_layer_call *c)
         (st = clremat_check_buf(c->ctx, L->name, "din", c->din[0], rows * C)) != CLREMAT_OK)
         return st;
     return clremat_run1d(c->ctx, "ce_backward", rows, SEQ_I(rows), SEQ_I(C), SEQ_I(c->din_accumulate[0] != 0),
-                         SEQ_M(c->in[0]), SEQ_M(c->labels), SEQ_M(c->din[0]), SEQ_END);
+                         SEQ_M(c->in[0]), SEQ_M(c->labels), SEQ_M(c->din[0]), SEQ_F(ce_divisor(c, rows)), SEQ_END);
 }
 
 const clremat_layer_impl clremat_impl_softmax_ce = {ce_cost, ce_forward, ce_backward, NULL};

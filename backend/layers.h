@@ -60,6 +60,11 @@ typedef struct clremat_layer_call {
      * activation output the backward reads as act(in[i]) inside its GEMM
      * (clremat_layer_cost.bwd_act_fusable_inputs); 0: in[i] is the input. */
     int in_act[CLREMAT_MAX_INPUTS];
+    /* gradient accumulation (a micro-batch of a larger step's batch; 0: none) */
+    int64_t sample0;                            /**< first sample of this call's batch in the step's batch: dropout
+                                                     masks are those of the whole batch (element index offset) */
+    int64_t loss_batch_div;                     /**< loss layers: the loss and its gradient are divided by this
+                                                     batch's count (rows or elements), not c->batch's; 0: c->batch */
 } clremat_layer_call;
 
 /** Runs layer c->layer forward: reads in[], param[]; writes every slot.
@@ -77,6 +82,10 @@ int clremat_layer_backward(clremat_layer_call *c);
 
 /** Elementwise kernels used by the executor and optimizers. */
 int clremat_op_add_inplace(clremat_ctx *ctx, clremat_buf *dst, const clremat_buf *src, int64_t n);
+
+/** dst = src (acc 0) or dst += src (acc != 0), n floats: gradient
+ * accumulation over micro-batches. */
+int clremat_op_copy_acc(clremat_ctx *ctx, clremat_buf *dst, const clremat_buf *src, int64_t n, int acc);
 
 /** Counts non-finite values in buf's first n floats (blocking). */
 int clremat_op_count_nonfinite(clremat_ctx *ctx, const clremat_buf *buf, int64_t n, int64_t *count);

@@ -330,6 +330,29 @@ void clremat_pool_reset_peaks(clremat_pool *p)
 {
     p->st.live_peak = p->st.live_bytes;
     p->st.reserved_peak = p->st.reserved_bytes;
+    p->st.host_peak = p->st.host_bytes;
+}
+
+int clremat_pool_host_alloc(clremat_pool *p, size_t bytes, void **out)
+{
+    *out = bytes ? malloc(bytes) : NULL;
+    if (!*out) {
+        snprintf(p->last_error, sizeof p->last_error, "out of host memory for an offloaded tensor of %zu bytes "
+                 "(%llu host bytes in use)", bytes, (unsigned long long)p->st.host_bytes);
+        return CLREMAT_ERR_OUT_OF_MEMORY;
+    }
+    p->st.host_bytes += bytes;
+    if (p->st.host_bytes > p->st.host_peak)
+        p->st.host_peak = p->st.host_bytes;
+    return CLREMAT_OK;
+}
+
+void clremat_pool_host_free(clremat_pool *p, void *ptr, size_t bytes)
+{
+    if (!ptr)
+        return;
+    free(ptr);
+    p->st.host_bytes -= bytes;
 }
 
 void clremat_pool_set_limit(clremat_pool *p, uint64_t limit) { p->st.limit = limit; }

@@ -129,6 +129,7 @@ static void run_one(clremat_ctx *ctx, const clremat_compare_config *cfg, const c
     tc.auto_budget = r->limit;
     tc.timeline = 1;
     tc.costs_measured = cfg->costs_measured;
+    tc.accumulate = cfg->accumulate;
     st = clremat_train_run_ctx(ctx, &tc, &res);
     r->status = st;
     r->median_ms = res.median_ms;
@@ -174,10 +175,14 @@ static void predict(const clremat_compare_config *cfg, const char *mode, clremat
         return;
     if (clremat_policy_parse(mode, &p) == CLREMAT_OK &&
         clremat_opt_defaults(cfg->optimizer ? cfg->optimizer : "adam", &opt) == 0 &&
-        clremat_plan_for(g, cfg->batch, &p,
-                         clremat_opt_state_count(opt.kind) |
-                             (clremat_trainer_fused(&opt) ? CLREMAT_PLAN_FUSED_UPDATE : 0),
-                         r->limit, NULL, &plan, NULL) == CLREMAT_OK) {
+        cfg->batch % (cfg->accumulate > 1 ? cfg->accumulate : 1) == 0 &&
+        clremat_plan_for_accum(NULL, g, cfg->batch / (cfg->accumulate > 1 ? cfg->accumulate : 1),
+                               cfg->accumulate > 1 ? (int)cfg->accumulate : 1, &p,
+                               clremat_opt_state_count(opt.kind) |
+                                   (clremat_trainer_fused(&opt, cfg->accumulate > 1 ? (int)cfg->accumulate : 1)
+                                        ? CLREMAT_PLAN_FUSED_UPDATE
+                                        : 0),
+                               r->limit, NULL, 0, &plan, NULL, NULL, NULL) == CLREMAT_OK) {
         r->predicted_peak = plan.peak_bytes;
         r->step_flops = plan.step_flops;
         r->recompute_flops = plan.recompute_flops;

@@ -22,6 +22,7 @@ typedef struct clremat_compare_config {
                                      (0: each device's global memory); runs themselves use the device */
     int progress;               /**< a line per run on stderr */
     int costs_measured;         /**< budget/auto plan from measured per-layer times */
+    int64_t accumulate;         /**< gradient accumulation: micro-batches per step (0 or 1: none) */
 } clremat_compare_config;
 
 /** Outcome of one (device, mode) run. */

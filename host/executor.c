@@ -6,6 +6,7 @@
 #include "fused_update.h"
 #include "init.h"
 #include "gemm.h"
+#include "transfer.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,20 +143,64 @@ int clremat_plan_for_ctx(clremat_ctx *ctx, const clremat_graph *g, int64_t batch
                          int opt_states, uint64_t limit, const double *layer_cost, int overlap, clremat_plan *out,
                          clremat_layer_cost **costs_out, size_t **ws_fwd_out, size_t **ws_bwd_out)
 {
+    return clremat_plan_for_accum(ctx, g, batch, 1, p, opt_states, limit, layer_cost, overlap, out, costs_out,
+                                  ws_fwd_out, ws_bwd_out);
+}
+
+int clremat_plan_for_accum(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, int accumulate,
+                           const clremat_policy *p, int opt_states, uint64_t limit, const double *layer_cost,
+                           int overlap, clremat_plan *out, clremat_layer_cost **costs_out, size_t **ws_fwd_out,
+                           size_t **ws_bwd_out)
+{
+    return clremat_plan_for_offload(ctx, g, batch, accumulate, p, opt_states, limit, layer_cost, overlap, NULL, out,
+                                    costs_out, ws_fwd_out, ws_bwd_out);
+}
+
+int clremat_plan_for_offload(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, int accumulate,
+                             const clremat_policy *p, int opt_states, uint64_t limit, const double *layer_cost,
+                             int overlap, const char *offload, clremat_plan *out, clremat_layer_cost **costs_out,
+                             size_t **ws_fwd_out, size_t **ws_bwd_out)
+{
     clremat_plan_input in;
     int st;
     memset(out, 0, sizeof *out);
     if ((st = clremat_plan_input_for(ctx, g, batch, opt_states, layer_cost, &in, ws_fwd_out, ws_bwd_out)))
         return st;
+    in.accumulate = accumulate;
+    /* budget and auto weigh offload against recomputation where it frees
+     * real device memory: a device whose memory is not the host's, at the
+     * transfer cost measured there (cached) */
+    if (ctx && !ctx->info.host_unified && !overlap &&
+        (p->kind == CLREMAT_POLICY_BUDGET || p->kind == CLREMAT_POLICY_AUTO)) {
+        clremat_transfer_calibration tc;
+        if (clremat_transfer_calibrate(ctx, &tc) == CLREMAT_OK)
+            in.offload_cost_per_byte = clremat_transfer_cost_per_byte(&tc, layer_cost != NULL);
+    }
     if (p->kind == CLREMAT_POLICY_AUTO) {
         if (limit == 0)
             st = clremat_set_error(CLREMAT_ERR_PLAN, "--remat auto needs a memory limit (a device or --memory-limit)");
-        else
-            st = clremat_plan_auto(&in, limit, out);
+        else if ((st = clremat_plan_auto(&in, limit, out)) == CLREMAT_OK && in.offload_cost_per_byte > 0 &&
+                 out->recompute_flops > 0) { /* none did not fit: recompute or offload */
+            clremat_plan_free(out);
+            st = clremat_plan_budget_offload(&in, limit, out);
+        }
         if (st == CLREMAT_OK)
+            out->policy = *p;
+    } else if (p->kind == CLREMAT_POLICY_BUDGET && in.offload_cost_per_byte > 0) {
+        if ((st = clremat_plan_budget_offload(&in, p->budget, out)) == CLREMAT_OK)
             out->policy = *p;
     } else {
         st = clremat_plan_build(&in, p, out);
+    }
+    if (st == CLREMAT_OK && offload) {
+        unsigned char *want = calloc((size_t)g->n_layers, 1);
+        if (!want)
+            st = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
+        else if (overlap)
+            st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "--offload does not go with --overlap");
+        else if ((st = clremat_offload_parse(g, offload, want)) == CLREMAT_OK)
+            st = clremat_plan_offload(&in, out, want);
+        free(want);
     }
     if (st == CLREMAT_OK && overlap)
         st = clremat_plan_overlap(&in, out);
@@ -276,9 +321,19 @@ static void fence_release(void *user, void *fence)
 
 static const clremat_fence_ops cl_fence_ops = {fence_done, fence_wait, fence_release, NULL};
 
-/* Releases every tensor of a step (after a failure mid-step). */
+/* Releases every tensor of a step (after a failure mid-step), host copies
+ * of offloaded tensors included once the copy queue is done with them. */
 static void release_step_tensors(clremat_trainer *t)
 {
+    if (t->copy_queue) {
+        clFinish(t->copy_queue);
+        clremat_pool_clear_fences(t->ctx->pool);
+        for (int i = 0; t->host && i < t->g->n_layers * S; i++)
+            if (t->host[i]) {
+                clremat_pool_host_free(t->ctx->pool, t->host[i], t->costs[i / S].slot_bytes[i % S]);
+                t->host[i] = NULL;
+            }
+    }
     for (int i = 0; i < t->g->n_layers * S; i++)
         release(t, &t->act[i]);
     for (int l = 0; l < t->g->n_layers; l++)
@@ -318,6 +373,12 @@ void clremat_trainer_free(clremat_trainer *t)
         free(t->grads[l]);
         free(t->state[l]);
     }
+    for (int l = 0; t->accum && l < t->g->n_layers; l++) {
+        for (int p = 0; t->accum[l] && p < CLREMAT_MAX_PARAMS; p++)
+            release(t, &t->accum[l][p]);
+        free(t->accum[l]);
+    }
+    free(t->accum);
     free(t->params);
     free(t->grads);
     free(t->state);
@@ -341,6 +402,12 @@ void clremat_trainer_free(clremat_trainer *t)
         close_window(t);
         clReleaseCommandQueue(t->side_queue);
     }
+    if (t->copy_queue) {
+        clFinish(t->copy_queue);
+        clremat_pool_clear_fences(t->ctx->pool);
+        clReleaseCommandQueue(t->copy_queue);
+    }
+    free(t->host);
     clremat_plan_free(&t->plan);
     if (t->eval_g) {
         free(t->eval_g->layers);
@@ -412,6 +479,22 @@ static int alloc_fixed(clremat_trainer *t)
                 goto fail;
         }
     }
+    if (t->accumulate > 1) { /* the accumulation buffer: one float per parameter (plan.accum_bytes) */
+        if (!(t->accum = calloc((size_t)g->n_layers, sizeof *t->accum))) {
+            st = clremat_fail(t->ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+            goto fail;
+        }
+        for (int l = 0; l < g->n_layers; l++) {
+            if (!(t->accum[l] = calloc(CLREMAT_MAX_PARAMS, sizeof(clremat_buf *)))) {
+                st = clremat_fail(t->ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+                goto fail;
+            }
+            for (int p = 0; p < g->layers[l].n_params; p++)
+                if ((st = clremat_pool_alloc(pool, (size_t)g->layers[l].params[p].elems * sizeof(float),
+                                             "accumulated gradient", &t->accum[l][p])))
+                    goto pool_fail;
+        }
+    }
     if ((st = clremat_pool_alloc(pool, (size_t)(t->batch * clremat_shape_elems(&g->io.input)) * sizeof(float),
                                  "input batch", &t->x)) ||
         (st = clremat_pool_alloc(pool, (size_t)(t->batch * clremat_shape_elems(&g->io.labels)) * sizeof(float),
@@ -427,11 +510,12 @@ fail:
     return st;
 }
 
-int clremat_trainer_fused(const clremat_opt_config *opt)
+int clremat_trainer_fused(const clremat_opt_config *opt, int accumulate)
 {
     clremat_fused_query q = {0};
     q.opt_kind = (int)opt->kind;
     q.disabled = opt->no_fused_update != 0;
+    q.accumulate = accumulate;
     return clremat_fused_update_applies(&q);
 }
 
@@ -454,8 +538,8 @@ static void suggest(const clremat_trainer *t, uint64_t limit, char *buf, size_t 
         clremat_policy p;
         clremat_plan pl;
         if (clremat_policy_parse(modes[i], &p) ||
-            clremat_plan_for_ctx(t->ctx, t->g, t->batch, &p, opt_states_arg(t), limit, NULL, 0,
-                                 &pl, NULL, NULL, NULL))
+            clremat_plan_for_accum(t->ctx, t->g, t->batch, t->accumulate, &p, opt_states_arg(t),
+                                   limit, NULL, 0, &pl, NULL, NULL, NULL))
             continue;
         if (pl.peak_bytes <= limit) {
             int j = nfit++;
@@ -524,6 +608,13 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
                               const clremat_opt_config *opt, uint64_t seed, const double *layer_cost,
                               int overlap, clremat_trainer **out)
 {
+    return clremat_trainer_new_accum(ctx, g, batch, 1, p, opt, seed, layer_cost, overlap, NULL, out);
+}
+
+int clremat_trainer_new_accum(clremat_ctx *ctx, clremat_graph *g, int64_t batch, int accumulate,
+                              const clremat_policy *p, const clremat_opt_config *opt, uint64_t seed,
+                              const double *layer_cost, int overlap, const char *offload, clremat_trainer **out)
+{
     clremat_trainer *t = calloc(1, sizeof *t);
     uint64_t limit = clremat_pool_get_stats(ctx->pool).limit;
     uint64_t live = clremat_pool_get_stats(ctx->pool).live_bytes;
@@ -541,6 +632,11 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
                           (long long)batch);
         goto fail;
     }
+    if ((st = clremat_accumulate_split(batch, accumulate, &t->batch)) != CLREMAT_OK) {
+        clremat_fail(ctx, st, "%s", clremat_last_error());
+        goto fail;
+    }
+    t->accumulate = accumulate;
     if (layer_cost) {
         if (!(t->layer_cost = malloc(sizeof *t->layer_cost * (size_t)g->n_layers))) {
             st = clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
@@ -548,11 +644,22 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
         }
         memcpy(t->layer_cost, layer_cost, sizeof *t->layer_cost * (size_t)g->n_layers);
     }
-    t->fused = clremat_trainer_fused(opt);
-    st = clremat_plan_for_ctx(ctx, g, batch, p, opt_states_arg(t), limit ? limit - live : 0,
-                              layer_cost, overlap, &t->plan, &t->costs, &t->gemm_ws_fwd, &t->gemm_ws_bwd);
+    t->fused = clremat_trainer_fused(opt, accumulate);
+    st = clremat_plan_for_offload(ctx, g, t->batch, accumulate, p, opt_states_arg(t),
+                                  limit ? limit - live : 0, layer_cost, overlap, offload, &t->plan, &t->costs,
+                                  &t->gemm_ws_fwd, &t->gemm_ws_bwd);
     if (st != CLREMAT_OK)
         goto fail;
+    if (t->plan.n_offloads > 0) { /* a copy queue; device buffers it reads are released with a fence */
+        int fell = 0;
+        if (!(t->host = calloc((size_t)g->n_layers * S, sizeof *t->host))) {
+            st = clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+            goto fail;
+        }
+        if ((st = clremat_ctx_open_queue(ctx, 0, &t->copy_queue, &fell)))
+            goto fail;
+        clremat_pool_set_fence_ops(ctx->pool, &cl_fence_ops);
+    }
     if (overlap) {
         int fell = 0;
         if ((st = clremat_ctx_open_queue(ctx, CL_QUEUE_PROFILING_ENABLE, &t->side_queue, &fell)))
@@ -561,11 +668,14 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
     }
     if (limit && live + t->plan.peak_bytes > limit) {
         char hint[1024];
+        char acc[96] = "";
+        if (accumulate > 1)
+            snprintf(acc, sizeof acc, " (%d micro-batches of %lld)", accumulate, (long long)t->batch);
         suggest(t, limit - live, hint, sizeof hint);
         st = clremat_fail(ctx, CLREMAT_ERR_OUT_OF_MEMORY,
-                          "remat mode '%s' at batch %lld needs %llu bytes of device memory but %llu bytes are "
+                          "remat mode '%s' at batch %lld%s needs %llu bytes of device memory but %llu bytes are "
                           "available (limit %llu)%s",
-                          p->text, (long long)batch, (unsigned long long)t->plan.peak_bytes,
+                          p->text, (long long)batch, acc, (unsigned long long)t->plan.peak_bytes,
                           (unsigned long long)(limit - live), (unsigned long long)limit, hint);
         goto fail;
     }
@@ -612,6 +722,9 @@ static void make_call(clremat_trainer *t, const clremat_graph *g, int l, clremat
     }
     c->labels = t->labels;
     c->temp = t->temp;
+    c->sample0 = t->sample0;
+    if (l == g->n_layers - 1)
+        c->loss_batch_div = t->loss_div;
 }
 
 static int alloc_tensor(clremat_trainer *t, size_t bytes, const char *tag, clremat_buf **out)
@@ -771,8 +884,9 @@ static int run_update(clremat_trainer *t)
             clremat_buf *const state[2] = {t->state[l][2 * p], t->state[l][2 * p + 1]};
             if (fused_param(t, l, p)) /* updated in its layer's backward */
                 continue;
-            st = clremat_opt_step(t->ctx, &t->opt, t->step + 1, t->params[l][p], t->grads[l][p], state,
-                                  L->params[p].elems);
+            /* with accumulation, the gradient summed over the micro-batches */
+            st = clremat_opt_step(t->ctx, &t->opt, t->step + 1, t->params[l][p],
+                                  t->accumulate > 1 ? t->accum[l][p] : t->grads[l][p], state, L->params[p].elems);
         }
     }
     return st;
@@ -963,6 +1077,7 @@ static int replan_smaller(clremat_trainer *t, const char *why)
     in.fused_update = t->fused;
     in.scratch_bytes = CLREMAT_SCRATCH_BYTES;
     in.layer_cost = t->layer_cost;
+    in.accumulate = t->accumulate;
     for (int k = 0; k < 3 && st != CLREMAT_OK; k++)
         if (act > 0 && (k == 0 || budgets[k] != budgets[k - 1]))
             st = clremat_plan_budget(&in, budgets[k], &np);
@@ -999,14 +1114,85 @@ int clremat_trainer_step_replan(clremat_trainer *t, const float *x, const float 
     return st;
 }
 
-int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct)
+/* OFFLOAD: the copy queue waits for the compute queue's work so far, reads
+ * the tensor into host memory, and the device buffer goes back to the pool
+ * fenced by the read (the compute queue reuses it only after the read).
+ * FETCH: a device buffer from the pool, the copy queue writes the host copy
+ * into it after the compute queue's work so far, the compute queue waits
+ * for the write, and the host copy is freed. */
+static int run_offload(clremat_trainer *t, const clremat_action *a)
 {
-    int st = upload(t, x, y), nonfinite = 0;
-    float result[2] = {0, 0};
-    const clremat_graph *g = t->g;
+    clremat_ctx *ctx = t->ctx;
+    const int i = a->layer * S + a->slot;
+    const size_t bytes = t->costs[a->layer].slot_bytes[a->slot];
+    cl_event m = NULL, ev = NULL;
+    cl_int err;
+    int st;
+    if (a->kind == CLREMAT_ACT_FETCH &&
+        (st = alloc_tensor(t, bytes, clremat_trainer_tag(t, a->layer, a->slot), &t->act[i])))
+        return st;
+    if (a->kind == CLREMAT_ACT_OFFLOAD && (st = clremat_pool_host_alloc(ctx->pool, bytes, &t->host[i])))
+        return clremat_fail(ctx, st, "%s", clremat_pool_last_error(ctx->pool));
+    err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &m);
+    if (err == CL_SUCCESS)
+        err = clFlush(ctx->queue); /* the copy queue waits for it: submit it */
+    if (err == CL_SUCCESS && a->kind == CLREMAT_ACT_OFFLOAD)
+        err = clEnqueueReadBuffer(t->copy_queue, (cl_mem)t->act[i]->mem, CL_FALSE, 0, bytes, t->host[i], 1, &m, &ev);
+    else if (err == CL_SUCCESS)
+        err = clEnqueueWriteBuffer(t->copy_queue, (cl_mem)t->act[i]->mem, CL_FALSE, 0, bytes, t->host[i], 1, &m,
+                                   &ev);
+    if (err == CL_SUCCESS)
+        err = clFlush(t->copy_queue);
+    if (m)
+        clReleaseEvent(m);
+    if (err != CL_SUCCESS) {
+        if (ev)
+            clReleaseEvent(ev);
+        return clremat_fail(ctx, err, "%s of %s (%zu bytes) failed: %s",
+                            a->kind == CLREMAT_ACT_OFFLOAD ? "offload" : "fetch",
+                            clremat_trainer_tag(t, a->layer, a->slot), bytes, clremat_status_str(err));
+    }
+    if (a->kind == CLREMAT_ACT_OFFLOAD) { /* released from the copy queue, fenced by the read */
+        clremat_pool_set_queue(ctx->pool, t->copy_queue);
+        clremat_pool_release_fenced(ctx->pool, t->act[i], ev);
+        clremat_pool_set_queue(ctx->pool, ctx->queue);
+        t->act[i] = NULL;
+        return CLREMAT_OK;
+    }
+    /* the host copy is freed once written; the compute queue waits for the write */
+    err = clWaitForEvents(1, &ev);
+    if (err == CL_SUCCESS)
+        err = clEnqueueBarrierWithWaitList(ctx->queue, 1, &ev, NULL);
+    clReleaseEvent(ev);
+    clremat_pool_host_free(ctx->pool, t->host[i], bytes);
+    t->host[i] = NULL;
+    if (err != CL_SUCCESS)
+        return clremat_fail(ctx, err, "fetch of %s failed: %s", clremat_trainer_tag(t, a->layer, a->slot),
+                            clremat_status_str(err));
+    return CLREMAT_OK;
+}
 
-    t->update_started = 0;
-    t->ctx->profiling = t->profiling;
+/* Gradient accumulation after micro-batch m's backward: the accumulation
+ * buffer takes its gradients (m == 0) or adds them (m > 0), in micro-batch
+ * order, so the sum does not depend on the plan. */
+static int accumulate_grads(clremat_trainer *t, int m)
+{
+    int st = CLREMAT_OK;
+    clremat_ctx_set_label(t->ctx, -1, CLREMAT_PHASE_UPDATE);
+    for (int l = 0; l < t->g->n_layers && st == CLREMAT_OK; l++)
+        for (int p = 0; p < t->g->layers[l].n_params && st == CLREMAT_OK; p++)
+            st = clremat_op_copy_acc(t->ctx, t->accum[l][p], t->grads[l][p], t->g->layers[l].params[p].elems, m > 0);
+    return st;
+}
+
+/* Runs the plan's actions once on micro-batch m (already uploaded): the
+ * loss layer's result goes to result; a non-finite one sets *nonfinite and
+ * skips the gradient accumulation and the update. The last micro-batch
+ * (or the only one) runs the optimizer update. */
+static int run_actions(clremat_trainer *t, int m, float result[2], int *nonfinite)
+{
+    const clremat_graph *g = t->g;
+    int st = CLREMAT_OK;
     for (int i = 0; i < t->plan.n_actions && st == CLREMAT_OK; i++) {
         const clremat_action *a = &t->plan.actions[i];
         if (t->side_queue && (st = switch_queues(t, a)) != CLREMAT_OK)
@@ -1033,11 +1219,11 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
                 /* the fused update changes parameters from the first
                  * backward on: the loss is checked before it, as the
                  * unfused step checks it before its update */
-                st = clremat_read(t->ctx, t->act[(g->n_layers - 1) * S], 0, sizeof result, result);
+                st = clremat_read(t->ctx, t->act[(g->n_layers - 1) * S], 0, 2 * sizeof(float), result);
                 if (st != CLREMAT_OK)
                     break;
                 if (!(isfinite(result[0]) && isfinite(result[1]))) {
-                    nonfinite = 1;
+                    *nonfinite = 1;
                     release_step_tensors(t);
                     i = t->plan.n_actions; /* skip the rest of the step */
                     break;
@@ -1052,19 +1238,56 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
         case CLREMAT_ACT_FREE_GRAD:
             release(t, &t->dgrad[a->layer]);
             break;
+        case CLREMAT_ACT_OFFLOAD:
+        case CLREMAT_ACT_FETCH:
+            st = run_offload(t, a);
+            break;
         case CLREMAT_ACT_UPDATE:
-            st = clremat_read(t->ctx, t->act[(g->n_layers - 1) * S], 0, sizeof result, result);
+            st = clremat_read(t->ctx, t->act[(g->n_layers - 1) * S], 0, 2 * sizeof(float), result);
             if (st == CLREMAT_OK && !(isfinite(result[0]) && isfinite(result[1])))
-                nonfinite = 1;
+                *nonfinite = 1;
             else if (st == CLREMAT_OK) {
-                t->update_started = 1;
-                st = run_update(t);
+                if (t->accumulate > 1)
+                    st = accumulate_grads(t, m);
+                if (st == CLREMAT_OK && m == t->accumulate - 1) {
+                    t->update_started = 1;
+                    st = run_update(t);
+                }
             }
             break;
         }
     }
     close_window(t); /* back to one queue, whatever happened */
+    if (t->copy_queue) { /* every copy done: no fence left */
+        cl_int err = clFinish(t->copy_queue);
+        clremat_pool_clear_fences(t->ctx->pool);
+        if (st == CLREMAT_OK && err != CL_SUCCESS)
+            st = clremat_fail(t->ctx, err, "the copy queue failed: %s", clremat_status_str(err));
+    }
+    return st;
+}
+
+int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, float *loss, float *correct)
+{
+    const clremat_graph *g = t->g;
+    const int64_t xs = t->batch * clremat_shape_elems(&g->io.input), ys = t->batch * clremat_shape_elems(&g->io.labels);
+    int st = CLREMAT_OK, nonfinite = 0, m;
+    float result[2] = {0, 0}, sum[2] = {0, 0};
+
+    t->update_started = 0;
+    t->ctx->profiling = t->profiling;
+    t->loss_div = t->accumulate > 1 ? t->batch * t->accumulate : 0;
+    for (m = 0; m < t->accumulate && st == CLREMAT_OK && !nonfinite; m++) {
+        t->sample0 = (int64_t)m * t->batch;
+        st = upload(t, x + m * xs, y + m * ys);
+        if (st == CLREMAT_OK)
+            st = run_actions(t, m, result, &nonfinite);
+        sum[0] += result[0]; /* in micro-batch order */
+        sum[1] += result[1];
+    }
+    t->loss_div = 0;
     if (st != CLREMAT_OK) {
+        t->sample0 = 0;
         release_step_tensors(t);
         drop_profile(t->ctx);
         t->ctx->profiling = 0;
@@ -1073,20 +1296,27 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
     if (t->profiling)
         collect_profile(t);
     t->ctx->profiling = 0;
-    *loss = result[0];
-    *correct = result[1];
+    *loss = sum[0];
+    *correct = sum[1];
     if (nonfinite) {
         int bad = -1;
         float r[2];
+        char micro[64] = "";
+        /* the failing micro-batch is still uploaded; sample0 keeps its dropout masks */
         st = forward_only(t, g, t->costs, t->gemm_ws_fwd, r, 1, &bad);
+        t->sample0 = 0;
         if (st != CLREMAT_OK)
             return st;
+        if (t->accumulate > 1)
+            snprintf(micro, sizeof micro, " (micro-batch %d of %d)", m, t->accumulate);
         return clremat_fail(t->ctx, CLREMAT_ERR_NONFINITE,
-                            "step %lld: the loss is not finite (%g); first layer whose output is non-finite: '%s'",
-                            (long long)(t->step + 1), (double)result[0], bad >= 0 ? g->layers[bad].name : g->layers[g->n_layers - 1].name);
+                            "step %lld%s: the loss is not finite (%g); first layer whose output is non-finite: '%s'",
+                            (long long)(t->step + 1), micro, (double)result[0],
+                            bad >= 0 ? g->layers[bad].name : g->layers[g->n_layers - 1].name);
     }
+    t->sample0 = 0;
     t->step++;
-    t->data_position += t->batch;
+    t->data_position += t->batch * t->accumulate;
     return CLREMAT_OK;
 }
 

@@ -71,6 +71,15 @@ typedef struct clremat_trainer {
     int64_t replan_step;                /**< the step of the last replan */
     uint64_t replan_from, replan_to;    /**< predicted peaks before and after it */
     char replan_reason[512];            /**< the failure that caused it */
+    /* gradient accumulation: batch above is the micro-batch; a step runs accumulate of them */
+    int accumulate;                     /**< micro-batches per step (1: none) */
+    clremat_buf ***accum;               /**< [layer][param] accumulated gradients (accumulate > 1) */
+    int64_t sample0;                    /**< first sample of the running micro-batch in the step's batch */
+    int64_t loss_div;                   /**< > 0 while stepping with accumulation: the step's batch, which
+                                             divides each micro-batch's loss and gradient */
+    /* offload to host (plan.n_offloads > 0) */
+    cl_command_queue copy_queue;        /**< the queue of the copies to and from the host */
+    void **host;                        /**< [layer * CLREMAT_MAX_SLOTS + slot] host copy while offloaded */
 } clremat_trainer;
 
 /** Kinds of a layer's tensors for clremat_trainer_tag, after its slots. */
@@ -90,10 +99,11 @@ void clremat_tensor_name(char *buf, size_t len, const clremat_graph *g, const cl
  * (`clremat train --memory-trace`). Lives as long as the trainer. */
 const char *clremat_trainer_tag(const clremat_trainer *t, int l, int k);
 
-/** 1 when a trainer with optimizer opt runs the update inside the backward
+/** 1 when a trainer with optimizer opt and accumulate micro-batches per
+ * step (0 or 1: none) runs the update inside the backward
  * (clremat_fused_update_applies of the planner for opt's kind and
  * no_fused_update; no gradient accumulation, no data parallelism). */
-int clremat_trainer_fused(const clremat_opt_config *opt);
+int clremat_trainer_fused(const clremat_opt_config *opt, int accumulate);
 
 /** Plans (policy p at batch), allocates the fixed memory (parameters,
  * gradients, optimizer state, batch, labels, scratch) and initializes the
@@ -110,6 +120,23 @@ int clremat_trainer_new(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const
 int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_policy *p,
                               const clremat_opt_config *opt, uint64_t seed, const double *layer_cost,
                               int overlap, clremat_trainer **out);
+
+/** clremat_trainer_new_costs with gradient accumulation and offload
+ * (offload: NULL none, else as clremat_plan_for_offload; the copies run on
+ * a queue of their own, the host copies counted in the pool's host bytes):
+ * batch is the
+ * step's batch, split into accumulate micro-batches of batch / accumulate
+ * (a batch not divisible by accumulate is refused naming both, see
+ * clremat_accumulate_split). The plan is made per micro-batch, with the
+ * accumulation buffer (one float per parameter, accumulate > 1) in its
+ * fixed bytes; t->batch is the micro-batch. A step (clremat_trainer_step)
+ * then takes batch samples: each micro-batch's loss and gradients are those
+ * of the whole batch's mean restricted to its samples (dropout masks
+ * included), the gradients are summed in micro-batch order and the
+ * optimizer updates once. accumulate 1 is clremat_trainer_new_costs. */
+int clremat_trainer_new_accum(clremat_ctx *ctx, clremat_graph *g, int64_t batch, int accumulate,
+                              const clremat_policy *p, const clremat_opt_config *opt, uint64_t seed,
+                              const double *layer_cost, int overlap, const char *offload, clremat_trainer **out);
 
 /** Measures each layer's forward device time (ms) with a profiled step on
  * batch x, y after a warm-up step, under whatever plan fits (*out malloc'ed,
@@ -147,8 +174,28 @@ int clremat_plan_for_ctx(clremat_ctx *ctx, const clremat_graph *g, int64_t batch
                          int opt_states, uint64_t limit, const double *layer_cost, int overlap, clremat_plan *out,
                          clremat_layer_cost **costs_out, size_t **ws_fwd_out, size_t **ws_bwd_out);
 
-/** One training step on batch x (batch * input elems floats) and labels y.
- * Returns the mean loss and the correct count of the batch. A non-finite
+/** clremat_plan_for_ctx with gradient accumulation: batch is the
+ * micro-batch and accumulate (>= 1) the micro-batches of a step; the plan's
+ * fixed bytes include the accumulation buffer when accumulate > 1. */
+int clremat_plan_for_accum(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, int accumulate,
+                           const clremat_policy *p, int opt_states, uint64_t limit, const double *layer_cost,
+                           int overlap, clremat_plan *out, clremat_layer_cost **costs_out, size_t **ws_fwd_out,
+                           size_t **ws_bwd_out);
+
+/** clremat_plan_for_accum, then offload (NULL: none; "all" or layer names,
+ * clremat_offload_parse): the chosen outputs are copied to host memory
+ * between their forward and backward uses (clremat_plan_offload), the plan
+ * predicting device and host bytes. Refused with overlap. */
+int clremat_plan_for_offload(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, int accumulate,
+                             const clremat_policy *p, int opt_states, uint64_t limit, const double *layer_cost,
+                             int overlap, const char *offload, clremat_plan *out, clremat_layer_cost **costs_out,
+                             size_t **ws_fwd_out, size_t **ws_bwd_out);
+
+/** One training step on batch x (batch * accumulate * input elems floats;
+ * batch is t->batch, the micro-batch) and labels y. With accumulation the
+ * micro-batches run in order through the plan, each uploaded in turn, and
+ * the loss is the sum of the micro-batches' losses (each divided by the
+ * step's batch). Returns the mean loss and the correct count of the batch. A non-finite
  * loss skips the update and returns CLREMAT_ERR_NONFINITE naming the first
  * layer whose output went non-finite. On any failure every tensor of the
  * step is given back; t->update_started says whether the update had begun

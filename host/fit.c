@@ -97,6 +97,51 @@ int clremat_fit_parse_configs(const clremat_graph *g, const char *list, clremat_
     return CLREMAT_OK;
 }
 
+int clremat_fit_with_accumulate(const clremat_fit_config *in, int n_in, const int64_t *ks, int nk,
+                                clremat_fit_config **out, int *n)
+{
+    clremat_fit_config *v = calloc((size_t)(n_in * nk) + 1, sizeof *v);
+    int k = 0;
+    *out = NULL;
+    *n = 0;
+    if (!v)
+        return clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
+    for (int a = 0; a < nk; a++) {
+        if (ks[a] < 1 || ks[a] > CLREMAT_MAX_ACCUMULATE) {
+            free(v);
+            return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "--accumulate %lld is outside [1, %d]",
+                                     (long long)ks[a], CLREMAT_MAX_ACCUMULATE);
+        }
+        for (int i = 0; i < n_in; i++, k++) {
+            v[k] = in[i];
+            v[k].accumulate = (int)ks[a];
+            if (ks[a] > 1)
+                snprintf(v[k].label, sizeof v[k].label, "%.70s, accumulate %d", in[i].label, (int)(ks[a] % 100000));
+        }
+    }
+    *out = v;
+    *n = k;
+    return CLREMAT_OK;
+}
+
+int clremat_fit_with_offload(const clremat_fit_config *in, int n_in, clremat_fit_config **out, int *n)
+{
+    clremat_fit_config *v = calloc((size_t)(2 * n_in) + 1, sizeof *v);
+    *out = NULL;
+    *n = 0;
+    if (!v)
+        return clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
+    for (int i = 0; i < n_in; i++) {
+        v[i] = in[i];
+        v[n_in + i] = in[i];
+        v[n_in + i].offload = 1;
+        snprintf(v[n_in + i].label, sizeof v[n_in + i].label, "%.80s, offload", in[i].label);
+    }
+    *out = v;
+    *n = 2 * n_in;
+    return CLREMAT_OK;
+}
+
 /* ---------------------------------------------------------- calibration */
 
 static double now_ms(void)
@@ -240,7 +285,7 @@ double clremat_fit_predict_ms(const clremat_fit_calibration *c, const clremat_pl
     if (!lc)
         return NAN;
     ratio = (double)in->batch / (double)c->batch;
-    t = c->update_ms + c->overhead_ms;
+    t = c->overhead_ms;
     for (int l = 0; l < c->n_layers; l++) {
         lc[l] = scaled(c->fwd_ms[l], c->fwd_flops[l], in->costs[l].fwd_flops, ratio);
         t += lc[l] + scaled(c->bwd_ms[l], c->bwd_flops[l], in->costs[l].bwd_flops, ratio);
@@ -248,8 +293,11 @@ double clremat_fit_predict_ms(const clremat_fit_calibration *c, const clremat_pl
     rin = *in;
     rin.layer_cost = lc;
     t += clremat_plan_recompute_cost(&rin, plan);
+    t += (double)plan->offload_bytes * c->offload_ms_per_byte; /* copies out and back, not overlapped */
     free(lc);
-    return t;
+    if (plan->accumulate > 1) /* K micro-batches, each with its accumulation pass; one update */
+        return (double)plan->accumulate * (t + c->update_ms) + c->update_ms;
+    return t + c->update_ms;
 }
 
 /* ------------------------------------------------------------- planning */
@@ -259,11 +307,19 @@ int clremat_fit_plan_one(const clremat_fit_request *rq, const clremat_fit_config
 {
     clremat_plan plan;
     clremat_layer_cost *costs = NULL;
-    int st = clremat_plan_for_ctx(rq->ctx, rq->g, batch, &c->policy, rq->opt_states, size, NULL, 0, &plan, &costs,
-                                  NULL, NULL);
+    int k = c->accumulate > 1 ? c->accumulate : 1, st;
     *planned = *fits = 0;
     if (costs_out)
         *costs_out = NULL;
+    if (batch % k != 0) { /* no micro-batch split: nothing to plan (the reason in the last error) */
+        int64_t micro;
+        clremat_accumulate_split(batch, k, &micro);
+        return CLREMAT_OK;
+    }
+    /* the fused update does not apply with accumulation (clremat_fused_update_applies) */
+    st = clremat_plan_for_offload(rq->ctx, rq->g, batch / k, k, &c->policy,
+                                  k > 1 ? rq->opt_states & ~CLREMAT_PLAN_FUSED_UPDATE : rq->opt_states, size, NULL, 0,
+                                  c->offload ? "all" : NULL, &plan, &costs, NULL, NULL);
     if (st == CLREMAT_ERR_TOO_LARGE ||
         (st == CLREMAT_ERR_PLAN &&
          (c->policy.kind == CLREMAT_POLICY_AUTO || c->policy.kind == CLREMAT_POLICY_BUDGET)))
@@ -287,23 +343,28 @@ int clremat_fit_max_batch(const clremat_fit_request *rq, const clremat_fit_confi
                           int64_t *out, int *capped)
 {
     int64_t lo, hi;
+    const int64_t k = c->accumulate > 1 ? c->accumulate : 1;
     int planned, fits, st;
     *out = 0;
     *capped = 0;
     if (cap < 1)
         cap = 1;
-    if ((st = clremat_fit_plan_one(rq, c, size, 1, &planned, &fits, NULL, NULL)) || !fits)
+    cap /= k; /* the search runs over micro-batches m; the batch is m * k */
+    if (cap < 1)
+        return CLREMAT_OK;
+#define PLAN_AT(b) clremat_fit_plan_one(rq, c, size, (b) * k, &planned, &fits, NULL, NULL)
+    if ((st = PLAN_AT(1)) || !fits)
         return st;
     /* lo fits; double until a batch does not fit (or the cap is reached) */
     lo = 1;
     for (;;) {
         hi = lo > cap / 2 ? cap : lo * 2;
         if (hi == lo) {
-            *out = lo;
+            *out = lo * k;
             *capped = 1;
             return CLREMAT_OK;
         }
-        if ((st = clremat_fit_plan_one(rq, c, size, hi, &planned, &fits, NULL, NULL)))
+        if ((st = PLAN_AT(hi)))
             return st;
         if (!fits)
             break;
@@ -312,14 +373,15 @@ int clremat_fit_max_batch(const clremat_fit_request *rq, const clremat_fit_confi
     /* lo fits, hi does not: binary search between them */
     while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
-        if ((st = clremat_fit_plan_one(rq, c, size, mid, &planned, &fits, NULL, NULL)))
+        if ((st = PLAN_AT(mid)))
             return st;
         if (fits)
             lo = mid;
         else
             hi = mid;
     }
-    *out = lo;
+#undef PLAN_AT
+    *out = lo * k;
     return CLREMAT_OK;
 }
 
@@ -336,7 +398,10 @@ static int measure_row(const clremat_fit_request *rq, const clremat_fit_config *
     if ((st = clremat_fit_plan_one(rq, c, size, batch, &planned, &fits, &plan, &costs)))
         return st;
     if (!planned) {
-        if (which == 0) {
+        if (which == 0 && c->accumulate > 1 && batch % c->accumulate != 0) {
+            snprintf(r->note, sizeof r->note, "%.250s", clremat_last_error());
+            r->step_ms = NAN;
+        } else if (which == 0) {
             svg_format_value((double)size, SVG_UNIT_BYTES, sz, sizeof sz);
             snprintf(r->note, sizeof r->note, "no plan within %s: %.200s", sz, clremat_last_error());
             r->step_ms = NAN;
@@ -345,16 +410,17 @@ static int measure_row(const clremat_fit_request *rq, const clremat_fit_config *
     }
     memset(&in, 0, sizeof in);
     in.g = rq->g;
-    in.batch = batch;
+    in.batch = batch / (c->accumulate > 1 ? c->accumulate : 1); /* the plan's (micro-)batch */
+    in.accumulate = c->accumulate;
     in.costs = costs;
     in.opt_states = rq->opt_states & ~CLREMAT_PLAN_FUSED_UPDATE;
-    in.fused_update = (rq->opt_states & CLREMAT_PLAN_FUSED_UPDATE) != 0;
+    in.fused_update = (rq->opt_states & CLREMAT_PLAN_FUSED_UPDATE) != 0 && c->accumulate <= 1;
     in.scratch_bytes = CLREMAT_SCRATCH_BYTES;
     if (which == 0) {
         r->planned = 1;
         r->peak_bytes = plan.peak_bytes;
         r->fits = fits;
-        r->recompute_flops = plan.recompute_flops;
+        r->recompute_flops = plan.recompute_flops * (plan.accumulate > 1 ? plan.accumulate : 1); /* a step's */
         r->recompute_share = plan.step_flops > 0 ? plan.recompute_flops / plan.step_flops : 0;
         r->step_ms = clremat_fit_predict_ms(rq->cal, &in, &plan);
     } else {
@@ -398,7 +464,13 @@ int clremat_fit_run(const clremat_fit_request *rq, clremat_fit_row **rows)
                 const clremat_fit_row *b = best >= 0 ? &r[s * rq->n_configs + best] : NULL;
                 double key = rq->cal ? row->step_ms : row->recompute_flops;
                 double bkey = b ? (rq->cal ? b->step_ms : b->recompute_flops) : 0;
-                if (!b || key < bkey || (key == bkey && row->peak_bytes < b->peak_bytes))
+                /* ties: less accumulation, then no offload, then the smaller peak */
+                /* (accumulation, then offload: both cost time a step-time-less table does not see) */
+                int ka = 2 * (cf->accumulate > 1 ? cf->accumulate : 1) + cf->offload,
+                    kb = b ? 2 * (rq->configs[best].accumulate > 1 ? rq->configs[best].accumulate : 1) +
+                                 rq->configs[best].offload
+                           : 0;
+                if (!b || key < bkey || (key == bkey && (ka < kb || (ka == kb && row->peak_bytes < b->peak_bytes))))
                     best = c;
             }
         }

@@ -14,15 +14,29 @@
 #include "optim.h"
 #include "plan.h"
 
-/** One configuration: a row of the advisor's table at every memory size.
- * Today a configuration is a remat policy; a later memory lever (gradient
- * accumulation, offload) becomes another field here, and each combination
- * one more configuration, so the table, the JSON and the search stay as
- * they are. */
+/** One configuration: a row of the advisor's table at every memory size:
+ * a remat policy, a gradient accumulation and offload (each combination one
+ * more configuration: clremat_fit_with_accumulate, clremat_fit_with_offload).
+ * Zero-initialize one built by hand: zero means no accumulation, no offload. */
 typedef struct clremat_fit_config {
-    char label[96];           /**< as reported: "none", "list_of_layers:block_0", "auto" */
+    char label[96];           /**< as reported: "none", "list_of_layers:block_0", "auto", "full, accumulate 4" */
     clremat_policy policy;    /**< auto: planned for each memory size (the budget planner at that size) */
+    int accumulate;           /**< micro-batches per step (0 or 1: none): planned per micro-batch, the
+                                   accumulation buffer in the fixed bytes; the largest batch is then a
+                                   multiple of it */
+    int offload;              /**< 1: every kept output the backward reads offloaded to host memory
+                                   (--offload all on top of the mode) */
 } clremat_fit_config;
+
+/** Every configuration of in (n_in), then each again with offload (label
+ * ", offload"). *out is malloc'ed (free it); *n its length (2 n_in). */
+int clremat_fit_with_offload(const clremat_fit_config *in, int n_in, clremat_fit_config **out, int *n);
+
+/** Every configuration of in (n_in) once per accumulation ks[0..nk) (each
+ * >= 1): the ks[0] copies first, then the ks[1] ones, ...; labels of K > 1
+ * get ", accumulate K". *out is malloc'ed (free it); *n its length. */
+int clremat_fit_with_accumulate(const clremat_fit_config *in, int n_in, const int64_t *ks, int nk,
+                                clremat_fit_config **out, int *n);
 
 /** Builds the default configurations of g: none, full, activations,
  * larger_than (1024), list_of_layers:B for each top-level block B, then
@@ -59,6 +73,8 @@ typedef struct clremat_fit_calibration {
     double update_ms;         /**< optimizer update and other per-step device time */
     double overhead_ms;       /**< measured step wall time minus all device time (>= 0) */
     double step_ms;           /**< median wall time of the timed steps (profiling off) */
+    double offload_ms_per_byte; /**< a byte copied to the host and back (transfer calibration; 0: not known,
+                                     offload adds no time) */
 } clremat_fit_calibration;
 
 /** Measures a calibration on ctx: a warm-up step, a profiled step (per
@@ -68,11 +84,30 @@ typedef struct clremat_fit_calibration {
 int clremat_fit_calibrate(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_opt_config *opt,
                           uint64_t seed, int steps, clremat_fit_calibration *out);
 
+/** clremat_fit_calibrate through an on-disk cache (host/fit_cache.c):
+ * $XDG_CACHE_HOME/clremat/fit-KEY.txt, KEY hashing the device, its driver,
+ * the kernels source, the context's GEMM path, model_hash (the caller's hash
+ * of the model file), batch, the optimizer kind and steps. A valid file is
+ * read (*from_cache 1); otherwise, or with refresh, the calibration is
+ * measured and the file written atomically. offload_ms_per_byte is not
+ * cached (it comes from the transfer calibration, cached on its own). */
+int clremat_fit_calibrate_cached(clremat_ctx *ctx, clremat_graph *g, uint64_t model_hash, int64_t batch,
+                                 const clremat_opt_config *opt, uint64_t seed, int steps, int refresh,
+                                 clremat_fit_calibration *out, int *from_cache);
+
+/** Path of that cache file; 0 without a cache directory. */
+int clremat_fit_cache_file(clremat_ctx *ctx, uint64_t model_hash, int64_t batch, const clremat_opt_config *opt,
+                           int steps, char *out, size_t len);
+
 /** Frees the calibration's arrays. */
 void clremat_fit_calibration_free(clremat_fit_calibration *c);
 
 /** Predicted wall time (ms) of one step of plan, planned on in (same graph
- * as the calibration, any batch). */
+ * as the calibration, any batch). With accumulation (plan->accumulate K >
+ * 1; in->batch the micro-batch) the micro-batch's device time and the
+ * host overhead count K times, and each micro-batch's gradient
+ * accumulation is charged one optimizer update's time (an upper bound: the
+ * accumulation pass moves fewer bytes than the update). */
 double clremat_fit_predict_ms(const clremat_fit_calibration *c, const clremat_plan_input *in,
                               const clremat_plan *plan);
 
@@ -110,7 +145,9 @@ typedef struct clremat_fit_row {
     char note[256];             /**< why there is no plan ("no plan within 1.0 GiB: ...") */
 } clremat_fit_row;
 
-/** Plans configuration c for memory size at batch: *fits is 1 when a plan
+/** Plans configuration c for memory size at batch (the step's batch; with
+ * accumulation K the plan is at batch / K, and a batch not divisible by K
+ * gives *planned 0 with the reason in the last error): *fits is 1 when a plan
  * exists and its peak is at most size. A configuration that cannot be
  * planned within the size (budget or auto below the smallest peak, or a
  * tensor above the device's largest allocation) gives *fits 0 and
@@ -122,8 +159,10 @@ int clremat_fit_plan_one(const clremat_fit_request *rq, const clremat_fit_config
 
 /** The largest batch in [1, cap] at which configuration c fits size:
  * exponential search (1, 2, 4, ...) to bracket it, then binary search
- * (peaks grow with the batch). *out 0 when batch 1 does not fit;
- * *capped 1 when cap itself fits. */
+ * (peaks grow with the batch). With accumulation K the search runs over
+ * micro-batches and the batch is K times the largest that fits (a multiple
+ * of K, at most cap). *out 0 when batch 1 (K) does not fit; *capped 1 when
+ * the search reached the cap and the cap's largest multiple of K fits. */
 int clremat_fit_max_batch(const clremat_fit_request *rq, const clremat_fit_config *c, uint64_t size, int64_t cap,
                           int64_t *out, int *capped);
 

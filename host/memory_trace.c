@@ -69,6 +69,12 @@ int clremat_trace_from_plan(const clremat_graph *g, const clremat_layer_cost *co
         case CLREMAT_ACT_FREE_GRAD:
             ev[k++] = (clremat_trace_event){name_at(nm, a->layer, S), -(int64_t)c->slot_bytes[0], i};
             break;
+        case CLREMAT_ACT_OFFLOAD: /* off the device until its FETCH */
+            ev[k++] = (clremat_trace_event){name_at(nm, a->layer, a->slot), -(int64_t)c->slot_bytes[a->slot], i};
+            break;
+        case CLREMAT_ACT_FETCH:
+            ev[k++] = (clremat_trace_event){name_at(nm, a->layer, a->slot), (int64_t)c->slot_bytes[a->slot], i};
+            break;
         default:
             break;
         }

@@ -161,7 +161,7 @@ int clremat_weights_save(clremat_trainer *t, const char *path)
     META("clremat.step", "%lld", (long long)t->step);
     META("clremat.data_position", "%lld", (long long)t->data_position);
     META("clremat.seed", "%llu", (unsigned long long)t->seed);
-    META("clremat.batch", "%lld", (long long)t->batch);
+    META("clremat.batch", "%lld", (long long)(t->batch * t->accumulate)); /* the step's batch */
     for (size_t i = 0; i < N_META_HP; i++)
         if (clremat_opt_uses(t->opt.kind, meta_hp[i].bit)) {
             float v;
@@ -452,8 +452,13 @@ static int write_memory_trace(const clremat_train_config *cfg, const clremat_tra
     int n = 0, st;
     uint64_t fixed = res->n_timeline ? (uint64_t)((int64_t)res->timeline[0].live_bytes - res->timeline[0].delta)
                                      : t->plan.fixed_bytes;
-    snprintf(title, sizeof title, "%.200s, train %.200s, batch %lld (measured)", t->g->name, t->plan.policy.text,
-             (long long)t->batch);
+    if (t->accumulate > 1)
+        snprintf(title, sizeof title, "%.200s, train %.200s, batch %lld as %d micro-batches of %lld (measured, the "
+                 "last step)", t->g->name, t->plan.policy.text, (long long)(t->batch * t->accumulate), t->accumulate,
+                 (long long)t->batch);
+    else
+        snprintf(title, sizeof title, "%.200s, train %.200s, batch %lld (measured)", t->g->name, t->plan.policy.text,
+                 (long long)t->batch);
     if ((st = clremat_trace_from_pool(res->timeline, res->n_timeline, &ev, &n)) == CLREMAT_OK)
         st = clremat_trace_write(cfg->memory_trace, title, fixed, ev, n, NULL, NULL, NULL);
     free(ev);
@@ -544,6 +549,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     float *x = NULL, *y = NULL;
     double *layer_ms = NULL;
     int64_t steps = cfg->steps > 0 ? cfg->steps : 200, batch = cfg->batch > 0 ? cfg->batch : 32;
+    int accumulate = cfg->accumulate > 1 ? (int)cfg->accumulate : 1;
     uint64_t created_after_first = 0;
     double t0, last = 0;
     int st;
@@ -559,6 +565,14 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     res->g = g;
     /* before the data or anything else is sized from the batch */
     if ((st = clremat_batch_check(g, batch)))
+        goto fail;
+    if (cfg->accumulate > CLREMAT_MAX_ACCUMULATE || cfg->accumulate < 0) {
+        st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "--accumulate %lld is outside [1, %d]",
+                               (long long)cfg->accumulate, CLREMAT_MAX_ACCUMULATE);
+        goto fail;
+    }
+    res->accumulate = accumulate;
+    if ((st = clremat_accumulate_split(batch, accumulate, &res->micro_batch)))
         goto fail;
     if ((st = clremat_policy_parse(cfg->remat, &pol)))
         goto fail;
@@ -590,7 +604,8 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
      * before the data is built or the batch allocated, so a step that
      * cannot fit is refused at once; with measured costs, a probe with FLOP
      * costs gives the same check and message as the real trainer's */
-    if ((st = clremat_trainer_new_costs(ctx, g, batch, &pol, &opt, cfg->seed, NULL, cfg->overlap, &t))) {
+    if ((st = clremat_trainer_new_accum(ctx, g, batch, accumulate, &pol, &opt, cfg->seed, NULL, cfg->overlap,
+                                        cfg->offload, &t))) {
         clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
         goto fail;
     }
@@ -614,11 +629,13 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     }
     if (cfg->costs_measured) {
         clremat_data_batch(&data.train, cfg->seed, 0, batch, x, y);
-        if ((st = clremat_measure_layer_ms(ctx, g, batch, &opt, cfg->seed, x, y, &layer_ms))) {
+        /* the plan is made per micro-batch: so are its measured costs */
+        if ((st = clremat_measure_layer_ms(ctx, g, res->micro_batch, &opt, cfg->seed, x, y, &layer_ms))) {
             clremat_set_error(st, "measuring layer costs: %s", clremat_ctx_last_error(ctx));
             goto fail;
         }
-        if ((st = clremat_trainer_new_costs(ctx, g, batch, &pol, &opt, cfg->seed, layer_ms, cfg->overlap, &t))) {
+        if ((st = clremat_trainer_new_accum(ctx, g, batch, accumulate, &pol, &opt, cfg->seed, layer_ms, cfg->overlap,
+                                            cfg->offload, &t))) {
             clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
             goto fail;
         }
@@ -630,6 +647,11 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     res->predicted_peak = t->plan.peak_bytes;
     res->fixed_bytes = t->plan.fixed_bytes;
     res->fused_update = t->fused;
+    res->accum_bytes = t->plan.accum_bytes;
+    res->predicted_host_peak = t->plan.host_peak_bytes;
+    res->offload_bytes = t->plan.offload_bytes;
+    res->n_offloads = t->plan.n_offloads;
+    res->host_unified = ctx->info.host_unified;
     res->param_bytes = t->plan.param_bytes;
     res->kept_act_bytes = t->plan.kept_act_bytes;
     res->step_flops = t->plan.step_flops;
@@ -698,6 +720,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         clremat_pool_stats ps = clremat_pool_get_stats(ctx->pool);
         res->measured_peak = ps.live_peak;
         res->reserved_peak = ps.reserved_peak;
+        res->measured_host_peak = ps.host_peak;
         res->buffers_created_after_first_step = ps.created - created_after_first;
     }
     res->final_loss = res->losses[steps - 1];

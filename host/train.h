@@ -40,6 +40,9 @@ typedef struct clremat_train_config {
     const char *gemm;               /**< GEMM path: "native", "clblast", "auto" or NULL (auto) */
     const char *memory_trace;       /**< write the last step's live tensors (Chrome trace JSON) here; NULL: no */
     int no_fused_update;            /**< --no-fused-update: keep gradients, update after the backward */
+    int64_t accumulate;             /**< gradient accumulation: micro-batches per step (0 or 1: none); batch
+                                         must be a multiple of it */
+    const char *offload;            /**< offload to host: "all" or layer names (NULL: none) */
 } clremat_train_config;
 
 typedef struct clremat_train_result {
@@ -73,6 +76,13 @@ typedef struct clremat_train_result {
     char gemm[16];                  /**< GEMM path the run used ("native" or "clblast") */
     clremat_kernel_profile *kernels; /**< per kernel of the profiled step, by device time (n_kernels) */
     int n_kernels;
+    int accumulate;                 /**< micro-batches per step (1: no accumulation) */
+    int64_t micro_batch;            /**< samples per micro-batch (the batch when accumulate is 1) */
+    uint64_t accum_bytes;           /**< the accumulation buffer, part of fixed_bytes */
+    uint64_t predicted_host_peak, measured_host_peak; /**< host bytes of offloaded tensors */
+    uint64_t offload_bytes;         /**< bytes copied to the host (and back) per step */
+    int n_offloads;                 /**< tensors offloaded per step */
+    int host_unified;               /**< the device's memory is the host's (offload gains nothing) */
 } clremat_train_result;
 
 /** Runs a whole training job. On failure returns a status with the message in

@@ -64,6 +64,8 @@ typedef struct clremat_device_info {
                                        CL_DEVICE_GLOBAL_FREE_MEMORY_AMD), at enumeration; 0: not reported */
     int out_of_order;             /**< out-of-order queues supported */
     int profiling;                /**< queue profiling supported */
+    int host_unified;             /**< CL_DEVICE_HOST_UNIFIED_MEMORY: device memory is host memory (PoCL), so
+                                       offloading to the host frees nothing real */
 } clremat_device_info;
 
 /** Enumerates every device of every platform into a malloc'd array (free it
@@ -128,6 +130,8 @@ typedef struct clremat_pool_stats {
     uint64_t reused;            /**< allocations served from the free cache */
     uint64_t released;          /**< buffers given back to the allocator */
     uint64_t failed;            /**< allocations refused */
+    uint64_t host_bytes, host_peak; /**< host memory holding offloaded tensors (clremat_pool_host_alloc), apart
+                                         from the device bytes above */
 } clremat_pool_stats;
 
 /** One point of the live-bytes timeline. */
@@ -210,13 +214,22 @@ size_t clremat_pool_fence_count(const clremat_pool *pool);
 /** Hand-outs so far that had to wait for another queue's fence. */
 uint64_t clremat_pool_fence_waits(const clremat_pool *pool);
 
+/** Host memory for a tensor offloaded from the device: bytes (> 0) of
+ * malloc'ed memory, counted in the stats' host_bytes and host_peak (never
+ * in the device's live bytes or limit). CLREMAT_ERR_OUT_OF_MEMORY when the
+ * host has none. */
+int clremat_pool_host_alloc(clremat_pool *pool, size_t bytes, void **out);
+
+/** Frees host memory from clremat_pool_host_alloc of bytes; NULL is ignored. */
+void clremat_pool_host_free(clremat_pool *pool, void *ptr, size_t bytes);
+
 /** Gives cached free buffers back to the allocator (reserved drops to live). */
 void clremat_pool_trim(clremat_pool *pool);
 
 /** Current counters. */
 clremat_pool_stats clremat_pool_get_stats(const clremat_pool *pool);
 
-/** Resets both peaks to the current values. */
+/** Resets the peaks (live, reserved, host) to the current values. */
 void clremat_pool_reset_peaks(clremat_pool *pool);
 
 /** Sets the limit in bytes (0: unlimited). */

@@ -46,7 +46,9 @@ typedef enum clremat_action_kind {
     CLREMAT_ACT_BACKWARD,           /**< run a layer's backward */
     CLREMAT_ACT_FREE,               /**< release an activation tensor (layer, slot) */
     CLREMAT_ACT_FREE_GRAD,          /**< release the gradient of a layer's output */
-    CLREMAT_ACT_UPDATE              /**< optimizer update of every parameter */
+    CLREMAT_ACT_UPDATE,             /**< optimizer update of every parameter */
+    CLREMAT_ACT_OFFLOAD,            /**< copy a live tensor (layer, slot) to host memory, free it on the device */
+    CLREMAT_ACT_FETCH               /**< bring an offloaded tensor back to the device, free its host copy */
 } clremat_action_kind;
 
 /** One action with the live bytes the simulator predicts. */
@@ -66,6 +68,7 @@ typedef struct clremat_action {
     unsigned char queue;            /**< 0: compute queue; 1: recompute queue */
     unsigned char marker;           /**< the recompute queue's next run waits for work before this action */
     unsigned char join;             /**< the compute queue waits for the recompute queue before this action */
+    uint64_t host_after;            /**< host bytes of offloaded tensors after it (clremat_plan_offload) */
 } clremat_action;
 
 /** What the planner needs besides the graph. */
@@ -84,6 +87,15 @@ typedef struct clremat_plan_input {
      * are not fixed bytes (a layer's gradient scratch, where its backward
      * needs one, is in its costs' bwd_temp_bytes). 0: every gradient is. */
     int fused_update;
+    /** Gradient accumulation: micro-batches per step (batch above is the
+     * micro-batch); > 1 adds an accumulation buffer of one float per
+     * parameter to the fixed bytes (planner/accumulate.c). 0 or 1: none. */
+    int accumulate;
+    /** Offload to host for budget: and auto: what copying one byte to the
+     * host and back costs, in the units of the recompute cost (FLOPs, or
+     * the unit of layer_cost); 0: offload is not a choice (a host-unified
+     * device, where it frees nothing real, or no measurement). */
+    double offload_cost_per_byte;
 } clremat_plan_input;
 
 /** A plan of one training step. */
@@ -107,6 +119,11 @@ typedef struct clremat_plan {
     int n_fused_act_reads;          /**< activation recomputations fused into a backward's GEMM (fuse_act_in bits) */
     int overlap;                    /**< recomputation overlaps backward on a second queue */
     int n_overlapped;               /**< recompute runs moved to the second queue */
+    int accumulate;                 /**< micro-batches per step (1: no accumulation) */
+    uint64_t accum_bytes;           /**< accumulation buffer, included in fixed_bytes (0 when accumulate is 1) */
+    uint64_t host_peak_bytes;       /**< predicted high-water of host bytes holding offloaded tensors */
+    uint64_t offload_bytes;         /**< bytes copied to the host per step (and as many back) */
+    int n_offloads;                 /**< OFFLOAD actions (each with its FETCH) */
 } clremat_plan;
 
 /** Builds the plan of policy p: a fixed mode through clremat_plan_fixed,
@@ -207,11 +224,59 @@ uint64_t clremat_plan_grad_bytes(const clremat_plan_input *in);
  * clremat_plan_input_for: plan with the fused update (in->fused_update). */
 #define CLREMAT_PLAN_FUSED_UPDATE 0x100
 
+/* ------------------------------------------------ gradient accumulation */
+
+/** Largest --accumulate accepted. */
+#define CLREMAT_MAX_ACCUMULATE 65536
+
+/** Splits batch into accumulate micro-batches (*micro = batch / accumulate).
+ * A batch not divisible by accumulate fails with
+ * CLREMAT_ERR_INVALID_ARGUMENT naming both numbers, the remainder and the
+ * nearest multiples; so does accumulate outside [1, CLREMAT_MAX_ACCUMULATE]. */
+int clremat_accumulate_split(int64_t batch, int64_t accumulate, int64_t *micro);
+
+/** Bytes of the accumulation buffer of in (one float per parameter when
+ * in->accumulate > 1, else 0); counted in clremat_plan_fixed_bytes. */
+uint64_t clremat_accum_bytes(const clremat_plan_input *in);
+
+/** Sets out->accumulate and out->accum_bytes from in (the planners call it
+ * where they set the fixed bytes). */
+void clremat_plan_set_accumulate(const clremat_plan_input *in, clremat_plan *out);
+
+/* ------------------------------------------------------ offload to host */
+
+/** Offload (planner/offload.c): for every layer L with want[L] (n_layers
+ * entries) whose output (slot 0) is live at the end of the forward pass and
+ * read again in the backward pass, an OFFLOAD action right after the last
+ * forward-pass action that touches it (L's own run or a reader's) and a
+ * FETCH right before the first backward-pass action that touches it. The
+ * loss layer and outputs nothing reads in the backward pass are left alone.
+ * The new list goes through the simulator (clremat_plan_from_actions), so
+ * device bytes (an offloaded tensor is not live there) and host bytes
+ * (host_peak_bytes, each action's host_after) are predicted exactly.
+ * Replaces *plan (its policy kept). Not with an overlapped plan. An explicit
+ * choice: no planner picks offload by itself (see docs/ARCHITECTURE.md). */
+int clremat_plan_offload(const clremat_plan_input *in, clremat_plan *plan, const unsigned char *want);
+
+/** budget:BYTES with offload as a third choice beside keep and recompute:
+ * clremat_plan_budget's plan, against plans that offload kept outputs of
+ * the none plan and of that plan (largest first, until the peak is within
+ * budget), each costing its recomputation plus offload_bytes times
+ * in->offload_cost_per_byte; the cheapest that fits wins (ties: the plan
+ * without offload). With offload_cost_per_byte 0 it is clremat_plan_budget. */
+int clremat_plan_budget_offload(const clremat_plan_input *in, uint64_t budget, clremat_plan *out);
+
+/** Parses --offload NAMES ("all", or layer names separated by commas) into
+ * want (n_layers entries of g). An unknown name fails with
+ * CLREMAT_ERR_PLAN naming it and listing the layers there are. */
+int clremat_offload_parse(const clremat_graph *g, const char *names, unsigned char *want);
+
 /* ------------------------------------------------------ budget planner */
 
 /** Fixed device bytes of a step (parameters, their gradients unless the
  * update is fused, clremat_plan_grad_bytes, optimizer state, input batch,
- * labels, scratch), as schedule.c counts them; the
+ * labels, scratch, and the gradient accumulation buffer when
+ * in->accumulate > 1), as schedule.c counts them; the
  * parameter bytes alone go to *param_bytes (may be NULL). */
 uint64_t clremat_plan_fixed_bytes(const clremat_plan_input *in, uint64_t *param_bytes);
 

@@ -449,7 +449,7 @@ static uint64_t fixed_bytes(const clremat_plan_input *in, uint64_t *param_bytes)
     uint64_t params = (uint64_t)clremat_graph_param_elems(g) * sizeof(float);
     *param_bytes = params;
     return params * (uint64_t)(1 + in->opt_states) + clremat_plan_grad_bytes(in) + (uint64_t)(in->batch * in_elems) * sizeof(float) +
-           (uint64_t)(in->batch * lab_elems) * sizeof(float) + in->scratch_bytes;
+           (uint64_t)(in->batch * lab_elems) * sizeof(float) + in->scratch_bytes + clremat_accum_bytes(in);
 }
 
 int clremat_plan_from_flags(const clremat_plan_input *in, const unsigned char *wrap_layer,
@@ -530,6 +530,7 @@ int clremat_plan_from_flagset(const clremat_plan_input *in, const clremat_flagse
     }
 
     out->fixed_bytes = fixed_bytes(in, &out->param_bytes);
+    clremat_plan_set_accumulate(in, out);
     G.live_bytes = out->fixed_bytes;
     out->peak_bytes = out->fixed_bytes;
 
@@ -600,6 +601,8 @@ const char *clremat_action_name(clremat_action_kind k)
     case CLREMAT_ACT_FREE: return "free";
     case CLREMAT_ACT_FREE_GRAD: return "free_grad";
     case CLREMAT_ACT_UPDATE: return "update";
+    case CLREMAT_ACT_OFFLOAD: return "offload";
+    case CLREMAT_ACT_FETCH: return "fetch";
     }
     return "?";
 }

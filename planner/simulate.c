@@ -22,7 +22,8 @@ uint64_t clremat_plan_fixed_bytes(const clremat_plan_input *in, uint64_t *param_
     uint64_t y = (uint64_t)(in->batch * clremat_shape_elems(&g->io.labels)) * sizeof(float);
     if (param_bytes)
         *param_bytes = params;
-    return params * (uint64_t)(1 + in->opt_states) + clremat_plan_grad_bytes(in) + x + y + in->scratch_bytes;
+    return params * (uint64_t)(1 + in->opt_states) + clremat_plan_grad_bytes(in) + x + y + in->scratch_bytes +
+           clremat_accum_bytes(in);
 }
 
 typedef struct simstate {
@@ -31,8 +32,9 @@ typedef struct simstate {
     const clremat_layer_cost *c;
     clremat_plan *p;
     unsigned char *live, *grad, *ran, *bwd_done;
+    unsigned char *on_host;         /* offloaded tensors (layer * S + slot) */
     int *full_recomputes;
-    uint64_t bytes;
+    uint64_t bytes, host;
     int n, loss, next_bwd, updated, idx;
 } simstate;
 
@@ -55,6 +57,7 @@ static void peak(simstate *st, clremat_action *a, uint64_t during)
 {
     a->peak_during = during;
     a->live_after = st->bytes;
+    a->host_after = st->host;
     if (during > st->p->peak_bytes)
         st->p->peak_bytes = during;
 }
@@ -198,6 +201,42 @@ static int sim_free(simstate *st, clremat_action *a)
     return CLREMAT_OK;
 }
 
+/* OFFLOAD: the tensor leaves the device for a host buffer; FETCH brings it
+ * back (a device allocation) and frees the host buffer. */
+static int sim_offload(simstate *st, clremat_action *a)
+{
+    int L = a->layer, s = a->slot;
+    size_t b;
+    if (s < 0 || s >= st->c[L].n_slots)
+        return bad(st, "slot %d out of range [0, %d)", s, st->c[L].n_slots);
+    b = st->c[L].slot_bytes[s];
+    if (a->kind == CLREMAT_ACT_OFFLOAD) {
+        if (!st->live[L * S + s])
+            return bad(st, "offload of a tensor that is not live on the device");
+        if (L == st->loss && s == 0)
+            return bad(st, "the loss value stays on the device");
+        st->live[L * S + s] = 0;
+        st->on_host[L * S + s] = 1;
+        st->bytes -= b;
+        st->host += b;
+        if (st->host > st->p->host_peak_bytes)
+            st->p->host_peak_bytes = st->host;
+        st->p->n_offloads++;
+        st->p->offload_bytes += b;
+        peak(st, a, st->bytes + b); /* the device copy is read until the action ends */
+    } else {
+        if (!st->on_host[L * S + s])
+            return bad(st, "fetch of a tensor that is not offloaded");
+        st->on_host[L * S + s] = 0;
+        st->live[L * S + s] = 1;
+        st->bytes += b;
+        peak(st, a, st->bytes);
+        st->host -= b;
+        a->host_after = st->host;
+    }
+    return CLREMAT_OK;
+}
+
 static int sim_free_grad(simstate *st, clremat_action *a)
 {
     int L = a->layer;
@@ -254,6 +293,11 @@ static int check_end(simstate *st)
         if (st->grad[L])
             return clremat_set_error(CLREMAT_ERR_PLAN, "action list ends with the gradient of layer '%s' still live",
                                      g->layers[L].name);
+        for (int s = 0; s < S; s++)
+            if (st->on_host[L * S + s])
+                return clremat_set_error(CLREMAT_ERR_PLAN,
+                                         "action list ends with slot %d of layer '%s' still offloaded to the host", s,
+                                         g->layers[L].name);
     }
     if (st->bytes != st->p->fixed_bytes)
         return clremat_set_error(CLREMAT_ERR_INTERNAL, "simulator: %llu bytes live at the end, fixed is %llu",
@@ -286,7 +330,8 @@ int clremat_plan_from_actions(const clremat_plan_input *in, const clremat_action
     s.ran = calloc((size_t)nl, 1);
     s.bwd_done = calloc((size_t)nl, 1);
     s.full_recomputes = calloc((size_t)nl, sizeof(int));
-    if (!out->wrapped_layer || !out->wrapped_block || !out->kept || !out->act_discard || !out->recomputes ||
+    s.on_host = calloc((size_t)nl * S, 1);
+    if (!s.on_host || !out->wrapped_layer || !out->wrapped_block || !out->kept || !out->act_discard || !out->recomputes ||
         !out->actions || !s.live || !s.grad || !s.ran || !s.bwd_done || !s.full_recomputes) {
         st = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory simulating a plan");
         goto fail;
@@ -300,6 +345,7 @@ int clremat_plan_from_actions(const clremat_plan_input *in, const clremat_action
     s.loss = nl - 1;
     s.next_bwd = nl - 1;
     out->fixed_bytes = clremat_plan_fixed_bytes(in, &out->param_bytes);
+    clremat_plan_set_accumulate(in, out);
     out->peak_bytes = s.bytes = out->fixed_bytes;
     kidx = kept_index(acts, n);
 
@@ -324,6 +370,8 @@ int clremat_plan_from_actions(const clremat_plan_input *in, const clremat_action
         case CLREMAT_ACT_FREE: st = sim_free(&s, a); break;
         case CLREMAT_ACT_FREE_GRAD: st = sim_free_grad(&s, a); break;
         case CLREMAT_ACT_UPDATE: st = sim_update(&s, a); break;
+        case CLREMAT_ACT_OFFLOAD:
+        case CLREMAT_ACT_FETCH: st = sim_offload(&s, a); break;
         default:
             st = clremat_set_error(CLREMAT_ERR_PLAN, "action %d: unknown kind %d", i, (int)a->kind);
         }
@@ -353,6 +401,7 @@ fail:
     free(s.ran);
     free(s.bwd_done);
     free(s.full_recomputes);
+    free(s.on_host);
     if (st != CLREMAT_OK)
         clremat_plan_free(out);
     return st;

@@ -282,7 +282,7 @@ START_TEST(test_dp_equals_exhaustive_search)
         clremat_graph *g = pg_dense_chain(nd);
         clremat_layer_cost c[16];
         double lc[16];
-        clremat_plan_input in = {g, 2, c, 2, 8, NULL, 0};
+        clremat_plan_input in = {.g = g, .batch = 2, .costs = c, .opt_states = 2, .scratch_bytes = 8};
         pc *v;
         int nv;
         uint64_t lo = UINT64_MAX, hi = 0;
@@ -347,7 +347,7 @@ START_TEST(test_generous_budget_is_none)
 {
     clremat_graph *g = pg_residual(4, 16);
     clremat_layer_cost *c = costs_for(g, 8);
-    clremat_plan_input in = {g, 8, c, 2, 8, NULL, 0};
+    clremat_plan_input in = {.g = g, .batch = 8, .costs = c, .opt_states = 2, .scratch_bytes = 8};
     clremat_plan none, b;
     clremat_policy pol;
     plan_mode(&in, "none", &none);
@@ -418,7 +418,7 @@ START_TEST(test_plans_fit_their_budgets)
     gs[4] = pg_random(&r);
     for (int i = 0; i < 5; i++) {
         clremat_layer_cost *c = costs_for(gs[i], 16);
-        clremat_plan_input in = {gs[i], 16, c, 2, 8, NULL, 0};
+        clremat_plan_input in = {.g = gs[i], .batch = 16, .costs = c, .opt_states = 2, .scratch_bytes = 8};
         sweep_fits(&in);
         free(c);
         clremat_graph_free(gs[i]);
@@ -426,7 +426,7 @@ START_TEST(test_plans_fit_their_budgets)
     for (int it = 0; it < 25; it++) {
         clremat_graph *g = pg_random(&r);
         clremat_layer_cost *c = costs_for(g, 4);
-        clremat_plan_input in = {g, 4, c, 1, 8, NULL, 0};
+        clremat_plan_input in = {.g = g, .batch = 4, .costs = c, .opt_states = 1, .scratch_bytes = 8};
         sweep_fits(&in);
         free(c);
         clremat_graph_free(g);
@@ -440,7 +440,7 @@ START_TEST(test_sqrt_never_cheaper)
     for (int it = 0; it < 12; it++) {
         clremat_graph *g = it < 4 ? pg_deep(8 + 9 * it, 16) : pg_dense_chain(pg_int(&r, 3, 7));
         clremat_layer_cost *c = calloc((size_t)g->n_layers, sizeof *c);
-        clremat_plan_input in = {g, 8, c, 2, 8, NULL, 0};
+        clremat_plan_input in = {.g = g, .batch = 8, .costs = c, .opt_states = 2, .scratch_bytes = 8};
         clremat_plan sq, dp;
         if (it < 4)
             pg_fake_costs(g, 8, c);
@@ -466,7 +466,7 @@ START_TEST(test_deep_uniform_chain_sqrt_memory)
     for (int n = 64; n <= 100; n += 36) {
         clremat_graph *g = pg_deep(n, 64);
         clremat_layer_cost *c = costs_for(g, 32);
-        clremat_plan_input in = {g, 32, c, 2, 8, NULL, 0};
+        clremat_plan_input in = {.g = g, .batch = 32, .costs = c, .opt_states = 2, .scratch_bytes = 8};
         uint64_t fixed = clremat_plan_fixed_bytes(&in, NULL);
         uint64_t block = c[0].slot_bytes[0] + c[0].slot_bytes[1]; /* what none keeps per block */
         uint64_t budget = fixed + (uint64_t)(2 * sqrt((double)n) * (double)block);
@@ -491,7 +491,7 @@ START_TEST(test_too_small_budget_names_minimum)
 {
     clremat_graph *g = pg_deep(10, 32);
     clremat_layer_cost *c = costs_for(g, 8);
-    clremat_plan_input in = {g, 8, c, 2, 8, NULL, 0};
+    clremat_plan_input in = {.g = g, .batch = 8, .costs = c, .opt_states = 2, .scratch_bytes = 8};
     clremat_plan p, full;
     unsigned long long min = 0;
     const char *e;
@@ -516,7 +516,7 @@ START_TEST(test_residual_blocks_are_stages)
 {
     clremat_graph *g = pg_residual(3, 8);
     clremat_layer_cost *c = costs_for(g, 4);
-    clremat_plan_input in = {g, 4, c, 2, 8, NULL, 0};
+    clremat_plan_input in = {.g = g, .batch = 4, .costs = c, .opt_states = 2, .scratch_bytes = 8};
     clremat_stages st;
     ck_assert_int_eq(clremat_stages_build(&in, 0, &st), CLREMAT_OK);
     /* d_in | res_0 | res_1 | res_2 | head | loss */
@@ -563,7 +563,7 @@ START_TEST(test_no_cut_point_fallback)
     ck_assert_msg(clremat_graph_finalize(g) == CLREMAT_OK, "%s", g->error);
     c = costs_for(g, 8);
     {
-        clremat_plan_input in = {g, 8, c, 2, 8, NULL, 0};
+        clremat_plan_input in = {.g = g, .batch = 8, .costs = c, .opt_states = 2, .scratch_bytes = 8};
         ck_assert_int_eq(clremat_stages_build(&in, 0, &st), CLREMAT_OK);
         ck_assert_int_eq(st.K, 3); /* first | b0..skip | loss */
         clremat_stages_free(&st);
@@ -590,7 +590,7 @@ START_TEST(test_thousand_layer_chain)
 {
     clremat_graph *g = pg_deep(1000, 32);
     clremat_layer_cost *c = costs_for(g, 16);
-    clremat_plan_input in = {g, 16, c, 2, 8, NULL, 0};
+    clremat_plan_input in = {.g = g, .batch = 16, .costs = c, .opt_states = 2, .scratch_bytes = 8};
     clremat_plan p;
     uint64_t fixed = clremat_plan_fixed_bytes(&in, NULL), budget;
     struct timespec t0, t1;
@@ -614,7 +614,7 @@ START_TEST(test_pareto_front_and_svg)
 {
     clremat_graph *g = pg_residual(4, 16);
     clremat_layer_cost *c = costs_for(g, 8);
-    clremat_plan_input in = {g, 8, c, 2, 8, NULL, 0};
+    clremat_plan_input in = {.g = g, .batch = 8, .costs = c, .opt_states = 2, .scratch_bytes = 8};
     clremat_pareto_point *pts;
     clremat_pareto_mark *marks;
     clremat_plan none;

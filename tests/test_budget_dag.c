@@ -236,7 +236,7 @@ static void check_dags(uint64_t seed, int n_graphs, int minv, int maxv, int n_bu
     for (int it = 0; it < n_graphs; it++) {
         clremat_graph *g = random_dag(&r, minv, maxv);
         clremat_layer_cost *c = calloc((size_t)g->n_layers, sizeof *c);
-        clremat_plan_input in = {g, 2, c, 2, 8, NULL, 0};
+        clremat_plan_input in = {.g = g, .batch = 2, .costs = c, .opt_states = 2, .scratch_bytes = 8};
         int nv;
         uint64_t lo = UINT64_MAX, hi = 0, pmin;
         double cost_at_min = HUGE_VAL;
@@ -528,7 +528,7 @@ START_TEST(test_minimum_credited_to_cheapest)
     for (int it = 0; it < 400 && checked < 3; it++) {
         clremat_graph *g = random_dag(&r, 4, 9);
         clremat_layer_cost *c = calloc((size_t)g->n_layers, sizeof *c);
-        clremat_plan_input in = {g, 2, c, 2, 8, NULL, 0};
+        clremat_plan_input in = {.g = g, .batch = 2, .costs = c, .opt_states = 2, .scratch_bytes = 8};
         clremat_plan full, act;
         char by[200];
         uint64_t pmin;

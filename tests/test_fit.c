@@ -60,6 +60,7 @@ START_TEST(test_max_batch_equals_brute_force)
         clremat_fit_request rq;
         int nc = 0;
         uint64_t sizes[3];
+        memset(c, 0, sizeof c); /* fields not set below (accumulation, offload) are off */
         for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++, nc++) {
             ck_assert_int_eq(clremat_policy_parse(modes[i], &c[nc].policy), CLREMAT_OK);
             snprintf(c[nc].label, sizeof c[nc].label, "%s", modes[i]);

@@ -141,7 +141,7 @@ START_TEST(test_overlap_refuses_live_rewrite)
 {
     clremat_graph *g = load_model("mlp_deep.json");
     clremat_layer_cost costs[64];
-    clremat_plan_input in = {g, 8, costs, 2, 8, NULL, 0};
+    clremat_plan_input in = {.g = g, .batch = 8, .costs = costs, .opt_states = 2, .scratch_bytes = 8};
     clremat_action acts[4];
     clremat_plan p;
     int d1 = clremat_graph_find_layer(g, "dense_1"), d2 = clremat_graph_find_layer(g, "dense_2");

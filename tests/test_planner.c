@@ -14,7 +14,7 @@
 static int plan_mode(clremat_graph *g, int64_t batch, const char *mode, clremat_plan *p, clremat_layer_cost *c)
 {
     clremat_policy pol;
-    clremat_plan_input in = {g, batch, c, 2, 8, NULL, 0};
+    clremat_plan_input in = {.g = g, .batch = batch, .costs = c, .opt_states = 2, .scratch_bytes = 8};
     pg_fake_costs(g, batch, c);
     ck_assert_int_eq(clremat_policy_parse(mode, &pol), CLREMAT_OK);
     return clremat_plan_build(&in, &pol, p);

@@ -73,7 +73,7 @@ static void check_workspace(const clremat_plan *a, const clremat_layer_cost *c, 
 /* Plans mode with schedule.c, replays its actions, compares. */
 static void replay(const clremat_graph *g, const clremat_layer_cost *c, const char *mode)
 {
-    clremat_plan_input in = {g, 4, c, 2, 8, NULL, 0};
+    clremat_plan_input in = {.g = g, .batch = 4, .costs = c, .opt_states = 2, .scratch_bytes = 8};
     clremat_policy pol;
     clremat_plan a, b;
     char what[160];
@@ -163,7 +163,7 @@ END_TEST
 /* The none plan of the chain as bare actions, for corrupting. */
 static int bare_none(const clremat_graph *g, const clremat_layer_cost *c, clremat_action **out)
 {
-    clremat_plan_input in = {g, 4, c, 2, 8, NULL, 0};
+    clremat_plan_input in = {.g = g, .batch = 4, .costs = c, .opt_states = 2, .scratch_bytes = 8};
     clremat_policy pol;
     clremat_plan p;
     int n;
@@ -197,7 +197,7 @@ static void remove_at(clremat_action *a, int *n, int i)
 static void expect_bad(const clremat_graph *g, const clremat_layer_cost *c, clremat_action *a, int n,
                        const char *must1, const char *must2)
 {
-    clremat_plan_input in = {g, 4, c, 2, 8, NULL, 0};
+    clremat_plan_input in = {.g = g, .batch = 4, .costs = c, .opt_states = 2, .scratch_bytes = 8};
     clremat_plan p;
     ck_assert_int_eq(clremat_plan_from_actions(&in, a, n, NULL, &p), CLREMAT_ERR_PLAN);
     ck_assert_msg(strstr(clremat_last_error(), must1) != NULL, "'%s' not in: %s", must1, clremat_last_error());
@@ -210,7 +210,7 @@ START_TEST(test_rejects_invalid_lists)
 {
     clremat_graph *g = pg_chain();
     clremat_layer_cost c[8];
-    clremat_plan_input in = {g, 4, c, 2, 8, NULL, 0};
+    clremat_plan_input in = {.g = g, .batch = 4, .costs = c, .opt_states = 2, .scratch_bytes = 8};
     clremat_action *a;
     clremat_plan p;
     int n, i, d1 = clremat_graph_find_layer(g, "d1"), d2 = clremat_graph_find_layer(g, "d2");
@@ -302,7 +302,7 @@ START_TEST(test_fixed_bytes_and_kept)
 {
     clremat_graph *g = pg_chain();
     clremat_layer_cost c[8];
-    clremat_plan_input in = {g, 8, c, 2, 8, NULL, 0};
+    clremat_plan_input in = {.g = g, .batch = 8, .costs = c, .opt_states = 2, .scratch_bytes = 8};
     uint64_t params;
     pg_fake_costs(g, 8, c);
     ck_assert_uint_eq(clremat_plan_fixed_bytes(&in, &params),

@@ -32,6 +32,8 @@ typedef struct cli_plan_opts {
     const char *gemm;           /**< --gemm: plan on the device for that GEMM path */
     const char *svg;            /**< --svg FILE with --pareto */
     const char *memory_trace;   /**< --memory-trace FILE: the plan's live tensors as Chrome trace JSON */
+    int64_t accumulate;         /**< --accumulate K (default 1): plan a micro-batch of batch / K */
+    const char *offload;        /**< --offload all|NAMES: outputs moved to host memory (NULL: none) */
 } cli_plan_opts;
 
 /** Options of `clremat devices`. */
@@ -63,6 +65,10 @@ typedef struct cli_fit_opts {
     int64_t calibration_batch;  /**< --calibration-batch: batch of the calibration (0: --batch) */
     int json;                   /**< --json */
     const char *svg;            /**< --svg FILE */
+    int64_t accumulate[CLI_FIT_MAX_SIZES]; /**< --accumulate K,K...: each configuration once per K (default 1) */
+    int n_accumulate;           /**< 0: none given (1 alone) */
+    int offload;                /**< --offload: every configuration again with its kept outputs offloaded */
+    int recalibrate;            /**< --recalibrate: measure step times even when cached */
 } cli_fit_opts;
 
 /** Prints the command's usage to f. */

@@ -22,8 +22,11 @@ static void print_json(FILE *f, const clremat_compare_config *cfg, const clremat
 {
     fprintf(f, "{\"model\": ");
     cli_json_string(f, cfg->model_path);
-    fprintf(f, ", \"batch\": %lld, \"steps\": %lld, \"warmup\": %lld, \"seed\": %llu, ",
-            (long long)cfg->batch, (long long)cfg->steps, (long long)cfg->warmup, (unsigned long long)cfg->seed);
+    fprintf(f, ", \"batch\": %lld, \"accumulate\": %lld, \"micro_batch\": %lld, \"steps\": %lld, \"warmup\": %lld, "
+            "\"seed\": %llu, ",
+            (long long)cfg->batch, (long long)(cfg->accumulate > 1 ? cfg->accumulate : 1),
+            (long long)(cfg->batch / (cfg->accumulate > 1 ? cfg->accumulate : 1)), (long long)cfg->steps,
+            (long long)cfg->warmup, (unsigned long long)cfg->seed);
     {   /* the optimizer every run used (the parser checked it) */
         clremat_opt_config o;
         clremat_opt_config v = {CLREMAT_OPT_SGD, (float)cfg->lr, (float)cfg->momentum, (float)cfg->beta1,

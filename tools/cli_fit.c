@@ -3,7 +3,9 @@
  * table, JSON (docs/json-output.md) and an SVG. The advisor is host/fit.c. */
 #include "cli.h"
 #include "fit.h"
+#include "gemm.h"
 #include "report_svg.h"
+#include "transfer.h"
 #include "svg_plot.h"
 #include <math.h>
 #include <stdlib.h>
@@ -11,8 +13,23 @@
 
 #define NO_TIME_NOTE "no device: step time not predicted"
 
+/* FNV-1a of the model file's bytes: part of the calibration cache's key (0 when unreadable). */
+static uint64_t model_hash(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char buf[65536];
+    size_t n;
+    uint64_t h = 0;
+    if (!f)
+        return 0;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        h = clremat_hash64(h, buf, n);
+    fclose(f);
+    return h;
+}
+
 static void print_json(const clremat_graph *gr, const cli_fit_opts *o, const clremat_opt_config *opt,
-                       const clremat_fit_request *rq, const clremat_fit_row *rows)
+                       const clremat_fit_request *rq, const clremat_fit_row *rows, int from_cache)
 {
     const clremat_fit_calibration *cal = rq->cal;
     printf("{\"model\": ");
@@ -32,6 +49,8 @@ static void print_json(const clremat_graph *gr, const cli_fit_opts *o, const clr
         cli_json_member(stdout, ", \"device_scale\": ", cal->device_scale);
         cli_json_member(stdout, ", \"update_ms\": ", cal->update_ms);
         cli_json_member(stdout, ", \"overhead_ms\": ", cal->overhead_ms);
+        cli_json_member(stdout, ", \"offload_ms_per_byte\": ", cal->offload_ms_per_byte);
+        printf(", \"from_cache\": %s", from_cache ? "true" : "false");
         printf("}, \"step_time_note\": null");
     } else {
         printf("null, \"step_time_note\": \"" NO_TIME_NOTE "\"");
@@ -44,8 +63,12 @@ static void print_json(const clremat_graph *gr, const cli_fit_opts *o, const clr
             const clremat_fit_row *r = &rows[s * rq->n_configs + c];
             if (r->fastest)
                 fastest = c;
-            printf("%s\n   {\"remat\": ", c ? "," : "");
+            printf("%s\n   {\"label\": ", c ? "," : "");
             cli_json_string(stdout, rq->configs[c].label);
+            printf(", \"remat\": ");
+            cli_json_string(stdout, rq->configs[c].policy.text);
+            printf(", \"accumulate\": %d, \"offload\": %s", rq->configs[c].accumulate > 1 ? rq->configs[c].accumulate : 1,
+                   rq->configs[c].offload ? "true" : "false");
             printf(", \"planned\": %s, \"peak_bytes\": ", r->planned ? "true" : "false");
             if (r->planned)
                 printf("%llu", (unsigned long long)r->peak_bytes);
@@ -81,15 +104,15 @@ static void print_json(const clremat_graph *gr, const cli_fit_opts *o, const clr
 }
 
 static void print_table(const clremat_graph *gr, const cli_fit_opts *o, const clremat_fit_request *rq,
-                        const clremat_fit_row *rows)
+                        const clremat_fit_row *rows, int from_cache)
 {
     const clremat_fit_calibration *cal = rq->cal;
     char a[32], b[32], c2[32];
     printf("model %s, batch %lld, optimizer %s\n", gr->name, (long long)rq->batch, o->optimizer);
     if (cal) {
         svg_format_value(cal->step_ms, SVG_UNIT_MS, a, sizeof a);
-        printf("step times predicted from a calibration on %s: batch %lld, remat %s, %s per step measured\n",
-               cal->device, (long long)cal->batch, cal->remat, a);
+        printf("step times predicted from a calibration on %s: batch %lld, remat %s, %s per step measured%s\n",
+               cal->device, (long long)cal->batch, cal->remat, a, from_cache ? " (cached; --recalibrate measures again)" : "");
     } else {
         printf(NO_TIME_NOTE " (give --device)\n");
     }
@@ -142,7 +165,7 @@ int cli_fit(const cli_global *g, int argc, char **argv)
     clremat_fit_row *rows = NULL;
     clremat_ctx *ctx = NULL;
     uint64_t dev_size[1];
-    int n_configs = 0, have_cal = 0, rc = 0, st = cli_fit_parse(g, argc, argv, &o);
+    int n_configs = 0, have_cal = 0, rc = 0, from_cache = 0, st = cli_fit_parse(g, argc, argv, &o);
 
     if (st != CLI_CONTINUE)
         return st;
@@ -157,6 +180,24 @@ int cli_fit(const cli_global *g, int argc, char **argv)
         rc = cli_error("fit: %s", clremat_last_error()) + 1; /* a bad --remat value: usage error */
         goto done;
     }
+    if (o.offload) { /* every mode again with offload */
+        clremat_fit_config *all = NULL;
+        if ((st = clremat_fit_with_offload(configs, n_configs, &all, &n_configs))) {
+            rc = cli_error("fit: %s", clremat_last_error());
+            goto done;
+        }
+        free(configs);
+        configs = all;
+    }
+    if (o.n_accumulate > 0) { /* every mode once per accumulation K */
+        clremat_fit_config *all = NULL;
+        if ((st = clremat_fit_with_accumulate(configs, n_configs, o.accumulate, o.n_accumulate, &all, &n_configs))) {
+            rc = cli_error("fit: %s", clremat_last_error()) + 1;
+            goto done;
+        }
+        free(configs);
+        configs = all;
+    }
     if (o.device || o.n_sizes == 0) { /* step times (and, without --memory, the sizes) from a device */
         if ((st = clremat_ctx_create(o.device, 0, &ctx))) {
             if (o.n_sizes == 0)
@@ -168,20 +209,25 @@ int cli_fit(const cli_global *g, int argc, char **argv)
             goto done;
         }
         int64_t cb = o.calibration_batch ? o.calibration_batch : o.batch;
-        fprintf(stderr, "fit: calibrating step times on %s at batch %lld...\n", clremat_ctx_device(ctx)->name,
-                (long long)cb);
-        if ((st = clremat_fit_calibrate(ctx, gr, cb, &opt, 1, (int)o.steps, &cal))) {
+        clremat_transfer_calibration tc;
+        fprintf(stderr, "fit: step-time calibration on %s at batch %lld (measured unless cached)...\n",
+                clremat_ctx_device(ctx)->name, (long long)cb);
+        if ((st = clremat_fit_calibrate_cached(ctx, gr, model_hash(o.model_path), cb, &opt, 1, (int)o.steps,
+                                               o.recalibrate, &cal, &from_cache))) {
             rc = cli_error("fit: %s", clremat_last_error());
             goto done;
         }
+        if (o.offload && clremat_transfer_calibrate(ctx, &tc) == CLREMAT_OK) /* copies take time even where they free nothing */
+            cal.offload_ms_per_byte = 1e3 / (tc.to_host_gbs * 1e9) + 1e3 / (tc.to_device_gbs * 1e9);
         have_cal = 1;
         dev_size[0] = clremat_ctx_device(ctx)->global_mem_bytes;
     }
     memset(&rq, 0, sizeof rq);
     rq.g = gr;
     rq.batch = o.batch;
-    /* as the trainer runs it: with the fused update where it applies */
-    rq.opt_states = clremat_opt_state_count(opt.kind) | (clremat_trainer_fused(&opt) ? CLREMAT_PLAN_FUSED_UPDATE : 0);
+    /* as the trainer runs it: with the fused update where it applies (host/fit.c
+     * drops it for configurations with accumulation) */
+    rq.opt_states = clremat_opt_state_count(opt.kind) | (clremat_trainer_fused(&opt, 1) ? CLREMAT_PLAN_FUSED_UPDATE : 0);
     rq.sizes = o.n_sizes ? o.sizes : dev_size;
     rq.n_sizes = o.n_sizes ? o.n_sizes : 1;
     rq.configs = configs;
@@ -202,9 +248,9 @@ int cli_fit(const cli_global *g, int argc, char **argv)
         }
     }
     if (o.json)
-        print_json(gr, &o, &opt, &rq, rows);
+        print_json(gr, &o, &opt, &rq, rows, from_cache);
     else
-        print_table(gr, &o, &rq, rows);
+        print_table(gr, &o, &rq, rows, from_cache);
 done:
     free(rows);
     clremat_fit_calibration_free(&cal);

@@ -100,6 +100,10 @@ static int train_usage(FILE *f)
         "usage: clremat train MODEL [options]\n"
         "  --device SEL         OpenCL device (P:D, cpu, gpu, or a name substring)\n"
         "  --batch N            batch size (32)\n"
+        "  --accumulate K       gradient accumulation: K micro-batches of N / K samples a step,\n"
+        "                       gradients summed, one update; the plan is per micro-batch (1)\n"
+        "  --offload all|NAME[,NAME...]  copy these layers' outputs to host memory between their\n"
+        "                       forward and backward uses, on a copy queue (docs/user-guide.md)\n"
         "  --steps N            training steps (200)\n"
         "  --warmup N           steps excluded from step-time statistics (5)\n"
         "  --optimizer NAME     sgd | adam | adamw (adam; with --load, the saved optimizer)\n"
@@ -142,6 +146,8 @@ static int train_usage(FILE *f)
  * above CLREMAT_MAX_TENSOR_ELEMS could not fit even one element per sample
  * in a tensor (the model-dependent limit is checked when planning); steps
  * bound the per-step loss and time arrays (12 bytes a step). */
+/* getopt codes of long options without a short letter */
+#define CLI_OPT_OFFLOAD 0x101
 #define BATCH_MAX ((int64_t)2147483647)
 #define STEPS_MAX ((int64_t)100000000)
 #define POINTS_MAX ((int64_t)10000)
@@ -161,6 +167,21 @@ static int parse_i64(const char *opt, const char *v, int64_t min, int64_t max, i
         return -1;
     }
     *out = x;
+    return 0;
+}
+
+/* Parses --accumulate's value and checks that batch divides by it (the
+ * numbers named, clremat_accumulate_split); returns 0 or prints an error. */
+static int parse_accumulate(const char *v, int64_t *out)
+{
+    return parse_i64("--accumulate", v, 1, CLREMAT_MAX_ACCUMULATE, out);
+}
+
+static int check_accumulate(int64_t batch, int64_t accumulate)
+{
+    int64_t micro;
+    if (accumulate > 1 && clremat_accumulate_split(batch, accumulate, &micro) != CLREMAT_OK)
+        return cli_error("%s", clremat_last_error()), -1;
     return 0;
 }
 
@@ -288,7 +309,8 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         {"beta2", required_argument, NULL, '3'}, {"epsilon", required_argument, NULL, '4'},
         {"weight-decay", required_argument, NULL, '5'}, {"weights-only", no_argument, NULL, 'W'},
         {"memory-trace", required_argument, NULL, 'T'}, {"no-fused-update", no_argument, NULL, 'F'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"help", no_argument, NULL, 'h'}, {"accumulate", required_argument, NULL, 'A'},
+        {"offload", required_argument, NULL, CLI_OPT_OFFLOAD}, {NULL, 0, NULL, 0}};
     int c;
     int64_t v;
 
@@ -332,6 +354,12 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         case 'j': *json = 1; break;
         case 'q': cfg->progress = 0; break;
         case 'T': cfg->memory_trace = optarg; break;
+        case 'A': if (parse_accumulate(optarg, &cfg->accumulate)) return 2; break;
+        case CLI_OPT_OFFLOAD:
+            if (!*optarg)
+                return cli_error("--offload takes all or layer names, got ''"), 2;
+            cfg->offload = optarg;
+            break;
         case 'h': return train_usage(stdout);
         default: return train_usage(stderr);
         }
@@ -343,6 +371,10 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
     }
     if (cfg->weights_only && !cfg->load)
         return cli_error("--weights-only applies to --load"), 2;
+    if (check_accumulate(cfg->batch, cfg->accumulate))
+        return 2;
+    if (cfg->offload && cfg->overlap)
+        return cli_error("--offload does not go with --overlap"), 2;
     /* without --load the optimizer is known now (adam by default); with it,
      * the saved optimizer may decide, and the run checks */
     if (check_optimizer(cfg->optimizer ? cfg->optimizer : cfg->load && !cfg->weights_only ? NULL : "adam",
@@ -364,11 +396,13 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         {"svg", required_argument, NULL, 'v'}, {"points", required_argument, NULL, 'n'},
         {"overlap", no_argument, NULL, 'O'}, {"gemm", required_argument, NULL, 'G'},
         {"memory-trace", required_argument, NULL, 'T'}, {"no-fused-update", no_argument, NULL, 'F'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"help", no_argument, NULL, 'h'}, {"accumulate", required_argument, NULL, 'A'},
+        {"offload", required_argument, NULL, CLI_OPT_OFFLOAD}, {NULL, 0, NULL, 0}};
     int c;
     int64_t v;
 
     memset(o, 0, sizeof *o);
+    o->accumulate = 1;
     o->points = 40;
     o->remat = "none";
     o->optimizer = "adam";
@@ -393,18 +427,29 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         case 'G': if (check_gemm(optarg)) return 2; o->gemm = optarg; break;
         case 'v': o->svg = optarg; break;
         case 'T': o->memory_trace = optarg; break;
+        case 'A': if (parse_accumulate(optarg, &o->accumulate)) return 2; break;
+        case CLI_OPT_OFFLOAD:
+            if (!*optarg)
+                return cli_error("--offload takes all or layer names, got ''"), 2;
+            o->offload = optarg;
+            break;
         case 'n':
             if (parse_i64("--points", optarg, 2, POINTS_MAX, &v))
                 return 2;
             o->points = (int)v;
             break;
         case 'h':
-            printf("usage: clremat plan MODEL [--remat MODE] [--batch N] [--optimizer NAME] [--json] [--actions]\n"
+            printf("usage: clremat plan MODEL [--remat MODE] [--batch N] [--accumulate K] [--optimizer NAME]\n"
+                   "       [--json] [--actions]\n"
                    "       [--memory-limit BYTES | --device SEL] [--overlap] [--gemm PATH] [--no-fused-update]\n"
                    "       [--pareto [--points N] [--svg FILE]] [--memory-trace FILE]\n"
                    "Prints, per layer, output and saved bytes, whether tensors are kept or discarded after\n"
                    "the forward pass, recomputations and forward FLOPs; then the predicted peak of live\n"
                    "device bytes, activation bytes kept, and recompute FLOPs as a share of the step.\n"
+                   "--accumulate K plans one micro-batch of N / K samples, with the gradient accumulation\n"
+                   "buffer in the fixed bytes (N must be a multiple of K).\n"
+                   "--offload all|NAME[,NAME...] moves those layers' outputs to host memory between their\n"
+                   "forward and backward uses; host bytes are predicted apart.\n"
                    "--actions also lists the step's actions with predicted live bytes. --remat auto plans\n"
                    "for --memory-limit, else for the memory of --device (or the default device).\n"
                    "--gemm plans for that GEMM path on the device (its workspace is in the peak);\n"
@@ -421,6 +466,10 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         return cli_error("plan: expected one MODEL argument"), 2;
     if (o->memory_trace && o->pareto)
         return cli_error("plan: --memory-trace traces one plan; it does not go with --pareto"), 2;
+    if (check_accumulate(o->batch, o->accumulate))
+        return 2;
+    if (o->offload && (o->overlap || o->pareto))
+        return cli_error("plan: --offload does not go with --overlap or --pareto"), 2;
     o->model_path = argv[optind];
     return CLI_CONTINUE;
 }
@@ -469,7 +518,7 @@ int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_op
         {"quiet", no_argument, NULL, 'q'}, {"costs", required_argument, NULL, 'C'},
         {"momentum", required_argument, NULL, '1'}, {"beta1", required_argument, NULL, '2'},
         {"beta2", required_argument, NULL, '3'}, {"epsilon", required_argument, NULL, '4'},
-        {"weight-decay", required_argument, NULL, '5'},
+        {"weight-decay", required_argument, NULL, '5'}, {"accumulate", required_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     clremat_compare_config *cfg = &o->cfg;
     int c;
@@ -514,16 +563,18 @@ int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_op
         case 'v': o->svg = optarg; break;
         case 'q': cfg->progress = 0; break;
         case 'C': if (parse_costs(optarg, &cfg->costs_measured)) return 2; break;
+        case 'A': if (parse_accumulate(optarg, &cfg->accumulate)) return 2; break;
         case 'h':
             printf("usage: clremat compare MODEL [--devices all|SEL,SEL...] [--remat MODE,MODE...]\n"
-                   "       [--batch N] [--steps N] [--warmup N] [--seed N] [--data TASK|FILE] [--optimizer NAME]\n"
+                   "       [--batch N] [--accumulate K] [--steps N] [--warmup N] [--seed N] [--data TASK|FILE] [--optimizer NAME]\n"
                    "       [--lr X] [--momentum X] [--beta1 X] [--beta2 X] [--epsilon X] [--weight-decay X]\n"
                    "       [--memory-limit BYTES] [--costs flops|measured] [--json] [--csv FILE]\n"
                    "       [--svg FILE] [--quiet]\n"
                    "Runs the same model, data, batch and seed on each device and remat mode (default\n"
                    "none,full on all devices, 20 steps with 3 warm-up steps excluded from timing) and\n"
                    "reports peaks (predicted and measured), fit, step time, overhead against none,\n"
-                   "recompute share, losses, validation, and numerics checks.\n"
+                   "recompute share, losses, validation, and numerics checks. --accumulate K runs every\n"
+                   "step as K micro-batches (as for train).\n"
                    "Optimizer (as for train): --optimizer sgd | adam | adamw (adam); --lr (sgd 0.01,\n"
                    "adam and adamw 0.001); sgd: --momentum (0.9); adam, adamw: --beta1 (0.9), --beta2\n"
                    "(0.999), --epsilon (1e-8); all: --weight-decay (sgd, adam 0; adamw 0.01).\n");
@@ -534,6 +585,8 @@ int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_op
     if (optind + 1 != argc)
         return cli_error("compare: expected one MODEL argument"), 2;
     if (check_optimizer(cfg->optimizer, cfg->opt_set))
+        return 2;
+    if (check_accumulate(cfg->batch, cfg->accumulate))
         return 2;
     if (cfg->warmup >= cfg->steps)
         return cli_error("compare: --warmup (%lld) must be below --steps (%lld)", (long long)cfg->warmup,
@@ -548,8 +601,8 @@ static int fit_usage(FILE *f)
 {
     fprintf(f,
         "usage: clremat fit MODEL [--memory SIZE,SIZE...] [--device SEL] [--batch N] [--optimizer NAME]\n"
-        "       [--remat MODE,MODE...] [--max-batch N] [--steps N] [--calibration-batch N]\n"
-        "       [--json] [--svg FILE]\n"
+        "       [--remat MODE,MODE...] [--accumulate K,K...] [--offload] [--max-batch N] [--steps N]\n"
+        "       [--calibration-batch N] [--recalibrate] [--json] [--svg FILE]\n"
         "For each memory size (--memory, e.g. 6GiB,8GiB,16GiB; else the memory of --device) and\n"
         "each remat mode: the predicted peak of a training step at --batch (32), whether it fits,\n"
         "the recompute share and the predicted step time, the fastest that fits marked; and the\n"
@@ -558,9 +611,42 @@ static int fit_usage(FILE *f)
         "and auto (the budget planner at each size). Step times are predicted only with --device\n"
         "(or the global --device): a calibration measures --steps (5) timed steps there first;\n"
         "without a device they are null. --calibration-batch N calibrates at another batch than\n"
-        "--batch. --max-batch caps the search (1048576). --svg FILE plots\n"
+        "--batch. --accumulate K,K... lists every mode once per gradient accumulation K (default 1):\n"
+        "planned per micro-batch of N / K, the largest batch a multiple of K. --offload lists every\n"
+        "configuration again with its kept outputs offloaded to host memory (as train --offload all).\n"
+        "The step-time calibration is cached per device, model, batch and optimizer;\n"
+        "--recalibrate measures it again.\n"
+        "--max-batch caps the search (1048576). --svg FILE plots\n"
         "peak against predicted step time with the sizes as vertical lines. docs/user-guide.md.\n");
     return f == stdout ? 0 : 2;
+}
+
+/* Parses fit's --accumulate K,K... (each in [1, CLREMAT_MAX_ACCUMULATE],
+ * no repeats); returns 0 or prints an error. */
+static int parse_accumulate_list(const char *v, int64_t *ks, int *n)
+{
+    const char *s = v;
+    *n = 0;
+    for (;;) {
+        const char *e = strchr(s, ',');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        char item[32];
+        if (len == 0 || len >= sizeof item)
+            return cli_error("--accumulate takes counts such as 1,2,4, got '%s'", v), -1;
+        memcpy(item, s, len);
+        item[len] = 0;
+        if (*n >= CLI_FIT_MAX_SIZES)
+            return cli_error("--accumulate takes at most %d counts, got more in '%s'", CLI_FIT_MAX_SIZES, v), -1;
+        if (parse_accumulate(item, &ks[*n]))
+            return -1;
+        for (int i = 0; i < *n; i++)
+            if (ks[i] == ks[*n])
+                return cli_error("--accumulate: %lld is given twice in '%s'", (long long)ks[i], v), -1;
+        (*n)++;
+        if (!e)
+            return 0;
+        s = e + 1;
+    }
 }
 
 /* Parses --memory's comma-separated sizes; returns 0 or prints an error. */
@@ -602,7 +688,8 @@ int cli_fit_parse(const cli_global *g, int argc, char **argv, cli_fit_opts *o)
         {"remat", required_argument, NULL, 'r'}, {"max-batch", required_argument, NULL, 'M'},
         {"steps", required_argument, NULL, 's'}, {"json", no_argument, NULL, 'j'},
         {"svg", required_argument, NULL, 'v'}, {"calibration-batch", required_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"accumulate", required_argument, NULL, 'A'}, {"offload", no_argument, NULL, 'F'},
+        {"recalibrate", no_argument, NULL, 'R'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int c;
 
     memset(o, 0, sizeof *o);
@@ -635,6 +722,9 @@ int cli_fit_parse(const cli_global *g, int argc, char **argv, cli_fit_opts *o)
                 return cli_error("--svg takes a file name, got ''"), 2;
             o->svg = optarg;
             break;
+        case 'A': if (parse_accumulate_list(optarg, o->accumulate, &o->n_accumulate)) return 2; break;
+        case 'F': o->offload = 1; break;
+        case 'R': o->recalibrate = 1; break;
         case 'h': return fit_usage(stdout);
         default: return fit_usage(stderr);
         }

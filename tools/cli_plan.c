@@ -54,16 +54,17 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The planner's opt_states argument for opt: its state count, with the
- * fused update where it applies (clremat_trainer_fused). */
-static int plan_opt_states(const clremat_opt_config *opt)
+/* The planner's opt_states argument for opt and accumulate micro-batches
+ * per step: its state count, with the fused update where it applies (clremat_trainer_fused). */
+static int plan_opt_states(const clremat_opt_config *opt, int accumulate)
 {
-    return clremat_opt_state_count(opt->kind) | (clremat_trainer_fused(opt) ? CLREMAT_PLAN_FUSED_UPDATE : 0);
+    return clremat_opt_state_count(opt->kind) |
+           (clremat_trainer_fused(opt, accumulate) ? CLREMAT_PLAN_FUSED_UPDATE : 0);
 }
 
 /* --pareto: the front as a table or JSON, and optionally an SVG plot. */
-static int print_pareto(const clremat_graph *gr, long long batch, int opt_states, int json, int points,
-                        const char *svg)
+static int print_pareto(const clremat_graph *gr, long long batch, int accumulate, int opt_states, int json,
+                        int points, const char *svg)
 {
     clremat_plan_input in;
     clremat_pareto_point *pts = NULL;
@@ -78,8 +79,10 @@ static int print_pareto(const clremat_graph *gr, long long batch, int opt_states
         return cli_error("--points %d is too many for model '%s' (%lld layers): at most %lld (points x layers may "
                          "not exceed %lld)",
                          points, gr->name, (long long)layers, (long long)max_points, (long long)PARETO_MAX_WORK);
-    if ((st = clremat_plan_input_for(NULL, gr, batch, opt_states, NULL, &in, NULL, NULL)))
+    /* with accumulation the plans are per micro-batch */
+    if ((st = clremat_plan_input_for(NULL, gr, batch / accumulate, opt_states, NULL, &in, NULL, NULL)))
         return json ? cli_json_error(st, clremat_last_error()) : cli_error("%s", clremat_last_error());
+    in.accumulate = accumulate;
     if (note)
         fprintf(stderr, "pareto: planning %d budgets on %lld layers ...\n", points, (long long)layers);
     if ((st = clremat_plan_pareto(&in, points, &pts, &n)) || (st = clremat_pareto_marks(&in, &marks, &nm))) {
@@ -91,7 +94,8 @@ static int print_pareto(const clremat_graph *gr, long long batch, int opt_states
     if (json) {
         printf("{\"model\": ");
         cli_json_string(stdout, gr->name);
-        printf(", \"batch\": %lld, \"front\": [", batch);
+        printf(", \"batch\": %lld, \"accumulate\": %d, \"micro_batch\": %lld, \"front\": [", batch, accumulate,
+               batch / accumulate);
         for (int i = 0; i < n; i++)
             printf("%s\n  {\"budget_bytes\": %llu, \"peak_bytes\": %llu, \"recompute_flops\": %.9g}", i ? "," : "",
                    (unsigned long long)pts[i].budget, (unsigned long long)pts[i].peak_bytes, pts[i].recompute_cost);
@@ -160,7 +164,8 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         return json ? cli_json_error(st, clremat_last_error()) : cli_error("%s", clremat_last_error());
     if (o.pareto) {
         opt.no_fused_update = o.no_fused_update;
-        st = print_pareto(gr, batch, plan_opt_states(&opt), json, o.points, o.svg);
+        st = print_pareto(gr, batch, (int)o.accumulate, plan_opt_states(&opt, (int)o.accumulate), json, o.points,
+                          o.svg);
         clremat_graph_free(gr);
         return st;
     }
@@ -177,8 +182,10 @@ int cli_plan(const cli_global *g, int argc, char **argv)
             clremat_ctx_set_gemm(ctx, gp);
     }
     opt.no_fused_update = o.no_fused_update;
-    if (st || (st = clremat_plan_for_ctx(ctx, gr, batch, &pol, plan_opt_states(&opt), limit, NULL,
-                                         o.overlap, &plan, &costs, NULL, NULL))) {
+    /* with --accumulate K the plan is one micro-batch's (its peak is what the device holds) */
+    if (st || (st = clremat_plan_for_offload(ctx, gr, batch / o.accumulate, (int)o.accumulate, &pol,
+                                             plan_opt_states(&opt, (int)o.accumulate), limit, NULL, o.overlap,
+                                             o.offload, &plan, &costs, NULL, NULL))) {
         if (json)
             cli_json_error(st, clremat_last_error());
         else
@@ -192,7 +199,8 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         cli_json_string(stdout, gr->name);
         printf(", \"remat\": ");
         cli_json_string(stdout, pol.text);
-        printf(", \"batch\": %lld, \"gemm\": ", batch);
+        printf(", \"batch\": %lld, \"accumulate\": %d, \"micro_batch\": %lld, \"gemm\": ", batch, plan.accumulate,
+               batch / plan.accumulate);
         if (ctx)
             cli_json_string(stdout, clremat_gemm_path_name(clremat_ctx_gemm(ctx)));
         else
@@ -214,10 +222,13 @@ int cli_plan(const cli_global *g, int argc, char **argv)
                    plan.recomputes[l], costs[l].fwd_flops);
         }
         printf("\n ],\n \"memory\": {\"predicted_peak_bytes\": %llu, \"fixed_bytes\": %llu, \"param_bytes\": %llu, "
-               "\"kept_activation_bytes\": %llu, \"fused_update\": %s},\n",
+               "\"kept_activation_bytes\": %llu, \"fused_update\": %s, \"accumulation_bytes\": %llu, "
+               "\"predicted_host_peak_bytes\": %llu, \"offload_bytes\": %llu, \"offloads\": %d},\n",
                (unsigned long long)plan.peak_bytes, (unsigned long long)plan.fixed_bytes,
                (unsigned long long)plan.param_bytes, (unsigned long long)plan.kept_act_bytes,
-               clremat_trainer_fused(&opt) ? "true" : "false");
+               clremat_trainer_fused(&opt, (int)o.accumulate) ? "true" : "false",
+               (unsigned long long)plan.accum_bytes, (unsigned long long)plan.host_peak_bytes,
+               (unsigned long long)plan.offload_bytes, plan.n_offloads);
         printf(" \"flops\": {\"step\": %.9g, \"recompute\": %.9g, \"recompute_share\": %.9g}, \"recompute_actions\": %d",
                plan.step_flops, plan.recompute_flops,
                plan.step_flops > 0 ? plan.recompute_flops / plan.step_flops : 0.0, plan.n_recompute_actions);
@@ -237,14 +248,19 @@ int cli_plan(const cli_global *g, int argc, char **argv)
                     cli_json_string(stdout, gr->layers[a->layer].name);
                 else
                     printf("null");
-                printf(", \"peak_bytes\": %llu, \"live_bytes_after\": %llu}", (unsigned long long)a->peak_during,
-                       (unsigned long long)a->live_after);
+                printf(", \"peak_bytes\": %llu, \"live_bytes_after\": %llu, \"host_bytes_after\": %llu}",
+                       (unsigned long long)a->peak_during, (unsigned long long)a->live_after,
+                       (unsigned long long)a->host_after);
             }
             printf("\n ]");
         }
         printf("}\n");
     } else {
-        printf("model %s, remat %s, batch %lld\n\n", gr->name, pol.text, batch);
+        if (plan.accumulate > 1)
+            printf("model %s, remat %s, batch %lld as %d micro-batches of %lld (the plan is one micro-batch's)\n\n",
+                   gr->name, pol.text, batch, plan.accumulate, batch / plan.accumulate);
+        else
+            printf("model %s, remat %s, batch %lld\n\n", gr->name, pol.text, batch);
         printf("%-28s %-18s %12s %12s %-9s %-9s %4s %12s\n", "layer", "block", "out bytes", "saved bytes", "output",
                "internal", "rec", "fwd FLOPs");
         for (int l = 0; l < gr->n_layers; l++) {
@@ -258,8 +274,15 @@ int cli_plan(const cli_global *g, int argc, char **argv)
                (double)plan.peak_bytes / 1048576.0);
         printf("fixed                 %llu bytes (parameters %llu, %s, optimizer state, batch)\n",
                (unsigned long long)plan.fixed_bytes, (unsigned long long)plan.param_bytes,
-               clremat_trainer_fused(&opt) ? "no gradients: the update is fused into the backward" : "with gradients");
+               clremat_trainer_fused(&opt, (int)o.accumulate) ? "no gradients: the update is fused into the backward"
+                                                               : "with gradients");
+        if (plan.accumulate > 1)
+            printf("accumulation buffer   %llu bytes (in the fixed bytes: gradients summed over %d micro-batches)\n",
+                   (unsigned long long)plan.accum_bytes, plan.accumulate);
         printf("activations kept      %llu bytes after the forward pass\n", (unsigned long long)plan.kept_act_bytes);
+        if (plan.n_offloads > 0)
+            printf("offload               %d tensors, %llu bytes to the host and back per step; host peak %llu bytes\n",
+                   plan.n_offloads, (unsigned long long)plan.offload_bytes, (unsigned long long)plan.host_peak_bytes);
         if (plan.overlap)
             printf("overlap               %d recompute runs on a second queue, overlapping backward\n",
                    plan.n_overlapped);

@@ -20,8 +20,11 @@ static void print_json(const clremat_train_config *cfg, const clremat_train_resu
     cli_json_string(stdout, r->remat);
     printf(", \"gemm\": ");
     cli_json_string(stdout, r->gemm);
-    printf(", \"batch\": %lld, \"steps\": %lld, \"start_step\": %lld, \"warmup\": %lld, \"seed\": %llu, ",
-           (long long)cfg->batch, (long long)r->steps_run, (long long)r->start_step, (long long)cfg->warmup,
+    printf(", \"host_unified_memory\": %s", r->host_unified ? "true" : "false");
+    printf(", \"batch\": %lld, \"accumulate\": %d, \"micro_batch\": %lld, \"steps\": %lld, \"start_step\": %lld, "
+           "\"warmup\": %lld, \"seed\": %llu, ",
+           (long long)cfg->batch, r->accumulate > 1 ? r->accumulate : 1,
+           (long long)(r->micro_batch ? r->micro_batch : cfg->batch), (long long)r->steps_run, (long long)r->start_step, (long long)cfg->warmup,
            (unsigned long long)cfg->seed);
     cli_json_optimizer(stdout, &r->opt);
     printf(",\n \"losses\": [");
@@ -37,10 +40,14 @@ static void print_json(const clremat_train_config *cfg, const clremat_train_resu
     cli_json_member(stdout, ", \"max\": ", r->max_ms);
     printf("},\n \"memory\": {\"predicted_peak_bytes\": %llu, \"measured_peak_bytes\": %llu, "
            "\"reserved_peak_bytes\": %llu, \"fixed_bytes\": %llu, \"param_bytes\": %llu, "
-           "\"kept_activation_bytes\": %llu, \"buffers_created_after_first_step\": %llu, \"fused_update\": %s},\n",
+           "\"kept_activation_bytes\": %llu, \"accumulation_bytes\": %llu, \"predicted_host_peak_bytes\": %llu, "
+           "\"measured_host_peak_bytes\": %llu, \"offload_bytes\": %llu, \"offloads\": %d, "
+           "\"buffers_created_after_first_step\": %llu, \"fused_update\": %s},\n",
            (unsigned long long)r->predicted_peak, (unsigned long long)r->measured_peak,
            (unsigned long long)r->reserved_peak, (unsigned long long)r->fixed_bytes,
            (unsigned long long)r->param_bytes, (unsigned long long)r->kept_act_bytes,
+           (unsigned long long)r->accum_bytes, (unsigned long long)r->predicted_host_peak,
+           (unsigned long long)r->measured_host_peak, (unsigned long long)r->offload_bytes, r->n_offloads,
            (unsigned long long)r->buffers_created_after_first_step, r->fused_update ? "true" : "false");
     printf(" \"flops\": {\"step\": %.9g, \"recompute\": %.9g, \"recompute_share\": ", r->step_flops,
            r->recompute_flops);
@@ -70,6 +77,10 @@ static void print_summary(const clremat_train_config *cfg, const clremat_train_r
     printf("gemm         %s\n", r->gemm);
     printf("steps        %lld at batch %lld (%lld warm-up steps excluded from timing)\n", (long long)r->steps_run,
            (long long)cfg->batch, (long long)cfg->warmup);
+    if (r->accumulate > 1)
+        printf("accumulate   %d micro-batches of %lld a step (gradients summed, one update; the plan and the\n"
+               "             peak are one micro-batch's, with the %llu-byte accumulation buffer in the fixed bytes)\n",
+               r->accumulate, (long long)r->micro_batch, (unsigned long long)r->accum_bytes);
     if (r->start_step > 0)
         printf("resumed      after step %lld (%s): these are steps %lld to %lld\n", (long long)r->start_step,
                cfg->load, (long long)r->start_step + 1, (long long)(r->start_step + r->steps_run));
@@ -94,6 +105,13 @@ static void print_summary(const clremat_train_config *cfg, const clremat_train_r
     printf("             fixed %llu bytes (parameters %llu), activations kept after forward %llu bytes\n",
            (unsigned long long)r->fixed_bytes, (unsigned long long)r->param_bytes,
            (unsigned long long)r->kept_act_bytes);
+    if (r->n_offloads > 0)
+        printf("offload      %d tensors, %llu bytes to the host and back per step; host peak %llu bytes (predicted "
+               "%llu%s)%s\n",
+               r->n_offloads, (unsigned long long)r->offload_bytes, (unsigned long long)r->measured_host_peak,
+               (unsigned long long)r->predicted_host_peak,
+               r->measured_host_peak == r->predicted_host_peak ? ", exact" : ", DIFFERS",
+               r->host_unified ? "; this device's memory is the host's, so offload frees nothing real here" : "");
     if (r->replans)
         printf("replanned    at step %lld, predicted peak %llu -> %llu bytes (peaks above are since then): %s\n",
                (long long)r->replan_step + 1, (unsigned long long)r->replan_from_peak,
