@@ -60,7 +60,7 @@ typedef struct run_out {
     float loss[STEPS];
     float *params;
     uint64_t predicted, measured, fixed, accum;
-    int n_recompute_actions;
+    int n_recompute_actions;    /* recompute actions plus recomputations fused into a backward's GEMM */
 } run_out;
 
 /* STEPS steps of BATCH samples in k micro-batches under mode. */
@@ -91,7 +91,7 @@ static void run_mode(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *
     out->measured = clremat_pool_get_stats(ctx->pool).live_peak;
     out->fixed = t->plan.fixed_bytes;
     out->accum = t->plan.accum_bytes;
-    out->n_recompute_actions = t->plan.n_recompute_actions;
+    out->n_recompute_actions = t->plan.n_recompute_actions + t->plan.n_fused_act_reads;
     out->params = malloc(t->plan.param_bytes);
     ck_assert_int_eq(clremat_trainer_get_params(t, out->params), CLREMAT_OK);
     clremat_trainer_free(t);
