@@ -350,15 +350,16 @@ __kernel void clremat_colsum(const int rows, const int cols, __global const floa
 }
 
 /* Dropout (forward on x, or backward on dout): y = keep ? x * scale : 0,
- * keep = clremat_uniform(clremat_hash(seed, step, layer, i)) >= rate;
- * acc: y += instead. */
+ * keep = clremat_uniform(clremat_hash(seed, step, layer, eoff + i)) >= rate;
+ * acc: y += instead. eoff: the tensor's first element in the global batch
+ * (data parallel: rank * n; else 0). */
 __kernel void clremat_dropout(const int n, const int acc, const float rate, const float scale, const uint seed_lo,
-                              const uint seed_hi, const uint step, const uint layer, __global const float *x,
-                              __global float *y)
+                              const uint seed_hi, const uint step, const uint layer, const uint eoff,
+                              __global const float *x, __global float *y)
 {
     int i = get_global_id(0);
     if (i < n) {
-        const int keep = clremat_uniform(clremat_hash(seed_lo, seed_hi, step, layer, (uint)i)) >= rate;
+        const int keep = clremat_uniform(clremat_hash(seed_lo, seed_hi, step, layer, eoff + (uint)i)) >= rate;
         const float v = keep ? x[i] * scale : 0.0f;
         y[i] = acc ? y[i] + v : v;
     }
@@ -581,21 +582,22 @@ float attn_keep(const float rate, const uint slo, const uint shi, const uint ste
     return clremat_uniform(clremat_hash(slo, shi, step, layer, e)) >= rate ? 1.0f / (1.0f - rate) : 0.0f;
 }
 
-/* Attention dropout: out[e] = P[e] * keep(e); regenerated from the key. */
+/* Attention dropout: out[e] = P[e] * keep(eoff + e); regenerated from the
+ * key (eoff: data parallel, the shard's first element in the global batch). */
 __kernel void attn_dropout_fwd(const int n, const float rate, const uint slo, const uint shi, const uint step,
-                               const uint layer, __global const float *P, __global float *out)
+                               const uint layer, const uint eoff, __global const float *P, __global float *out)
 {
     const int e = get_global_id(0);
     if (e < n)
-        out[e] = P[e] * attn_keep(rate, slo, shi, step, layer, (uint)e);
+        out[e] = P[e] * attn_keep(rate, slo, shi, step, layer, eoff + (uint)e);
 }
 
 /* Attention score gradient in place, one work-item per row: R holds the
  * gradient of the dropped probabilities; dP = R * keep, then
  * R = scale * P * (dP - sum_j P dP). */
 __kernel void attn_softmax_bwd(const int nrows, const int T, const float rate, const uint slo, const uint shi,
-                               const uint step, const uint layer, const float scale, __global const float *P,
-                               __global float *R)
+                               const uint step, const uint layer, const uint eoff, const float scale,
+                               __global const float *P, __global float *R)
 {
     const int r = get_global_id(0);
     if (r >= nrows)
@@ -605,7 +607,7 @@ __kernel void attn_softmax_bwd(const int nrows, const int T, const float rate, c
     for (int j = 0; j < T; j++) {
         float dp = R[base + j];
         if (rate > 0.0f)
-            dp *= attn_keep(rate, slo, shi, step, layer, (uint)(base + j));
+            dp *= attn_keep(rate, slo, shi, step, layer, eoff + (uint)(base + j));
         R[base + j] = dp;
         dot += P[base + j] * dp;
     }

@@ -94,7 +94,7 @@ static int attn_dropout(clremat_layer_call *c, const attn_dims *a, clremat_buf *
     const clremat_layer *L = &c->g->layers[c->layer];
     return clremat_run1d(c->ctx, "attn_dropout_fwd", a->P, SEQ_I(a->P), SEQ_F(L->rate),
                          SEQ_U(c->seed & 0xffffffffu), SEQ_U(c->seed >> 32), SEQ_U(c->step), SEQ_U(c->layer),
-                         SEQ_M(c->slot[2]), SEQ_M(dst), SEQ_END);
+                         SEQ_U((uint64_t)c->shard * (uint64_t)a->P), SEQ_M(c->slot[2]), SEQ_M(dst), SEQ_END);
 }
 
 static int attn_forward(clremat_layer_call *c)
@@ -212,7 +212,8 @@ static int attn_backward(clremat_layer_call *c)
     if (st == CLREMAT_OK)
         st = clremat_run1d(ctx, "attn_softmax_bwd", a.B * a.H * T, SEQ_I(a.B * a.H * T), SEQ_I(T),
                            SEQ_F(L->rate), SEQ_U(c->seed & 0xffffffffu), SEQ_U(c->seed >> 32), SEQ_U(c->step),
-                           SEQ_U(c->layer), SEQ_F(1.0 / sqrt((double)dh)), SEQ_M(c->slot[2]), SEQ_M(W), SEQ_END);
+                           SEQ_U(c->layer), SEQ_U((uint64_t)c->shard * (uint64_t)a.P), SEQ_F(1.0 / sqrt((double)dh)),
+                           SEQ_M(c->slot[2]), SEQ_M(W), SEQ_END);
     /* dq_h = dS_h k_h, dk_h = dS_h^T q_h */
     for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++) {
         st = clremat_gemm(ctx, 0, 0, T, dh, T, 1.0f, W, h * TT, T, HTT, c->slot[1], D + h * dh, D3, T * D3, 0.0f,

@@ -50,10 +50,10 @@ static int drop_apply(clremat_layer_call *c, const clremat_buf *x, clremat_buf *
     {
         float rate = (float)L->rate, scale = (float)(1.0 / (1.0 - L->rate));
         cl_uint lo = (cl_uint)c->seed, hi = (cl_uint)(c->seed >> 32), step = (cl_uint)c->step,
-                layer = (cl_uint)c->layer;
+                layer = (cl_uint)c->layer, eoff = (cl_uint)((uint64_t)c->shard * (uint64_t)n);
         return clremat_run1d(c->ctx, "clremat_dropout", n, sizeof in, &in, sizeof iacc, &iacc, sizeof rate, &rate,
                              sizeof scale, &scale, sizeof lo, &lo, sizeof hi, &hi, sizeof step, &step, sizeof layer,
-                             &layer, sizeof mx, &mx, sizeof my, &my, (size_t)0);
+                             &layer, sizeof eoff, &eoff, sizeof mx, &mx, sizeof my, &my, (size_t)0);
     }
 }
 

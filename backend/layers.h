@@ -40,6 +40,9 @@ typedef struct clremat_layer_call {
     int layer;                                  /**< index in g */
     int64_t batch;
     uint64_t seed, step;                        /**< dropout key (with layer index and element) */
+    int64_t shard;                              /**< data parallel: this rank's shard of the global batch (0:
+                                                     one process); dropout keys element shard * n + i of a
+                                                     tensor of n elements, so the masks are the global batch's */
     clremat_buf *in[CLREMAT_MAX_INPUTS];        /**< forward inputs */
     clremat_buf *slot[CLREMAT_MAX_SLOTS];       /**< slot buffers (slot 0 = output) */
     clremat_buf *param[CLREMAT_MAX_PARAMS];     /**< parameters, in the layer's param order */

@@ -3,6 +3,7 @@
  * assumed (an action's new tensors, then its workspace), so the pool's
  * measured high-water equals the predicted peak to the byte. */
 #include "executor.h"
+#include "dp.h"
 #include "init.h"
 #include "gemm.h"
 #include <math.h>
@@ -107,7 +108,7 @@ int clremat_plan_input_for(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
     in->batch = batch;
     in->costs = costs;
     in->opt_states = opt_states;
-    in->scratch_bytes = CLREMAT_SCRATCH_BYTES;
+    in->scratch_bytes = CLREMAT_SCRATCH_BYTES + clremat_dp_staging_bytes(g); /* data parallel: staging */
     in->layer_cost = layer_cost;
     costs = NULL;
     if (ws_fwd_out) {
@@ -292,6 +293,7 @@ void clremat_trainer_free(clremat_trainer *t)
 {
     if (!t)
         return;
+    clremat_dp_detach(t);
     if (t->act)
         release_step_tensors(t);
     for (int l = 0; t->params && l < t->g->n_layers; l++) {
@@ -540,6 +542,8 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
     if ((st = make_tags(t)) != CLREMAT_OK)
         goto fail;
     st = alloc_fixed(t);
+    if (st == CLREMAT_OK)
+        st = clremat_dp_attach(t); /* data parallel: the gradient staging buffers */
     if (st != CLREMAT_OK)
         goto fail;
     *out = t;
@@ -561,6 +565,7 @@ static void make_call(clremat_trainer *t, const clremat_graph *g, int l, clremat
     c->batch = l == g->n_layers - 1 && t->loss_batch > 0 ? t->loss_batch : t->batch;
     c->seed = t->seed;
     c->step = (uint64_t)t->step;
+    c->shard = t->dp ? clremat_dp_rank(t) : 0; /* data parallel: the masks of the global batch */
     for (int i = 0; i < L->n_inputs; i++)
         c->in[i] = L->inputs[i] >= 0 ? t->act[L->inputs[i] * S] : t->x;
     for (int s = 0; s < S; s++)
@@ -846,7 +851,7 @@ static int replan_smaller(clremat_trainer *t, const char *why)
     in.batch = t->batch;
     in.costs = t->costs;
     in.opt_states = clremat_opt_state_count(t->opt.kind);
-    in.scratch_bytes = CLREMAT_SCRATCH_BYTES;
+    in.scratch_bytes = CLREMAT_SCRATCH_BYTES + (t->dp ? clremat_dp_staging_bytes(t->g) : 0);
     in.layer_cost = t->layer_cost;
     for (int k = 0; k < 3 && st != CLREMAT_OK; k++)
         if (act > 0 && (k == 0 || budgets[k] != budgets[k - 1]))
@@ -915,6 +920,8 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
         }
         case CLREMAT_ACT_BACKWARD:
             st = run_backward(t, a);
+            if (st == CLREMAT_OK && t->dp) /* data parallel: stage a finished bucket */
+                st = clremat_dp_after_backward(t, a->layer);
             break;
         case CLREMAT_ACT_FREE:
             release(t, &t->act[a->layer * S + a->slot]);
@@ -923,7 +930,12 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
             release(t, &t->dgrad[a->layer]);
             break;
         case CLREMAT_ACT_UPDATE:
-            st = clremat_read(t->ctx, t->act[(g->n_layers - 1) * S], 0, sizeof result, result);
+            if (t->dp) /* data parallel: average the gradients across ranks */
+                st = clremat_dp_reduce(t);
+            if (st == CLREMAT_OK)
+                st = clremat_read(t->ctx, t->act[(g->n_layers - 1) * S], 0, sizeof result, result);
+            if (st == CLREMAT_OK && t->dp)
+                st = clremat_dp_reduce_result(t, result);
             if (st == CLREMAT_OK && !(isfinite(result[0]) && isfinite(result[1])))
                 nonfinite = 1;
             else if (st == CLREMAT_OK) {
@@ -935,6 +947,7 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
     }
     close_window(t); /* back to one queue, whatever happened */
     if (st != CLREMAT_OK) {
+        clremat_dp_reset(t);
         release_step_tensors(t);
         drop_profile(t->ctx);
         t->ctx->profiling = 0;
@@ -1029,6 +1042,7 @@ int clremat_measure_layer_ms(clremat_ctx *ctx, clremat_graph *g, int64_t batch, 
     *out = NULL;
     if (!ms)
         return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+    const clremat_dp_transport *dp = clremat_dp_suspend(); /* a throw-away trainer exchanges nothing */
     clremat_policy_parse("auto", &p); /* whatever fits: the forward times do not depend on the plan */
     st = clremat_trainer_new(ctx, g, batch, &p, opt, seed, &t);
     for (int s = 0; s < 2 && st == CLREMAT_OK; s++) { /* a warm-up step, then a profiled one */
@@ -1039,6 +1053,7 @@ int clremat_measure_layer_ms(clremat_ctx *ctx, clremat_graph *g, int64_t batch, 
         for (int l = 0; l < g->n_layers; l++) /* a floor keeps every layer's cost positive */
             ms[l] = (t->profile[l].ns[CLREMAT_PHASE_FORWARD] > 0 ? t->profile[l].ns[CLREMAT_PHASE_FORWARD] : 1e3) / 1e6;
     clremat_trainer_free(t);
+    clremat_dp_resume(dp);
     if (st != CLREMAT_OK) {
         free(ms);
         return st;

@@ -2,11 +2,13 @@
  * the --json report (docs/json-output.md documents every field). */
 #include "cli.h"
 #include "train.h"
+#include "config.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void print_json(const clremat_train_config *cfg, const clremat_train_result *r)
+static void print_json(const clremat_train_config *cfg, const clremat_train_result *r,
+                       void (*extra)(FILE *f, int json, void *user), void *user)
 {
     printf("{\"model\": ");
     cli_json_string(stdout, cfg->model_path);
@@ -59,6 +61,8 @@ static void print_json(const clremat_train_config *cfg, const clremat_train_resu
         cli_json_string(stdout, r->message);
     else
         printf("null");
+    if (extra)
+        extra(stdout, 1, user);
     printf("}\n");
 }
 
@@ -133,6 +137,20 @@ static void print_profile(const clremat_train_result *r)
     }
 }
 
+void cli_train_report(const clremat_train_config *cfg, const clremat_train_result *r, int json,
+                      void (*extra)(FILE *f, int json, void *user), void *user)
+{
+    if (json) {
+        print_json(cfg, r, extra, user);
+        return;
+    }
+    print_summary(cfg, r);
+    if (extra)
+        extra(stdout, 0, user);
+    if (r->profile)
+        print_profile(r);
+}
+
 int cli_train(const cli_global *g, int argc, char **argv)
 {
     clremat_train_config cfg;
@@ -141,6 +159,11 @@ int cli_train(const cli_global *g, int argc, char **argv)
 
     if (st != CLI_CONTINUE)
         return st;
+#ifdef CLREMAT_HAVE_MPI
+    /* under mpirun: data-parallel training (one rank alone trains as usual) */
+    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_SIZE"))
+        return cli_train_dist(&cfg, json);
+#endif
     st = clremat_train_run(&cfg, &res);
     if (st != CLREMAT_OK) {
         if (json && res.steps_run == 0) /* refused before a step: one JSON error object */
@@ -148,17 +171,11 @@ int cli_train(const cli_global *g, int argc, char **argv)
         else
             cli_error("%s", clremat_last_error());
         if (json && res.steps_run > 0)
-            print_json(&cfg, &res);
+            print_json(&cfg, &res, NULL, NULL);
         clremat_train_result_free(&res);
         return 1;
     }
-    if (json)
-        print_json(&cfg, &res);
-    else {
-        print_summary(&cfg, &res);
-        if (res.profile)
-            print_profile(&res);
-    }
+    cli_train_report(&cfg, &res, json, NULL, NULL);
     clremat_train_result_free(&res);
     return 0;
 }
