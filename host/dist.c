@@ -17,7 +17,8 @@
 
 static clremat_dist g_d;        /* this process, for the transport's messages */
 static long g_exchanges;        /* all-to-alls so far (the fault hook counts them) */
-static long g_fault_rank = -1, g_fault_at = -1;
+static long g_fault_rank = -1, g_fault_at = -1; /* $CLREMAT_MPI_FAULT: kill:R:K or hang:R:K */
+static int g_fault_hang;
 
 void clremat_dist_abort(const clremat_dist *d, const char *msg)
 {
@@ -58,11 +59,14 @@ static int t_alltoall(void *user, float *buf, int64_t count)
 {
     MPI_Request req;
     (void)user;
-    if (g_d.rank == g_fault_rank && g_exchanges == g_fault_at) { /* test hook: this rank dies here */
-        fprintf(stderr, "clremat: rank %d: CLREMAT_MPI_FAULT: killing this rank at exchange %ld\n", g_d.rank,
-                g_exchanges);
+    if (g_d.rank == g_fault_rank && g_exchanges == g_fault_at) { /* test hook: this rank dies or hangs here */
+        fprintf(stderr, "clremat: rank %d: CLREMAT_MPI_FAULT: %s this rank at exchange %ld\n", g_d.rank,
+                g_fault_hang ? "hanging" : "killing", g_exchanges);
         fflush(stderr);
-        raise(SIGKILL);
+        if (!g_fault_hang)
+            raise(SIGKILL);
+        for (;;)
+            pause();
     }
     g_exchanges++;
     if (MPI_Ialltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)count, MPI_FLOAT, MPI_COMM_WORLD, &req) !=
@@ -111,8 +115,14 @@ int clremat_dist_init(int *argc, char ***argv, uint64_t bucket_bytes, clremat_di
     MPI_Comm_size(local, &d->local_size);
     MPI_Comm_free(&local);
     g_d = *d;
-    if (f && *f && sscanf(f, "kill:%ld:%ld", &g_fault_rank, &g_fault_at) != 2)
-        g_fault_rank = g_fault_at = -1;
+    if (f && *f) {
+        g_fault_hang = strncmp(f, "hang:", 5) == 0;
+        if (sscanf(f + (g_fault_hang ? 5 : strncmp(f, "kill:", 5) == 0 ? 5 : 0), "%ld:%ld", &g_fault_rank,
+                   &g_fault_at) != 2 || (!g_fault_hang && strncmp(f, "kill:", 5) != 0))
+            return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT,
+                                     "CLREMAT_MPI_FAULT must be kill:RANK:EXCHANGE or hang:RANK:EXCHANGE, got \"%s\"",
+                                     f);
+    }
     if (d->nranks >= 2) {
         clremat_dp_transport tr = {0};
         tr.rank = d->rank;
@@ -216,7 +226,7 @@ int clremat_dist_agree(const clremat_dist *d, int st, const char *msg, char *why
     all = calloc((size_t)d->nranks, MSG);
     if (!sts || !all)
         clremat_dist_abort(d, "out of host memory");
-    snprintf(mine, sizeof mine, "%s", st ? msg : "");
+    snprintf(mine, sizeof mine, "(host %s): %s", d->host, st ? msg : "");
     MPI_Iallgather(&st, 1, MPI_INT, sts, 1, MPI_INT, MPI_COMM_WORLD, &req);
     wait_req(&req, "agreeing on start-up");
     MPI_Iallgather(mine, MSG, MPI_CHAR, all, MSG, MPI_CHAR, MPI_COMM_WORLD, &req);
@@ -226,7 +236,7 @@ int clremat_dist_agree(const clremat_dist *d, int st, const char *msg, char *why
             if (first == CLREMAT_OK)
                 first = sts[r];
             if (off < len)
-                off += (size_t)snprintf(why + off, len - off, "%srank %d of %d: %s", off ? "; " : "", r, d->nranks,
+                off += (size_t)snprintf(why + off, len - off, "%srank %d of %d %s", off ? "; " : "", r, d->nranks,
                                         all + (size_t)r * MSG);
         }
     free(sts);
