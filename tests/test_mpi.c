@@ -180,12 +180,12 @@ START_TEST(agrees_transformer) { agree_on("transformer", "--remat full"); } /* a
 END_TEST
 
 /* Small buckets (many exchanges per step) and a remat mode: two runs give
- * the same bits; -np 1 is an ordinary run. */
+ * the same bits, as does the default bucket size; -np 1 is an ordinary run. */
 START_TEST(bitwise_repeatable)
 {
     const char *args_fmt = "--device " DEVICE " train %s --batch 8 --steps 6 --gemm native --remat auto --json --quiet";
     char args[2048];
-    json_t *a, *b, *single, *np1;
+    json_t *a, *b, *c, *single, *np1;
     snprintf(args, sizeof args, args_fmt, model("mlp_deep"));
     a = run_json("CLREMAT_MPI_BUCKET_BYTES=4096", 2, args);
     b = run_json("CLREMAT_MPI_BUCKET_BYTES=4096", 2, args);
@@ -195,6 +195,15 @@ START_TEST(bitwise_repeatable)
     ck_assert_msg(json_equal(json_object_get(a, "losses"), json_object_get(b, "losses")), "losses differ between runs");
     ck_assert_str_eq(json_string_value(json_object_get(json_array_get(ranks_of(a, 8), 0), "params_fnv1a")),
                      json_string_value(json_object_get(json_array_get(ranks_of(b, 8), 0), "params_fnv1a")));
+    /* each element is summed over the ranks in rank order whatever the
+     * buckets: the default bucket size gives the same bits */
+    c = run_json(NULL, 2, args);
+    ck_assert_msg(num(json_object_get(c, "data_parallel"), "buckets") < num(json_object_get(a, "data_parallel"),
+                  "buckets"), "the default buckets are no fewer than 4096-byte ones");
+    ck_assert_msg(json_equal(json_object_get(a, "losses"), json_object_get(c, "losses")),
+                  "the bucket size changed the losses");
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(ranks_of(a, 8), 0), "params_fnv1a")),
+                     json_string_value(json_object_get(json_array_get(ranks_of(c, 8), 0), "params_fnv1a")));
     /* one rank under mpirun: the same as no mpirun at all */
     single = run_json(NULL, 0, args);
     np1 = run_json(NULL, 1, args);
@@ -203,6 +212,7 @@ START_TEST(bitwise_repeatable)
     ck_assert_ptr_null(json_object_get(np1, "data_parallel"));
     json_decref(a);
     json_decref(b);
+    json_decref(c);
     json_decref(single);
     json_decref(np1);
 }

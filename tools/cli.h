@@ -106,10 +106,11 @@ int cli_train(const cli_global *g, int argc, char **argv);
 void cli_train_report(const clremat_train_config *cfg, const clremat_train_result *r, int json,
                       void (*extra)(FILE *f, int json, void *user), void *user);
 
-/** `mpirun -np N clremat train`: data-parallel training over MPI, one rank
- * per process (tools/cli_train_dist.c, built only with MPI). Returns the exit
- * status; a failure during training ends the whole job (MPI_Abort). */
-int cli_train_dist(const clremat_train_config *cfg, int json);
+/** `mpirun -np N clremat train [options]`: data-parallel training over
+ * MPI, one rank per process (tools/cli_train_dist.c, built only with MPI;
+ * the same options as cli_train). Returns the exit status; a failure during
+ * training ends the whole job (MPI_Abort). */
+int cli_train_dist(const cli_global *g, int argc, char **argv);
 
 /** `clremat plan MODEL [options]`: prints the remat plan. */
 int cli_plan(const cli_global *g, int argc, char **argv);

@@ -2,7 +2,6 @@
  * the --json report (docs/json-output.md documents every field). */
 #include "cli.h"
 #include "train.h"
-#include "config.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,11 +158,6 @@ int cli_train(const cli_global *g, int argc, char **argv)
 
     if (st != CLI_CONTINUE)
         return st;
-#ifdef CLREMAT_HAVE_MPI
-    /* under mpirun: data-parallel training (one rank alone trains as usual) */
-    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_SIZE"))
-        return cli_train_dist(&cfg, json);
-#endif
     st = clremat_train_run(&cfg, &res);
     if (st != CLREMAT_OK) {
         if (json && res.steps_run == 0) /* refused before a step: one JSON error object */

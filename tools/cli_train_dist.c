@@ -82,9 +82,9 @@ static int bucket_bytes(uint64_t *out)
     return 0;
 }
 
-int cli_train_dist(const clremat_train_config *cfg0, int json)
+int cli_train_dist(const cli_global *g, int argc, char **argv)
 {
-    clremat_train_config cfg = *cfg0;
+    clremat_train_config cfg;
     clremat_train_result res;
     clremat_dist d;
     clremat_dist_rank mine, *all = NULL;
@@ -92,9 +92,12 @@ int cli_train_dist(const clremat_train_config *cfg0, int json)
     clremat_gemm_path path = CLREMAT_GEMM_AUTO;
     char sel[256], why[4096], msg[4200];
     uint64_t bb;
-    int64_t global = cfg.batch > 0 ? cfg.batch : 32;
-    int st;
+    int64_t global;
+    int json = 0, st = cli_train_parse(g, argc, argv, &cfg, &json);
 
+    if (st != CLI_CONTINUE)
+        return st;
+    global = cfg.batch > 0 ? cfg.batch : 32;
     if (bucket_bytes(&bb))
         return 1;
     if ((st = clremat_dist_init(NULL, NULL, bb, &d)) != CLREMAT_OK)
