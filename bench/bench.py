@@ -261,7 +261,7 @@ def mpi_section(rounds, quick):
                 name, np, a, "%.2f" % med(comm) if comm else "-", "%.1f" % (100 * med(share)) if share else "-",
                 "%.2f" % med(wait) if wait else "-", b, b / a))
     print("(comm = time rank 0 spent in the exchange per step: the all-to-all, the rank-ordered sum and the "
-          "all-gather of every bucket, and the loss gather; comm %% = its share of the step; dev wait = time "
+          "all-gather of every bucket, and the loss gather; comm % = its share of the step; dev wait = time "
           "waiting for the device to stage a bucket; both ranks share one device here, so 2 ranks do not "
           "run faster: docs/data-parallel.md gives the scaling model for N devices)")
     print()

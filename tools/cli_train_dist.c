@@ -23,10 +23,14 @@ typedef struct {
 static void print_extra(FILE *f, int json, void *user)
 {
     const dist_report *x = user;
+    int same = 1; /* every rank ended with the same parameter bits */
+    for (int r = 1; r < x->d->nranks; r++)
+        same &= x->all[r].params_hash == x->all[0].params_hash;
     if (json) {
         fprintf(f, ",\n \"data_parallel\": {\"ranks\": %d, \"global_batch\": %lld, \"bucket_bytes\": %llu, "
-                   "\"buckets\": %d, \"summation\": \"rank-ordered\", \"per_rank\": [",
-                x->d->nranks, (long long)x->global_batch, (unsigned long long)x->bucket_bytes, x->all[0].buckets);
+                   "\"buckets\": %d, \"summation\": \"rank-ordered\", \"params_identical\": %s, \"per_rank\": [",
+                x->d->nranks, (long long)x->global_batch, (unsigned long long)x->bucket_bytes, x->all[0].buckets,
+                same ? "true" : "false");
         for (int r = 0; r < x->d->nranks; r++) {
             const clremat_dist_rank *a = &x->all[r];
             fprintf(f, "%s\n  {\"rank\": %d, \"local_rank\": %d, \"host\": ", r ? "," : "", a->rank, a->local_rank);
@@ -63,6 +67,9 @@ static void print_extra(FILE *f, int json, void *user)
                 (unsigned long long)a->staging_bytes, a->median_ms, a->comm_median_ms, 100.0 * a->comm_share,
                 (unsigned long long)a->params_hash);
     }
+    if (!same)
+        fprintf(f, "  the ranks' parameters differ in their last bits: their devices round the optimizer update "
+                   "differently (rank 0's are reported and saved; docs/data-parallel.md)\n");
 }
 
 /* Bytes per gradient bucket from $CLREMAT_MPI_BUCKET_BYTES (0: default). */
