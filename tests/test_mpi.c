@@ -262,6 +262,29 @@ START_TEST(uneven_batch_refused)
 }
 END_TEST
 
+/* A loss that goes non-finite stops every rank at the same step (the loss
+ * is reduced first): exit 1, with rank 0's report and the reason. */
+START_TEST(nonfinite_stops_every_rank)
+{
+    char args[2048];
+    json_error_t je;
+    json_t *doc, *st;
+    int rc;
+    snprintf(args, sizeof args, "--device " DEVICE " train %s --batch 8 --steps 10 --gemm native --optimizer sgd "
+             "--lr 1e30 --json --quiet", model("regression"));
+    rc = run(NULL, 2, args, NULL);
+    ck_assert_msg(rc == 1, "exit %d; stderr: %s", rc, err);
+    doc = json_loads(out, 0, &je);
+    ck_assert_msg(doc != NULL, "stdout is not one JSON object (%s): %s", je.text, out);
+    st = json_object_get(doc, "stopped");
+    ck_assert_msg(json_is_string(st) && strstr(json_string_value(st), "not finite"), "stopped: %s", out);
+    ck_assert_msg(num(doc, "steps") < 10, "ran all 10 steps");
+    ranks_of(doc, 8);
+    ck_assert_msg(strstr(err, "the loss is not finite"), "stderr: %s", err);
+    json_decref(doc);
+}
+END_TEST
+
 /* Rank 1's device does not exist: both ranks say so and stop. */
 START_TEST(device_failure_ends_job)
 {
@@ -352,6 +375,7 @@ int main(void)
     tcase_add_test(tc, bitwise_repeatable);
     tcase_add_test(tc, rank0_saves);
     tcase_add_test(tc, uneven_batch_refused);
+    tcase_add_test(tc, nonfinite_stops_every_rank);
     tcase_add_test(tc, device_failure_ends_job);
     tcase_add_test(tc, killed_rank_ends_job);
     tcase_add_test(tc, hung_rank_times_out);

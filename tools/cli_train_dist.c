@@ -143,27 +143,38 @@ int cli_train_dist(const cli_global *g, int argc, char **argv)
     if ((st = clremat_dist_agree(&d, st, msg, why, sizeof why)) != CLREMAT_OK) {
         fprintf(stderr, "clremat: rank %d of %d (host %s): stopping, not every rank opened its device: %s\n", d.rank,
                 d.nranks, d.host, why);
-        if (json && d.rank == 0)
-            printf("{\"error\": {\"status\": %d, \"message\": \"not every rank opened its device\"}}\n", st);
+        if (json && d.rank == 0) { /* one JSON error object on stdout, as a one-process run gives */
+            snprintf(msg, sizeof msg, "not every rank opened its device: %s", why);
+            cli_json_error(st, msg);
+        }
         clremat_ctx_destroy(ctx);
         clremat_dist_finalize(&d);
         return 1;
     }
     clremat_ctx_set_gemm(ctx, path);
-    if ((st = clremat_train_run_ctx(ctx, &cfg, &res)) != CLREMAT_OK) {
+    /* a non-finite loss stops every rank at the same step (the loss is
+     * reduced before the check): the report is still gathered and printed,
+     * and every rank exits 1, as one process does; any other failure is this
+     * rank's alone and ends the job */
+    if ((st = clremat_train_run_ctx(ctx, &cfg, &res)) != CLREMAT_OK && st != CLREMAT_ERR_NONFINITE) {
         snprintf(msg, sizeof msg, "training failed on %s: %s; ending the job", sel, clremat_last_error());
         clremat_dist_abort(&d, msg);
     }
+    if (st != CLREMAT_OK)
+        snprintf(msg, sizeof msg, "%s", clremat_last_error());
     clremat_dist_rank_fill(&d, &res, &mine);
     clremat_dist_gather(&d, &mine, &all);
     if (d.rank == 0) {
         dist_report x = {&d, all, bb ? bb : (uint64_t)1 << 20, global};
-        cli_train_report(&cfg, &res, json, print_extra, &x);
+        if (st != CLREMAT_OK)
+            cli_error("%s", msg);
+        if (st == CLREMAT_OK || (json && res.steps_run > 0))
+            cli_train_report(&cfg, &res, json, print_extra, &x);
         fflush(stdout);
     }
     free(all);
     clremat_train_result_free(&res);
     clremat_ctx_destroy(ctx);
     clremat_dist_finalize(&d);
-    return 0;
+    return st == CLREMAT_OK ? 0 : 1;
 }
