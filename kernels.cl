@@ -322,8 +322,9 @@ __kernel void clremat_colsum(const int rows, const int cols, __global const floa
 }
 
 /* Dropout (forward on x, or backward on dout): y = keep ? x * scale : 0,
- * keep = clremat_uniform(clremat_hash(seed, step, layer, i)) >= rate;
- * acc: y += instead. */
+ * keep = clremat_uniform(clremat_hash(seed, step, layer, eoff + i)) >= rate;
+ * acc: y += instead. eoff: the tensor's first element in the global batch
+ * (data parallel: rank * n; else 0). */
 __kernel void clremat_dropout(const int n, const int acc, const float rate, const float scale, const uint seed_lo,
                               const uint seed_hi, const uint step, const uint layer, __global const float *x,
                               __global float *y, const uint off)
@@ -554,7 +555,8 @@ float attn_keep(const float rate, const uint slo, const uint shi, const uint ste
     return clremat_uniform(clremat_hash(slo, shi, step, layer, e)) >= rate ? 1.0f / (1.0f - rate) : 0.0f;
 }
 
-/* Attention dropout: out[e] = P[e] * keep(e); regenerated from the key. */
+/* Attention dropout: out[e] = P[e] * keep(eoff + e); regenerated from the
+ * key (eoff: data parallel, the shard's first element in the global batch). */
 __kernel void attn_dropout_fwd(const int n, const float rate, const uint slo, const uint shi, const uint step,
                                const uint layer, __global const float *P, __global float *out, const uint off)
 {

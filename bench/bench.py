@@ -18,6 +18,11 @@ Sections (all by default; --only picks some):
   fused        the MLP's peak with the optimizer update fused into the
                backward against --no-fused-update (predicted and measured),
                and their step times
+  mpi          data-parallel training, 1 and 2 ranks (mpirun) at the same
+               global batch: step time, time in the gradient exchange and
+               its share of the step, against PyTorch DistributedDataParallel
+               (gloo) in 1 and 2 processes (bench/torch_ddp.py); needs a
+               build configured with MPI
 
 Every number is a median over repeated rounds; peers alternate within a
 round so that background load hits both. Nothing here is part of make check.
@@ -300,16 +305,74 @@ def fused_section(rounds):
           "step time fused / unfused %.3f" % (d, d / 1e6, res["unfused"]["train_pred"] - res["fused"]["train_pred"],
                                               res["unfused"]["fixed"] - res["fused"]["fixed"],
                                               med(res["fused"]["ms"]) / med(res["unfused"]["ms"])))
+def mpirun_prefix(np):
+    pre = ["mpirun", "--oversubscribe", "-np", str(np)]
+    if os.geteuid() == 0:
+        pre.insert(1, "--allow-run-as-root")
+    return pre
+
+
+def torch_ddp(model, world, steps, warmup):
+    """DDP's step time, OpenBLAS threads 1 and 2, the faster taken."""
+    cmd = [PY, os.path.join(ROOT, "bench", "torch_ddp.py"), model, "--world", str(world), "--steps", str(steps),
+           "--warmup", str(warmup), "--threads", "2"]
+    best = None
+    for blas_threads in ("1", "2"):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=blas_threads, OMP_NUM_THREADS=str(max(1, 2 // world)))
+        t = json.loads(run(cmd, env=env).strip().splitlines()[-1])["step_ms_median"]
+        best = t if best is None else min(best, t)
+    return best
+
+
+def mpi_section(rounds, quick):
+    """1 and 2 ranks of `clremat train` at the same global batch on this
+    machine's device (both ranks share it here), with the exchange's time
+    and share from the report; PyTorch DDP the same way."""
+    if "CLREMAT_HAVE_MPI 1" not in open(os.path.join(ROOT, "config.h")).read():
+        print("== Data parallel: skipped (configured without MPI: apt-get install libopenmpi-dev openmpi-bin, "
+              "then ./configure)\n")
+        return
+    print("== Data parallel: 1 and 2 ranks at the same global batch, ms per step, median of %d rounds" % rounds)
+    print("%-22s %5s %9s %9s %7s %9s %9s %9s" % ("model", "ranks", "step ms", "comm ms", "comm %", "dev wait",
+                                                  "torch ms", "torch/cl"))
+    cases = [("transformer", "models/transformer.json", ["--batch", "32"], "transformer", 30 if quick else 60, 10),
+             ("mlp1024", "bench/mlp1024.json", ["--batch", "256", "--optimizer", "sgd"], "mlp", 6 if quick else 12,
+              3)]
+    for name, model, args, tname, steps, warmup in cases:
+        for np in (1, 2):
+            cl, comm, share, wait, tc = [], [], [], [], []
+            for _ in range(rounds):
+                cmd = [TOOL, "train", model, "--json", "--quiet", "--steps", str(steps), "--warmup", str(warmup)] + args
+                j = json.loads(run((mpirun_prefix(np) if np > 1 else []) + cmd))
+                cl.append(j["step_time_ms"]["median"])
+                if np > 1:
+                    for r in j["data_parallel"]["per_rank"]:
+                        if r["predicted_peak_bytes"] != r["measured_peak_bytes"]:
+                            sys.exit("bench: rank %d's measured peak differs from the prediction" % r["rank"])
+                    r0 = j["data_parallel"]["per_rank"][0]
+                    comm.append(r0["comm_median_ms"])
+                    share.append(r0["comm_share"])
+                    wait.append(r0["device_wait_median_ms"])
+                tc.append(torch_ddp(tname, np, steps, warmup))
+            a, b = med(cl), med(tc)
+            print("%-22s %5d %9.2f %9s %7s %9s %9.2f %9.2f" % (
+                name, np, a, "%.2f" % med(comm) if comm else "-", "%.1f" % (100 * med(share)) if share else "-",
+                "%.2f" % med(wait) if wait else "-", b, b / a))
+    print("(comm = time rank 0 spent in the exchange per step: the all-to-all, the rank-ordered sum and the "
+          "all-gather of every bucket, and the loss gather; comm % = its share of the step; dev wait = time "
+          "waiting for the device to stage a bucket; both ranks share one device here, so 2 ranks do not "
+          "run faster: docs/data-parallel.md gives the scaling model for N devices)")
     print()
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", action="append", choices=["gemm", "mlp", "transformer", "remat", "stream", "fused"])
+    ap.add_argument("--only", action="append", choices=["gemm", "mlp", "transformer", "remat", "stream", "fused",
+                                                        "mpi"])
     ap.add_argument("--rounds", type=int, default=3, help="repetitions of each comparison (median reported)")
     ap.add_argument("--quick", action="store_true", help="1 round, fewer steps (a smoke run)")
     a = ap.parse_args()
-    sections = a.only or ["gemm", "mlp", "transformer", "remat", "stream", "fused"]
+    sections = a.only or ["gemm", "mlp", "transformer", "remat", "stream", "fused", "mpi"]
     rounds = 1 if a.quick else a.rounds
     os.chdir(ROOT)
     dev = run([TOOL, "devices"]).strip().splitlines()
@@ -333,6 +396,8 @@ def main():
         stream_section(rounds)
     if "fused" in sections:
         fused_section(rounds)
+    if "mpi" in sections:
+        mpi_section(rounds, a.quick)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
  * measured high-water equals the predicted peak to the byte. */
 #include "executor.h"
 #include "fused_update.h"
+#include "dp.h"
 #include "init.h"
 #include "gemm.h"
 #include "transfer.h"
@@ -121,7 +122,7 @@ int clremat_plan_input_for(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
         for (int p = 0; p < g->layers[l].n_params; p++)
             if (clremat_fused_update_param(in, l, p) && !clremat_layer_fuses_update(ctx, g, l, p, batch))
                 costs[l].bwd_temp_bytes += (size_t)g->layers[l].params[p].elems * sizeof(float);
-    in->scratch_bytes = CLREMAT_SCRATCH_BYTES;
+    in->scratch_bytes = CLREMAT_SCRATCH_BYTES + clremat_dp_staging_bytes(g); /* data parallel: staging */
     in->layer_cost = layer_cost;
     costs = NULL;
     if (ws_fwd_out) {
@@ -360,6 +361,7 @@ void clremat_trainer_free(clremat_trainer *t)
 {
     if (!t)
         return;
+    clremat_dp_detach(t);
     if (t->act)
         release_step_tensors(t);
     for (int l = 0; t->params && l < t->g->n_layers; l++) {
@@ -516,6 +518,7 @@ int clremat_trainer_fused(const clremat_opt_config *opt, int accumulate)
     q.opt_kind = (int)opt->kind;
     q.disabled = opt->no_fused_update != 0;
     q.accumulate = accumulate;
+    q.replicas = clremat_dp_transport_get() ? clremat_dp_transport_get()->nranks : 1; /* data parallel */
     return clremat_fused_update_applies(&q);
 }
 
@@ -691,6 +694,8 @@ int clremat_trainer_new_accum(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
     if ((st = make_tags(t)) != CLREMAT_OK)
         goto fail;
     st = alloc_fixed(t);
+    if (st == CLREMAT_OK)
+        st = clremat_dp_attach(t); /* data parallel: the gradient staging buffers */
     if (st != CLREMAT_OK)
         goto fail;
     *out = t;
@@ -722,7 +727,10 @@ static void make_call(clremat_trainer *t, const clremat_graph *g, int l, clremat
     }
     c->labels = t->labels;
     c->temp = t->temp;
-    c->sample0 = t->sample0;
+    /* dropout keys the element of the global batch: data parallel, this
+     * rank's shard starts rank * (its samples) in; accumulation, the
+     * micro-batch starts sample0 into the shard */
+    c->sample0 = t->sample0 + (t->dp ? (int64_t)clremat_dp_rank(t) * t->batch * t->accumulate : 0);
     if (l == g->n_layers - 1)
         c->loss_batch_div = t->loss_div;
 }
@@ -1075,7 +1083,7 @@ static int replan_smaller(clremat_trainer *t, const char *why)
     in.costs = t->costs;
     in.opt_states = clremat_opt_state_count(t->opt.kind);
     in.fused_update = t->fused;
-    in.scratch_bytes = CLREMAT_SCRATCH_BYTES;
+    in.scratch_bytes = CLREMAT_SCRATCH_BYTES + (t->dp ? clremat_dp_staging_bytes(t->g) : 0);
     in.layer_cost = t->layer_cost;
     in.accumulate = t->accumulate;
     for (int k = 0; k < 3 && st != CLREMAT_OK; k++)
@@ -1231,6 +1239,8 @@ static int run_actions(clremat_trainer *t, int m, float result[2], int *nonfinit
                 t->update_started = 1;
             }
             st = run_backward(t, a);
+            if (st == CLREMAT_OK && t->dp) /* data parallel: stage a finished bucket */
+                st = clremat_dp_after_backward(t, a->layer);
             break;
         case CLREMAT_ACT_FREE:
             release(t, &t->act[a->layer * S + a->slot]);
@@ -1243,7 +1253,12 @@ static int run_actions(clremat_trainer *t, int m, float result[2], int *nonfinit
             st = run_offload(t, a);
             break;
         case CLREMAT_ACT_UPDATE:
-            st = clremat_read(t->ctx, t->act[(g->n_layers - 1) * S], 0, 2 * sizeof(float), result);
+            if (t->dp) /* data parallel: average the gradients across ranks */
+                st = clremat_dp_reduce(t);
+            if (st == CLREMAT_OK)
+                st = clremat_read(t->ctx, t->act[(g->n_layers - 1) * S], 0, 2 * sizeof(float), result);
+            if (st == CLREMAT_OK && t->dp)
+                st = clremat_dp_reduce_result(t, result);
             if (st == CLREMAT_OK && !(isfinite(result[0]) && isfinite(result[1])))
                 *nonfinite = 1;
             else if (st == CLREMAT_OK) {
@@ -1288,6 +1303,7 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
     t->loss_div = 0;
     if (st != CLREMAT_OK) {
         t->sample0 = 0;
+        clremat_dp_reset(t);
         release_step_tensors(t);
         drop_profile(t->ctx);
         t->ctx->profiling = 0;
@@ -1389,6 +1405,7 @@ int clremat_measure_layer_ms(clremat_ctx *ctx, clremat_graph *g, int64_t batch, 
     *out = NULL;
     if (!ms)
         return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+    const clremat_dp_transport *dp = clremat_dp_suspend(); /* a throw-away trainer exchanges nothing */
     clremat_policy_parse("auto", &p); /* whatever fits: the forward times do not depend on the plan */
     st = clremat_trainer_new(ctx, g, batch, &p, opt, seed, &t);
     for (int s = 0; s < 2 && st == CLREMAT_OK; s++) { /* a warm-up step, then a profiled one */
@@ -1399,6 +1416,7 @@ int clremat_measure_layer_ms(clremat_ctx *ctx, clremat_graph *g, int64_t batch, 
         for (int l = 0; l < g->n_layers; l++) /* a floor keeps every layer's cost positive */
             ms[l] = (t->profile[l].ns[CLREMAT_PHASE_FORWARD] > 0 ? t->profile[l].ns[CLREMAT_PHASE_FORWARD] : 1e3) / 1e6;
     clremat_trainer_free(t);
+    clremat_dp_resume(dp);
     if (st != CLREMAT_OK) {
         free(ms);
         return st;

@@ -80,6 +80,7 @@ typedef struct clremat_trainer {
     /* offload to host (plan.n_offloads > 0) */
     cl_command_queue copy_queue;        /**< the queue of the copies to and from the host */
     void **host;                        /**< [layer * CLREMAT_MAX_SLOTS + slot] host copy while offloaded */
+    struct clremat_dp_state *dp;        /**< data-parallel gradient averaging (host/dp.h); NULL: one process */
 } clremat_trainer;
 
 /** Kinds of a layer's tensors for clremat_trainer_tag, after its slots. */

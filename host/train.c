@@ -1,6 +1,7 @@
 /* train.c: the training loop: data, steps with warm-up, progress, validation,
  * step-time statistics, memory high-water, and weights load/save. */
 #include "train.h"
+#include "dp.h"
 #include "memory_trace.h"
 #include "atomic_file.h"
 #include "safetensors.h"
@@ -39,6 +40,38 @@ static double percentile(const double *v, int64_t n, double q)
     if (i + 1 >= n)
         return v[n - 1];
     return v[i] + (pos - (double)i) * (v[i + 1] - v[i]);
+}
+
+/* Median of v[warmup .. n) (all of v when warm-up leaves none). */
+static double median_after(const double *v, int64_t n, int64_t warmup)
+{
+    double *w, m;
+    if (n - warmup <= 0)
+        warmup = 0;
+    if (!v || n <= 0 || !(w = malloc(sizeof(double) * (size_t)(n - warmup))))
+        return NAN;
+    memcpy(w, v + warmup, sizeof(double) * (size_t)(n - warmup));
+    qsort(w, (size_t)(n - warmup), sizeof(double), cmp_double);
+    m = percentile(w, n - warmup, 0.5);
+    free(w);
+    return m;
+}
+
+/* The data-parallel figures: medians and the exchange's share of the step. */
+static void comm_stats(clremat_train_result *r, int64_t warmup)
+{
+    double c = 0, s = 0;
+    if (!r->comm_ms || r->steps_run <= 0)
+        return;
+    if (r->steps_run - warmup <= 0)
+        warmup = 0;
+    r->comm_median_ms = median_after(r->comm_ms, r->steps_run, warmup);
+    r->wait_median_ms = median_after(r->wait_ms, r->steps_run, warmup);
+    for (int64_t i = warmup; i < r->steps_run; i++) {
+        c += r->comm_ms[i];
+        s += r->step_ms[i];
+    }
+    r->comm_share = s > 0 ? c / s : 0;
 }
 
 static void timing_stats(clremat_train_result *r, int64_t warmup)
@@ -550,6 +583,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     double *layer_ms = NULL;
     int64_t steps = cfg->steps > 0 ? cfg->steps : 200, batch = cfg->batch > 0 ? cfg->batch : 32;
     int accumulate = cfg->accumulate > 1 ? (int)cfg->accumulate : 1;
+    const clremat_dp_transport *dp = clremat_dp_transport_get(); /* NULL: one process */
     uint64_t created_after_first = 0;
     double t0, last = 0;
     int st;
@@ -560,6 +594,21 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     snprintf(res->device, sizeof res->device, "%s", ctx->info.name);
     snprintf(res->platform, sizeof res->platform, "%s", ctx->info.platform);
     res->val_loss = res->val_accuracy = res->final_loss = NAN;
+    res->nranks = dp ? dp->nranks : 1;
+    res->rank = dp ? dp->rank : 0;
+    if (dp && batch % dp->nranks != 0) { /* data parallel: --batch is the global batch, in equal shards */
+        int64_t lo = batch / dp->nranks * dp->nranks;
+        st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT,
+                               "global batch %lld does not split evenly over %d ranks (%lld = %d x %lld + %lld): "
+                               "give a multiple of %d, such as %lld or %lld",
+                               (long long)batch, dp->nranks, (long long)batch, dp->nranks,
+                               (long long)(batch / dp->nranks), (long long)(batch % dp->nranks), dp->nranks,
+                               (long long)(lo > 0 ? lo : dp->nranks), (long long)(lo + dp->nranks));
+        goto fail;
+    }
+    if (dp)
+        batch /= dp->nranks; /* this rank's shard; every plan and buffer below is per rank */
+    res->local_batch = batch;
     if ((st = check_paths(cfg)) || (st = clremat_graph_load(cfg->model_path, &g)))
         goto fail;
     res->g = g;
@@ -572,6 +621,13 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         goto fail;
     }
     res->accumulate = accumulate;
+    if (dp && accumulate > 1) { /* the exchange stages each backward's gradients: not a sum over micro-batches */
+        st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT,
+                               "--accumulate %d with data parallel training (%d ranks) is not supported: "
+                               "drop --accumulate, or lower the per-rank batch with more ranks",
+                               accumulate, dp->nranks);
+        goto fail;
+    }
     if ((st = clremat_accumulate_split(batch, accumulate, &res->micro_batch)))
         goto fail;
     if ((st = clremat_policy_parse(cfg->remat, &pol)))
@@ -657,11 +713,17 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     res->step_flops = t->plan.step_flops;
     res->recompute_flops = t->plan.recompute_flops;
     res->n_recompute_actions = t->plan.n_recompute_actions;
-    if ((st = clremat_host_alloc_check((uint64_t)steps * (sizeof(float) + sizeof(double)), "the per-step losses and times")))
+    res->staging_bytes = dp ? clremat_dp_staging_bytes(g) : 0;
+    res->buckets = dp ? clremat_dp_bucket_count(g) : 0;
+    if ((st = clremat_host_alloc_check((uint64_t)steps * (sizeof(float) + 3 * sizeof(double)), "the per-step losses and times")))
         goto fail;
     res->losses = calloc((size_t)steps, sizeof(float));
     res->step_ms = calloc((size_t)steps, sizeof(double));
-    if (!res->losses || !res->step_ms) {
+    if (dp) {
+        res->comm_ms = calloc((size_t)steps, sizeof(double));
+        res->wait_ms = calloc((size_t)steps, sizeof(double));
+    }
+    if (!res->losses || !res->step_ms || (dp && (!res->comm_ms || !res->wait_ms))) {
         st = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
         goto fail;
     }
@@ -671,7 +733,9 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         float loss, correct;
         double a;
         /* the trainer's data position: s * batch, plus where a resumed run had got to */
-        clremat_data_batch_at(&data.train, cfg->seed, t->data_position, batch, x, y);
+        /* data parallel: the global batch from the same position on every
+         * rank; this rank's shard starts rank * batch samples into it */
+        clremat_data_batch_at(&data.train, cfg->seed, t->data_position + (dp ? dp->rank * batch : 0), batch, x, y);
         clremat_trainer_set_profiling(t, cfg->profile && s == steps - 1);
         if ((cfg->timeline || cfg->memory_trace) && s == steps - 1)
             clremat_pool_record_timeline(ctx->pool, 1);
@@ -680,9 +744,15 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         if (st == CLREMAT_OK)
             st = clremat_finish(ctx);
         res->step_ms[s] = now_ms() - a;
+        if (dp) {
+            res->comm_ms[s] = clremat_dp_comm_ms(t);
+            res->wait_ms[s] = clremat_dp_device_wait_ms(t);
+            if (st == CLREMAT_OK) /* the other ranks' shards were drawn too */
+                t->data_position += (int64_t)(dp->nranks - 1) * batch;
+        }
         if ((cfg->timeline || cfg->memory_trace) && s == steps - 1 && st == CLREMAT_OK)
             st = copy_timeline(ctx->pool, res);
-        if (cfg->memory_trace && s == steps - 1 && st == CLREMAT_OK)
+        if (cfg->memory_trace && s == steps - 1 && st == CLREMAT_OK && (!dp || dp->rank == 0))
             st = write_memory_trace(cfg, t, res); /* the tags live in the trainer */
         if (st == CLREMAT_ERR_NONFINITE) {
             clremat_pool_stats ps = clremat_pool_get_stats(ctx->pool);
@@ -702,7 +772,8 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         res->steps_run = s + 1;
         if (s == 0)
             created_after_first = clremat_pool_get_stats(ctx->pool).created;
-        progress(cfg, s, loss, t0, &last);
+        if (!dp || dp->rank == 0) /* data parallel: rank 0 reports progress */
+            progress(cfg, s, loss, t0, &last);
     }
     if (t->replans) { /* the plan changed during the run: report the one that ran last */
         res->replans = t->replans;
@@ -742,10 +813,17 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
         goto fail;
     }
-    if (cfg->save && (st = clremat_weights_save(t, cfg->save)))
-        goto fail;
+    if (cfg->save && (!dp || dp->rank == 0)) { /* data parallel: rank 0 writes, recording the global batch */
+        int64_t local = t->batch;
+        t->batch = dp ? local * dp->nranks : local;
+        st = clremat_weights_save(t, cfg->save);
+        t->batch = local;
+        if (st)
+            goto fail;
+    }
 fail:
     timing_stats(res, cfg->warmup >= 0 ? cfg->warmup : 5);
+    comm_stats(res, cfg->warmup >= 0 ? cfg->warmup : 5);
     free(layer_ms);
     free(x);
     free(y);
@@ -782,6 +860,8 @@ void clremat_train_result_free(clremat_train_result *res)
     free(res->kernels);
     free(res->final_params);
     free(res->timeline);
+    free(res->comm_ms);
+    free(res->wait_ms);
     if (res->g)
         clremat_graph_free(res->g);
     memset(res, 0, sizeof *res);

@@ -83,6 +83,14 @@ typedef struct clremat_train_result {
     uint64_t offload_bytes;         /**< bytes copied to the host (and back) per step */
     int n_offloads;                 /**< tensors offloaded per step */
     int host_unified;               /**< the device's memory is the host's (offload gains nothing) */
+    /* data parallel (host/dp.h; under mpirun with two or more ranks, else nranks 1 and zeros) */
+    int rank, nranks;
+    int64_t local_batch;            /**< this rank's shard of the global batch (the batch with one rank) */
+    uint64_t staging_bytes;         /**< gradient staging in the plan's fixed bytes */
+    int buckets;                    /**< gradient buckets exchanged per step */
+    double *comm_ms, *wait_ms;      /**< per step: time in the exchange, and waiting for the device to stage */
+    double comm_median_ms, wait_median_ms; /**< medians over the timed steps */
+    double comm_share;              /**< exchange time over step time, summed over the timed steps */
 } clremat_train_result;
 
 /** Runs a whole training job. On failure returns a status with the message in

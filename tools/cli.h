@@ -106,6 +106,19 @@ int cli_devices(const cli_global *g, int argc, char **argv);
 /** `clremat train MODEL [options]`: trains and reports. */
 int cli_train(const cli_global *g, int argc, char **argv);
 
+/** Prints a finished training run: the --json object (json) or the human
+ * summary and profile. extra, when not NULL, adds to it: in JSON the members
+ * it prints (each starting with ", ") go before the closing brace; in the
+ * summary its lines follow. */
+void cli_train_report(const clremat_train_config *cfg, const clremat_train_result *r, int json,
+                      void (*extra)(FILE *f, int json, void *user), void *user);
+
+/** `mpirun -np N clremat train [options]`: data-parallel training over
+ * MPI, one rank per process (tools/cli_train_dist.c, built only with MPI;
+ * the same options as cli_train). Returns the exit status; a failure during
+ * training ends the whole job (MPI_Abort). */
+int cli_train_dist(const cli_global *g, int argc, char **argv);
+
 /** `clremat plan MODEL [options]`: prints the remat plan. */
 int cli_plan(const cli_global *g, int argc, char **argv);
 

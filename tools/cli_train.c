@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void print_json(const clremat_train_config *cfg, const clremat_train_result *r)
+static void print_json(const clremat_train_config *cfg, const clremat_train_result *r,
+                       void (*extra)(FILE *f, int json, void *user), void *user)
 {
     printf("{\"model\": ");
     cli_json_string(stdout, cfg->model_path);
@@ -66,6 +67,8 @@ static void print_json(const clremat_train_config *cfg, const clremat_train_resu
         cli_json_string(stdout, r->message);
     else
         printf("null");
+    if (extra)
+        extra(stdout, 1, user);
     printf("}\n");
 }
 
@@ -151,6 +154,20 @@ static void print_profile(const clremat_train_result *r)
     }
 }
 
+void cli_train_report(const clremat_train_config *cfg, const clremat_train_result *r, int json,
+                      void (*extra)(FILE *f, int json, void *user), void *user)
+{
+    if (json) {
+        print_json(cfg, r, extra, user);
+        return;
+    }
+    print_summary(cfg, r);
+    if (extra)
+        extra(stdout, 0, user);
+    if (r->profile)
+        print_profile(r);
+}
+
 int cli_train(const cli_global *g, int argc, char **argv)
 {
     clremat_train_config cfg;
@@ -166,17 +183,11 @@ int cli_train(const cli_global *g, int argc, char **argv)
         else
             cli_error("%s", clremat_last_error());
         if (json && res.steps_run > 0)
-            print_json(&cfg, &res);
+            print_json(&cfg, &res, NULL, NULL);
         clremat_train_result_free(&res);
         return 1;
     }
-    if (json)
-        print_json(&cfg, &res);
-    else {
-        print_summary(&cfg, &res);
-        if (res.profile)
-            print_profile(&res);
-    }
+    cli_train_report(&cfg, &res, json, NULL, NULL);
     clremat_train_result_free(&res);
     return 0;
 }

@@ -2,8 +2,10 @@
  * makes a failed write of the report on stdout (a full disk, a closed pipe
  * reader) an error rather than a silent success. */
 #include "cli.h"
+#include "config.h"
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int run(int argc, char **argv)
@@ -14,6 +16,11 @@ static int run(int argc, char **argv)
         return st;
     if (!strcmp(argv[i], "devices"))
         return cli_devices(&g, argc - i, argv + i);
+#ifdef CLREMAT_HAVE_MPI
+    /* under mpirun (Open MPI's or a PMI environment): data-parallel training */
+    if (!strcmp(argv[i], "train") && (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_SIZE")))
+        return cli_train_dist(&g, argc - i, argv + i);
+#endif
     if (!strcmp(argv[i], "train"))
         return cli_train(&g, argc - i, argv + i);
     if (!strcmp(argv[i], "compare"))
