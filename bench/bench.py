@@ -208,8 +208,10 @@ def model_section(name, model, clargs, remat_args, torch_name, rounds, steps, wa
         print("FLOP limit, practical: OpenBLAS (numpy) %.1f GFLOP/s, the slowest of the step's GEMM shapes "
               "(256x1024x1024, :nt, 1024x1024x256:tn) measured in the same rounds; the step reaches %.2f of it"
               % (practical, achieved / practical))
+        # judged against the larger limit: a loaded machine slows OpenBLAS too, which would make a low
+        # practical limit easy to meet
         print("target: >= 0.8 of the FLOP limit: %.2f (theoretical) / %.2f (practical) -> %s" %
-              (achieved / theo, achieved / practical, "met" if achieved >= 0.8 * min(theo, practical) else
+              (achieved / theo, achieved / practical, "met" if achieved >= 0.8 * max(theo, practical) else
                "NOT met"))
         print("target: >= 0.5 of PyTorch CPU's speed (torch/cl >= 0.5): %.2f -> %s" %
               (b / a, "met" if b / a >= 0.5 else "NOT met"))
