@@ -78,7 +78,7 @@ int clremat_keras_h5_write(const unsigned char *img, size_t len, const char *tmp
                            const float *const *vals, int n)
 {
     FILE *fp = fopen(tmp_path, "wb");
-    hid_t f;
+    hid_t f, fapl;
     int st = CLREMAT_OK;
 
     quiet();
@@ -87,7 +87,13 @@ int clremat_keras_h5_write(const unsigned char *img, size_t len, const char *tmp
             fclose(fp);
         return clremat_set_error(CLREMAT_ERR_IO, "%s: cannot write the weights file", tmp_path);
     }
-    if ((f = H5Fopen(tmp_path, H5F_ACC_RDWR, H5P_DEFAULT)) < 0)
+    /* the temporary file is under atomic_file.h's exclusive flock: HDF5's
+     * own file locking would refuse it */
+    if ((fapl = H5Pcreate(H5P_FILE_ACCESS)) < 0 || H5Pset_file_locking(fapl, 0, 1) < 0)
+        return clremat_set_error(CLREMAT_ERR_INTERNAL, "HDF5: cannot make a file access property list");
+    f = H5Fopen(tmp_path, H5F_ACC_RDWR, fapl);
+    H5Pclose(fapl);
+    if (f < 0)
         return clremat_set_error(CLREMAT_ERR_IO, "%s: HDF5 cannot reopen the copied weights file", tmp_path);
     for (int i = 0; i < n && !st; i++) {
         hid_t d = H5Dopen2(f, paths[i], H5P_DEFAULT);
