@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 #include "backend.h"
 #include "executor.h"
 #include "keras.h"
@@ -159,6 +160,92 @@ static void check_fixture(const char *name)
     expect_free(&e);
 }
 
+/* seq_mlp's config with layer 1 (Dense 'd1') changed by edit(), read as a
+ * to_json file: the refusal must name the file, the layer, the class and
+ * contain want. */
+static void refused(void (*edit)(json_t *d1), const char *cls, const char *want)
+{
+    char path[2300], tmp[] = "/tmp/clremat_keras_XXXXXX.json";
+    unsigned char *cfg;
+    size_t n;
+    json_t *root;
+    clremat_keras_model km;
+    int fd;
+    snprintf(path, sizeof path, "%s/seq_mlp.keras", fixture_dir());
+    ck_assert_int_eq(clremat_keras_zip_member(path, "config.json", &cfg, &n), CLREMAT_OK);
+    root = json_loads((char *)cfg, 0, NULL);
+    free(cfg);
+    edit(json_array_get(json_object_get(json_object_get(root, "config"), "layers"), 1));
+    fd = mkstemps(tmp, 5);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(json_dumpfd(root, fd, 0), 0);
+    close(fd);
+    json_decref(root);
+    ck_assert_int_eq(clremat_keras_is_keras(tmp), 1);
+    ck_assert_int_eq(clremat_keras_read(tmp, NULL, NULL, &km), CLREMAT_ERR_PARSE);
+    fprintf(stderr, "refused: %s\n", clremat_last_error());
+    ck_assert_msg(strstr(clremat_last_error(), tmp) && strstr(clremat_last_error(), "'d1'") &&
+                      strstr(clremat_last_error(), cls) && strstr(clremat_last_error(), want),
+                  "%s", clremat_last_error());
+    unlink(tmp);
+}
+
+static void to_conv(json_t *d) { json_object_set_new(d, "class_name", json_string("Conv2D")); }
+static void to_elu(json_t *d) { json_object_set_new(json_object_get(d, "config"), "activation", json_string("elu")); }
+static void to_mixed(json_t *d)
+{
+    json_object_set_new(json_object_get(d, "config"), "dtype", json_string("mixed_float16"));
+}
+static void to_l2(json_t *d)
+{
+    json_object_set_new(json_object_get(d, "config"), "kernel_regularizer", json_pack("{ss}", "class_name", "L2"));
+}
+static void to_frozen(json_t *d) { json_object_set_new(json_object_get(d, "config"), "trainable", json_false()); }
+
+START_TEST(test_refusals)
+{
+    refused(to_conv, "(Conv2D)", "supported: InputLayer");
+    refused(to_elu, "(Dense)", "activation 'elu' is not supported; supported:");
+    refused(to_mixed, "(Dense)", "dtype policy 'mixed_float16' is not supported");
+    refused(to_l2, "(Dense)", "'kernel_regularizer'");
+    refused(to_frozen, "(Dense)", "trainable=False");
+}
+END_TEST
+
+/* Export: the Keras layout written from given parameters reads back as them. */
+START_TEST(test_export_reimport)
+{
+    char path[2300], out[] = "/tmp/clremat_keras_XXXXXX.keras";
+    clremat_keras_model km, back;
+    clremat_graph *g;
+    int64_t n;
+    float *p, *q;
+    int fd;
+    snprintf(path, sizeof path, "%s/transformer.keras", fixture_dir());
+    ck_assert_int_eq(clremat_keras_read(path, NULL, NULL, &km), CLREMAT_OK);
+    ck_assert_int_eq(clremat_graph_load_string(km.json, path, &g), CLREMAT_OK);
+    n = clremat_graph_param_elems(g);
+    p = malloc(sizeof(float) * (size_t)n);
+    q = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = (float)i * 0.001f - 1.0f; /* every value distinct: a misplaced one shows */
+    fd = mkstemps(out, 6);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_msg(clremat_keras_save(&km, g, p, out) == CLREMAT_OK, "%s", clremat_last_error());
+    ck_assert_int_eq(clremat_keras_read(out, NULL, NULL, &back), CLREMAT_OK);
+    ck_assert_str_eq(back.json, km.json);
+    ck_assert_int_eq(clremat_keras_params(&back, g, q), CLREMAT_OK);
+    ck_assert_int_eq(memcmp(p, q, sizeof(float) * (size_t)n), 0);
+    unlink(out);
+    free(p);
+    free(q);
+    clremat_keras_free(&back);
+    clremat_keras_free(&km);
+    clremat_graph_free(g);
+}
+END_TEST
+
 START_TEST(test_seq_mlp) { check_fixture("seq_mlp"); }
 END_TEST
 START_TEST(test_func_mlp) { check_fixture("func_mlp"); }
@@ -179,5 +266,7 @@ int main(void)
     tcase_add_test(tc, test_residual);
     tcase_add_test(tc, test_transformer);
     tcase_add_test(tc, test_nested);
+    tcase_add_test(tc, test_refusals);
+    tcase_add_test(tc, test_export_reimport);
     return test_run_device_suite(s);
 }

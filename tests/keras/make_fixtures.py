@@ -94,6 +94,31 @@ def nested():
     return m, "classes", 4, None
 
 
+def encoder_block(i, T, D, heads):
+    bi = keras.Input((T, D), name="block_in")
+    h = layers.LayerNormalization(epsilon=1e-5, name="ln1")(bi)
+    h = layers.MultiHeadAttention(num_heads=heads, key_dim=D // heads, name="attn")(h, h, use_causal_mask=True)
+    r = layers.Add(name="res1")([h, bi])
+    h = layers.LayerNormalization(epsilon=1e-5, name="ln2")(r)
+    h = layers.Dense(4 * D, activation="gelu", name="up")(h)
+    h = layers.Dense(D, name="down")(h)
+    o = layers.Add(name="res2")([h, r])
+    return keras.Model(bi, o, name=f"encoder_block_{i}")
+
+
+def example(path):
+    T, D, V = 32, 32, 32
+    x = keras.Input((T,), dtype="int32", name="tokens")
+    h = layers.Embedding(V, D, name="embed")(x)
+    for i in range(2):
+        h = encoder_block(i, T, D, 4)(h)
+    y = layers.Dense(V, name="logits")(h)
+    m = keras.Model(x, y, name="keras_encoder")
+    m.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-3), loss=sce())
+    m.save(path)
+    print("example", path)
+
+
 def batch_for(m, kind, classes, rng):
     shape = (BATCH,) + tuple(m.inputs[0].shape[1:])
     if kind == "tokens":
@@ -132,6 +157,8 @@ def main():
         with open(os.path.join(OUT, m.name + ".expect.json"), "w") as f:
             json.dump(expect, f, indent=1)
         print(m.name, "loss", loss, "step_loss", expect["step_loss"])
+    if len(sys.argv) > 2:
+        example(sys.argv[2])
 
 
 if __name__ == "__main__":
