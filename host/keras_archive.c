@@ -15,14 +15,21 @@
 int clremat_keras_zip_member(const char *path, const char *member, unsigned char **data, size_t *len)
 {
     int zerr = 0;
-    zip_t *z = zip_open(path, ZIP_RDONLY, &zerr);
+    zip_t *z;
     zip_stat_t zs;
+    FILE *f;
     zip_file_t *zf;
     unsigned char *buf;
     zip_int64_t got;
 
     *data = NULL;
     *len = 0;
+    /* a missing file, a folder or a FIFO gets the loader's usual message
+     * (checked without blocking before libzip opens it) */
+    if (clremat_open_regular(path, "model file", &f, NULL) != CLREMAT_OK)
+        return CLREMAT_ERR_IO;
+    fclose(f);
+    z = zip_open(path, ZIP_RDONLY, &zerr);
     if (!z) {
         zip_error_t e;
         zip_error_init_with_code(&e, zerr);
@@ -71,6 +78,7 @@ static int ends_with(const char *s, const char *suffix)
 int clremat_keras_is_keras(const char *path)
 {
     json_t *root;
+    FILE *f;
     int yes;
     if (!path)
         return 0;
@@ -78,7 +86,12 @@ int clremat_keras_is_keras(const char *path)
         return 1;
     if (!ends_with(path, ".json"))
         return 0;
-    root = json_load_file(path, 0, NULL);
+    /* opened without blocking, regular files only (a FIFO never hangs us);
+     * anything unreadable is left to the model loader to report */
+    if (clremat_open_regular(path, "model file", &f, NULL) != CLREMAT_OK)
+        return 0;
+    root = json_loadf(f, 0, NULL);
+    fclose(f);
     yes = root && json_is_object(root) && json_object_get(root, "class_name") && json_object_get(root, "config") &&
           !json_object_get(root, "layers");
     json_decref(root);
