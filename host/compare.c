@@ -1,6 +1,7 @@
 /* compare.c: runs the acceptance protocol over devices x remat modes and
  * derives the cross-run checks (overhead against none, bitwise equality to
  * none on the same device, largest loss difference across devices). */
+#include "model_load.h"
 #include "compare.h"
 #include "atomic_file.h"
 #include <ctype.h>
@@ -171,7 +172,7 @@ static void predict(const clremat_compare_config *cfg, const char *mode, clremat
     clremat_policy p;
     clremat_plan plan;
     clremat_opt_config opt;
-    if (clremat_graph_load(cfg->model_path, &g) != CLREMAT_OK)
+    if (clremat_model_load(cfg->model_path, &g, NULL) != CLREMAT_OK)
         return;
     if (clremat_policy_parse(mode, &p) == CLREMAT_OK &&
         clremat_opt_defaults(cfg->optimizer ? cfg->optimizer : "adam", &opt) == 0 &&
@@ -245,7 +246,7 @@ int clremat_compare(const clremat_compare_config *cfg, clremat_compare_run **out
 
     *out = NULL;
     *n_out = 0;
-    if ((st = clremat_graph_load(cfg->model_path, &g)))
+    if ((st = clremat_model_load(cfg->model_path, &g, NULL)))
         return st;
     st = clremat_batch_check(g, cfg->batch); /* one clear refusal, not one per run */
     clremat_graph_free(g);

@@ -1,5 +1,7 @@
 /* train.c: the training loop: data, steps with warm-up, progress, validation,
  * step-time statistics, memory high-water, and weights load/save. */
+#include "keras.h"
+#include "model_load.h"
 #include "train.h"
 #include "dp.h"
 #include "memory_trace.h"
@@ -423,6 +425,67 @@ static int load_data(const clremat_train_config *cfg, const clremat_graph *g, cl
                                   cfg->val_samples > 0 ? cfg->val_samples : 512, d);
 }
 
+/* 1 when --save names a Keras file (.weights.h5 or .keras): the weights go
+ * back in Keras 3's layout (host/keras_export.c). */
+static int keras_save_path(const char *path)
+{
+    size_t n = strlen(path);
+    return (n >= 11 && strcmp(path + n - 11, ".weights.h5") == 0) || (n >= 6 && strcmp(path + n - 6, ".keras") == 0);
+}
+
+static int save_keras(const clremat_train_config *cfg, const clremat_graph *g, const float *params)
+{
+    clremat_keras_model km;
+    int st = clremat_keras_read(cfg->model_path, clremat_keras_json_weights(cfg->model_path), NULL, &km);
+    if (!st)
+        st = clremat_keras_save(&km, g, params, cfg->save);
+    clremat_keras_free(&km);
+    return st;
+}
+
+/* A Keras model's compile config gives the optimizer and its settings when
+ * the run names none (and resumes none): *kc is cfg with them filled in.
+ * Returns 1 when it did. */
+static int keras_compile_optimizer(const clremat_train_config *cfg, clremat_train_config *kc)
+{
+    clremat_keras_model km;
+    int used = 0;
+    if (clremat_keras_read(cfg->model_path, NULL, NULL, &km) != CLREMAT_OK) {
+        return 0;
+    }
+    if (km.optimizer[0]) {
+        *kc = *cfg;
+        kc->optimizer = !strcmp(km.optimizer, "sgd") ? "sgd" : !strcmp(km.optimizer, "adam") ? "adam" : "adamw";
+        if (!(cfg->lr > 0))
+            kc->lr = km.lr;
+        if (!strcmp(km.optimizer, "sgd") && !(cfg->opt_set & CLREMAT_OPT_SET_MOMENTUM)) {
+            kc->momentum = km.momentum;
+            kc->opt_set |= CLREMAT_OPT_SET_MOMENTUM;
+        }
+        if (strcmp(km.optimizer, "sgd") != 0) {
+            if (!(cfg->opt_set & CLREMAT_OPT_SET_BETA1) && km.beta1 > 0) {
+                kc->beta1 = km.beta1;
+                kc->opt_set |= CLREMAT_OPT_SET_BETA1;
+            }
+            if (!(cfg->opt_set & CLREMAT_OPT_SET_BETA2) && km.beta2 > 0) {
+                kc->beta2 = km.beta2;
+                kc->opt_set |= CLREMAT_OPT_SET_BETA2;
+            }
+            if (!(cfg->opt_set & CLREMAT_OPT_SET_EPS) && km.epsilon > 0) {
+                kc->epsilon = km.epsilon;
+                kc->opt_set |= CLREMAT_OPT_SET_EPS;
+            }
+        }
+        if (!strcmp(km.optimizer, "adamw") && !(cfg->opt_set & CLREMAT_OPT_SET_WEIGHT_DECAY)) {
+            kc->weight_decay = km.weight_decay;
+            kc->opt_set |= CLREMAT_OPT_SET_WEIGHT_DECAY;
+        }
+        used = 1;
+    }
+    clremat_keras_free(&km);
+    return used;
+}
+
 /* Refuses bad paths before any work: the model, --load and a --data file
  * must be regular files (checked without blocking on a FIFO), and --save
  * must be writable by the rules of atomic_file.h, so that a run never
@@ -448,6 +511,10 @@ static int check_paths(const clremat_train_config *cfg)
     }
     if (cfg->save && (st = clremat_output_check(cfg->save, "--save")) != CLREMAT_OK)
         return st;
+    if (cfg->save && keras_save_path(cfg->save) && !clremat_keras_is_keras(cfg->model_path))
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "--save %s: a Keras weights file (.weights.h5, .keras) "
+                                 "needs a Keras model (%s is not one); save to .safetensors instead",
+                                 cfg->save, cfg->model_path);
     if (cfg->save && (clremat_same_file(cfg->save, cfg->model_path) ||
                       (data_is_file(cfg->data) && clremat_same_file(cfg->save, cfg->data))))
         return clremat_set_error(CLREMAT_ERR_IO, "--save %s: is the run's %s; refusing to overwrite an input",
@@ -579,7 +646,9 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     clremat_opt_config opt;
     clremat_checkpoint_info ck;
     clremat_trainer *t = NULL;
-    float *x = NULL, *y = NULL;
+    float *x = NULL, *y = NULL, *keras_params = NULL;
+    clremat_train_config kcfg;
+    const clremat_train_config *ocfg = cfg;
     double *layer_ms = NULL;
     int64_t steps = cfg->steps > 0 ? cfg->steps : 200, batch = cfg->batch > 0 ? cfg->batch : 32;
     int accumulate = cfg->accumulate > 1 ? (int)cfg->accumulate : 1;
@@ -609,7 +678,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     if (dp)
         batch /= dp->nranks; /* this rank's shard; every plan and buffer below is per rank */
     res->local_batch = batch;
-    if ((st = check_paths(cfg)) || (st = clremat_graph_load(cfg->model_path, &g)))
+    if ((st = check_paths(cfg)) || (st = clremat_model_load(cfg->model_path, &g, &keras_params)))
         goto fail;
     res->g = g;
     /* before the data or anything else is sized from the batch */
@@ -635,7 +704,10 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     snprintf(res->remat, sizeof res->remat, "%s", pol.text);
     if (cfg->load && !cfg->weights_only && (st = clremat_checkpoint_info_read(cfg->load, &ck)))
         goto fail;
-    if ((st = resolve_optimizer(cfg, &ck, &opt)))
+    if (!cfg->optimizer && !ck.has_state && clremat_keras_is_keras(cfg->model_path) &&
+        keras_compile_optimizer(cfg, &kcfg))
+        ocfg = &kcfg;
+    if ((st = resolve_optimizer(ocfg, &ck, &opt)))
         goto fail;
     if (ck.has_state && ck.seed != cfg->seed) {
         st = clremat_set_error(CLREMAT_ERR_MISMATCH,
@@ -697,6 +769,9 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         }
     }
     if (cfg->load && (st = clremat_weights_load_opt(t, cfg->load, !cfg->weights_only)))
+        goto fail;
+    /* a Keras model starts from its own weights (unless --load replaces them) */
+    if (!cfg->load && keras_params && (st = clremat_trainer_set_params(t, keras_params)))
         goto fail;
     res->start_step = t->step;
     snprintf(res->gemm, sizeof res->gemm, "%s", clremat_gemm_path_name(clremat_ctx_gemm(ctx)));
@@ -814,16 +889,21 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         goto fail;
     }
     if (cfg->save && (!dp || dp->rank == 0)) { /* data parallel: rank 0 writes, recording the global batch */
-        int64_t local = t->batch;
-        t->batch = dp ? local * dp->nranks : local;
-        st = clremat_weights_save(t, cfg->save);
-        t->batch = local;
-        if (st)
-            goto fail;
+        if (keras_save_path(cfg->save))
+            st = save_keras(cfg, g, res->final_params);
+        else {
+            int64_t local = t->batch;
+            t->batch = dp ? local * dp->nranks : local;
+            st = clremat_weights_save(t, cfg->save);
+            t->batch = local;
+            if (st)
+                goto fail;
+        }
     }
 fail:
     timing_stats(res, cfg->warmup >= 0 ? cfg->warmup : 5);
     comm_stats(res, cfg->warmup >= 0 ? cfg->warmup : 5);
+    free(keras_params);
     free(layer_ms);
     free(x);
     free(y);

@@ -100,6 +100,10 @@ int cli_fit_parse(const cli_global *g, int argc, char **argv, cli_fit_opts *o);
 /** `clremat fit MODEL [options]`: will the step fit each memory size, how fast. */
 int cli_fit(const cli_global *g, int argc, char **argv);
 
+/** `clremat import-keras MODEL [-o OUT.json] [--weights-out W.safetensors]`:
+ * converts a Keras model (host/keras.h). */
+int cli_import_keras(int argc, char **argv);
+
 /** `clremat devices [--json]`: lists every OpenCL device. */
 int cli_devices(const cli_global *g, int argc, char **argv);
 

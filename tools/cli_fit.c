@@ -1,6 +1,7 @@
 /* cli_fit.c: `clremat fit MODEL`: will a training step fit each memory size,
  * with which remat mode, how fast, and the largest batch that fits; as a
  * table, JSON (docs/json-output.md) and an SVG. The advisor is host/fit.c. */
+#include "model_load.h"
 #include "cli.h"
 #include "fit.h"
 #include "gemm.h"
@@ -172,7 +173,7 @@ int cli_fit(const cli_global *g, int argc, char **argv)
     memset(&cal, 0, sizeof cal);
     if (clremat_opt_defaults(o.optimizer, &opt) != 0)
         return cli_error("unknown optimizer '%s'; valid: sgd, adam, adamw", o.optimizer), 2;
-    if (clremat_graph_load(o.model_path, &gr))
+    if (clremat_model_load(o.model_path, &gr, NULL))
         return cli_error("%s", clremat_last_error());
     st = o.remat ? clremat_fit_parse_configs(gr, o.remat, &configs, &n_configs)
                  : clremat_fit_default_configs(gr, &configs, &n_configs);

@@ -35,6 +35,8 @@ void cli_usage(FILE *f)
         "  plan       print the remat plan of a model: per layer kept/recomputed, predicted peak\n"
         "  fit        will a training step fit given memory sizes, with which remat mode, how fast,\n"
         "             and the largest batch that fits\n"
+        "  import-keras  convert a Keras 3 model (.keras, or to_json + .weights.h5) into a clremat\n"
+        "             model file; train, plan, compare and fit also take a .keras file directly\n"
         "\n"
         "Device selection (--device or CLREMAT_DEVICE): P:D index, cpu | gpu | accelerator,\n"
         "or a substring of the device or platform name. Default: the first GPU, else the\n"

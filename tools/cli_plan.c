@@ -1,5 +1,6 @@
 /* cli_plan.c: `clremat plan MODEL`: the remat plan of a model at a batch
  * size, per layer and in total, as a table or JSON. Needs no device. */
+#include "model_load.h"
 #include "atomic_file.h"
 #include "cli.h"
 #include "executor.h"
@@ -160,7 +161,7 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         return cli_error("%s", clremat_last_error());
     if (o.memory_trace && clremat_same_file(o.memory_trace, o.model_path))
         return cli_error("--memory-trace %s: is the model file; refusing to overwrite it", o.memory_trace);
-    if ((st = clremat_graph_load(o.model_path, &gr)))
+    if ((st = clremat_model_load(o.model_path, &gr, NULL)))
         return json ? cli_json_error(st, clremat_last_error()) : cli_error("%s", clremat_last_error());
     if (o.pareto) {
         opt.no_fused_update = o.no_fused_update;

@@ -27,6 +27,8 @@ static int run(int argc, char **argv)
         return cli_compare(&g, argc - i, argv + i);
     if (!strcmp(argv[i], "fit"))
         return cli_fit(&g, argc - i, argv + i);
+    if (!strcmp(argv[i], "import-keras"))
+        return cli_import_keras(argc - i, argv + i);
     if (!strcmp(argv[i], "plan"))
         return cli_plan(&g, argc - i, argv + i);
     cli_usage(stderr);

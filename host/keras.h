@@ -1,0 +1,89 @@
+/* keras.h: Keras 3 import and export. A `.keras` archive (zip: config.json,
+ * model.weights.h5, metadata.json) or a `model.to_json()` file with its
+ * `.weights.h5` becomes a clremat model (JSON text, docs/model-format.md)
+ * and its parameters in clremat's layout; trained parameters go back into
+ * Keras 3's weights layout (`.weights.h5`, `.keras`). docs/keras.md lists
+ * what is mapped and how. */
+#ifndef CLREMAT_KERAS_H
+#define CLREMAT_KERAS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "graph.h"
+
+/** One Keras variable (an HDF5 dataset) and where it lives in a clremat
+ * parameter: the variable seen as a [rows, cols] matrix (its first `split`
+ * dimensions are the rows, the others the columns) is the column block
+ * [col_off, col_off + cols) of the parameter viewed as [rows, last dim]. */
+typedef struct clremat_keras_var {
+    char h5path[256];               /**< dataset path in the weights file ("layers/dense/vars/0") */
+    char layer[CLREMAT_NAME_LEN];   /**< clremat layer (full name) */
+    int param;                      /**< its parameter index */
+    int split;                      /**< leading dimensions forming the rows */
+    int64_t col_off;                /**< first column in the parameter */
+} clremat_keras_var;
+
+/** A Keras model read and mapped. */
+typedef struct clremat_keras_model {
+    char *json;                     /**< the clremat model (JSON text) */
+    clremat_keras_var *vars;        /**< every Keras variable mapped, n_vars */
+    int n_vars, cap_vars;
+    unsigned char *h5;              /**< the weights file's bytes (NULL: no weights) */
+    size_t h5_len;
+    char *config_text;              /**< the Keras config (config.json, or the to_json file) */
+    char *metadata_text;            /**< metadata.json of an archive, else NULL */
+    char optimizer[16];             /**< compile config: "sgd", "adam", "adamw", or "" when absent */
+    double lr, momentum, weight_decay, beta1, beta2, epsilon; /**< its settings (those it has) */
+    char loss[32];                  /**< the clremat loss chosen ("softmax_cross_entropy", "mse") */
+    char origin[512];               /**< the file, for messages */
+} clremat_keras_model;
+
+/** 1 when path names a Keras model: a `.keras` file, or a JSON file whose top
+ * level is a Keras config (has "class_name" and "config"). */
+int clremat_keras_is_keras(const char *path);
+
+/** Reads a Keras model: a `.keras` archive, or a to_json file with weights
+ * from weights_path (NULL: none; the model then loads without weights).
+ * loss (NULL: from the compile config) names the Keras loss when the file
+ * has none. Anything unsupported is refused naming the layer, its class,
+ * the file and what is supported (CLREMAT_ERR_PARSE / CLREMAT_ERR_IO, the
+ * message in clremat_last_error()). Free with clremat_keras_free. */
+int clremat_keras_read(const char *path, const char *weights_path, const char *loss, clremat_keras_model *out);
+
+/** Frees what clremat_keras_read allocated. */
+void clremat_keras_free(clremat_keras_model *m);
+
+/** Fills params (clremat_graph_param_elems(g) floats, the order of
+ * clremat_trainer_get_params) from the Keras weights; every parameter must
+ * be covered exactly once and every variable's shape must match. */
+int clremat_keras_params(const clremat_keras_model *m, const clremat_graph *g, float *params);
+
+/** Writes params back into Keras 3's layout: the original weights file with
+ * every mapped variable replaced. A path ending in ".keras" gets the whole
+ * archive (the original config.json and metadata.json, the new weights);
+ * anything else gets the weights file alone (".weights.h5"). Atomic. */
+int clremat_keras_save(const clremat_keras_model *m, const clremat_graph *g, const float *params, const char *path);
+
+/* ---- pieces shared by the keras_*.c files (not for other callers) ---- */
+
+/** Reads a zip member into a NUL-terminated malloc'd buffer (*len without the NUL). */
+int clremat_keras_zip_member(const char *path, const char *member, unsigned char **data, size_t *len);
+
+/** Reads dataset h5path of the weights image as float32: its rank and
+ * dims (up to 8), and, when out is non-NULL, max_elems values into out. */
+int clremat_keras_h5_read(const unsigned char *img, size_t len, const char *origin, const char *h5path, int *rank,
+                          int64_t *dims, float *out, int64_t max_elems);
+
+/** Copies the weights image into a new file at tmp_path and overwrites the
+ * n datasets named in paths with the float32 data in vals[i]. */
+int clremat_keras_h5_write(const unsigned char *img, size_t len, const char *tmp_path, const char *const *paths,
+                           const float *const *vals, int n);
+
+/** Gathers variable i of m from params into a new malloc'd array (*out). */
+int clremat_keras_gather(const clremat_keras_model *m, const clremat_graph *g, int i, const float *params, float **out);
+
+/** Adds a variable mapping to m. */
+int clremat_keras_add_var(clremat_keras_model *m, const char *h5path, const char *layer, int param, int split,
+                          int64_t col_off);
+
+#endif /* CLREMAT_KERAS_H */

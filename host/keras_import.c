@@ -1,0 +1,545 @@
+/* keras_import.c: walks a Keras 3 model config (Sequential or Functional,
+ * nested models as named blocks) and builds the clremat model JSON through
+ * the class table of keras_layers.c; maps the compile config's loss and
+ * optimizer; copies the Keras variables into clremat's parameter layout. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "atomic_file.h"
+#include "error.h"
+#include "keras_map.h"
+
+/* A Keras layer name and the clremat reference to its output. */
+typedef struct {
+    char keras[CLREMAT_NAME_LEN * 2];
+    char ref[CLREMAT_NAME_LEN * 2];
+} name_ref;
+
+typedef struct {
+    clremat_keras_model *m;
+    json_t *input;          /* the clremat "input" object */
+    name_ref *refs;
+    int n_refs, cap_refs;
+} walk;
+
+static int add_ref(walk *w, const char *keras, const char *ref)
+{
+    if (w->n_refs == w->cap_refs) {
+        int cap = w->cap_refs ? 2 * w->cap_refs : 32;
+        void *p = realloc(w->refs, sizeof *w->refs * (size_t)cap);
+        if (!p)
+            return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory");
+        w->refs = p;
+        w->cap_refs = cap;
+    }
+    snprintf(w->refs[w->n_refs].keras, sizeof w->refs[0].keras, "%s", keras);
+    snprintf(w->refs[w->n_refs].ref, sizeof w->refs[0].ref, "%s", ref);
+    w->n_refs++;
+    return CLREMAT_OK;
+}
+
+/* Looks name up among the refs of scope base (refs added since base). */
+static const char *find_ref(const walk *w, int base, const char *keras)
+{
+    for (int i = w->n_refs - 1; i >= base; i--)
+        if (strcmp(w->refs[i].keras, keras) == 0)
+            return w->refs[i].ref;
+    return NULL;
+}
+
+/* Keras's naming.to_snake_case of a class name (the weights file names
+ * layers by class: Dense -> dense, MultiHeadAttention -> multi_head_attention). */
+static void snake(const char *cls, char *out, size_t len)
+{
+    size_t o = 0;
+    for (size_t i = 0; cls[i] && o + 2 < len; i++) {
+        char ch = cls[i];
+        int up = isupper((unsigned char)ch);
+        if (up && i > 0) {
+            int prev_lower = islower((unsigned char)cls[i - 1]) || isdigit((unsigned char)cls[i - 1]);
+            int next_lower = islower((unsigned char)cls[i + 1]);
+            if (prev_lower || next_lower)
+                out[o++] = '_';
+        }
+        out[o++] = (char)tolower((unsigned char)ch);
+    }
+    out[o] = 0;
+}
+
+/* Snake-case names used so far in one container, with Keras's counters. */
+typedef struct {
+    char names[512][64];
+    int counts[512];
+    int n;
+} h5names;
+
+static void h5_name(h5names *h, const char *cls, char *out, size_t len)
+{
+    char base[64];
+    snake(cls, base, sizeof base);
+    for (int i = 0; i < h->n; i++)
+        if (strcmp(h->names[i], base) == 0) {
+            snprintf(out, len, "%s_%d", base, ++h->counts[i]);
+            return;
+        }
+    if (h->n < 512) {
+        snprintf(h->names[h->n], sizeof h->names[0], "%s", base);
+        h->counts[h->n++] = 0;
+    }
+    snprintf(out, len, "%s", base);
+}
+
+static int dtype_ok(const clremat_keras_model *m, const char *name, const char *cls, json_t *cfg)
+{
+    json_t *d = json_object_get(cfg, "dtype");
+    const char *s = json_is_string(d) ? json_string_value(d)
+                                      : json_string_value(json_object_get(json_object_get(d, "config"), "name"));
+    if (!d || json_is_null(d) || (s && strcmp(s, "float32") == 0))
+        return CLREMAT_OK;
+    return clremat_set_error(CLREMAT_ERR_PARSE, "%s: layer '%s' (%s): dtype policy '%s' is not supported "
+                             "(clremat computes in float32; mixed precision is refused, not approximated)",
+                             m->origin, name, cls, s ? s : "?");
+}
+
+static int set_input(walk *w, const char *name, json_t *cfg)
+{
+    json_t *bs = json_object_get(cfg, "batch_shape"), *shape;
+    const char *dt = json_string_value(json_object_get(cfg, "dtype"));
+    if (w->input)
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: input '%s': the model has more than one input; clremat "
+                                 "models take one", w->m->origin, name);
+    if (!json_is_array(bs) || json_array_size(bs) < 2 || json_array_size(bs) > CLREMAT_MAX_RANK + 1)
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: input '%s' (InputLayer): batch_shape must be [null, d1, ...] "
+                                 "with 1 to %d known dimensions", w->m->origin, name, CLREMAT_MAX_RANK);
+    shape = json_array();
+    for (size_t i = 1; i < json_array_size(bs); i++) {
+        json_t *d = json_array_get(bs, i);
+        if (!json_is_integer(d) || json_integer_value(d) < 1) {
+            json_decref(shape);
+            return clremat_set_error(CLREMAT_ERR_PARSE, "%s: input '%s' (InputLayer): dimension %zu is not a fixed "
+                                     "positive size (clremat needs every per-sample dimension)", w->m->origin, name, i);
+        }
+        json_array_append(shape, d);
+    }
+    w->input = json_pack("{so}", "shape", shape);
+    if (dt && (strcmp(dt, "int32") == 0 || strcmp(dt, "int64") == 0))
+        json_object_set_new(w->input, "dtype", json_string("int32"));
+    else if (dt && strcmp(dt, "float32") != 0) {
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: input '%s' (InputLayer): dtype '%s' is not supported "
+                                 "(float32, or int32/int64 token ids)", w->m->origin, name, dt);
+    }
+    return CLREMAT_OK;
+}
+
+/* The inbound tensors of a Functional layer: keras_history names, flattened. */
+static int collect_args(json_t *a, const char **names, int *n, int max)
+{
+    if (json_is_array(a)) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(a, i, e) if (collect_args(e, names, n, max)) return -1;
+        return 0;
+    }
+    if (json_is_object(a) && json_is_string(json_object_get(a, "class_name")) &&
+        strcmp(json_string_value(json_object_get(a, "class_name")), "__keras_tensor__") == 0) {
+        json_t *h = json_object_get(json_object_get(a, "config"), "keras_history");
+        if (!json_is_array(h) || !json_is_string(json_array_get(h, 0)) || *n >= max)
+            return -1;
+        if (json_integer_value(json_array_get(h, 1)) != 0 || json_integer_value(json_array_get(h, 2)) != 0)
+            return -2;
+        names[(*n)++] = json_string_value(json_array_get(h, 0));
+        return 0;
+    }
+    return json_is_null(a) ? 0 : -1;
+}
+
+static int walk_model(walk *w, json_t *model, const char *path, const char *h5, json_t *out, int top,
+                      const char *block_in, char *last_ref, size_t last_len);
+
+static int is_model_class(const char *cls)
+{
+    return strcmp(cls, "Sequential") == 0 || strcmp(cls, "Functional") == 0 || strcmp(cls, "Model") == 0;
+}
+
+/* One layer entry of a model config. */
+static int walk_layer(walk *w, json_t *entry, int seq, int top, const char *path, const char *h5, h5names *hn, int base,
+                      const char *block_in, json_t *out, char *last_ref, size_t last_len)
+{
+    const char *cls = json_string_value(json_object_get(entry, "class_name"));
+    json_t *cfg = json_object_get(entry, "config");
+    const char *name = json_string_value(json_object_get(cfg, "name"));
+    const char *ins[8];
+    char full[CLREMAT_NAME_LEN * 2], h5me[128], h5pre[512];
+    json_t *nodes = json_object_get(entry, "inbound_nodes"), *kwargs = NULL;
+    int n_in = 0, st;
+
+    if (!cls || !name)
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: a layer entry has no class_name or config.name", w->m->origin);
+    if (strcmp(cls, "InputLayer") == 0) {
+        if (!seq)
+            h5_name(hn, cls, h5me, sizeof h5me);
+        if (top && (st = set_input(w, name, cfg)))
+            return st;
+        return add_ref(w, name, top ? "@input" : block_in);
+    }
+    h5_name(hn, cls, h5me, sizeof h5me);
+    snprintf(full, sizeof full, "%s%s", path, name);
+    snprintf(h5pre, sizeof h5pre, "%slayers/%s/", h5, h5me);
+    if ((st = dtype_ok(w->m, name, cls, cfg)))
+        return st;
+    if (json_is_false(json_object_get(cfg, "trainable")))
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: layer '%s' (%s): trainable=False is not supported (clremat "
+                                 "trains every parameter)", w->m->origin, name, cls);
+    if (seq) {
+        ins[n_in++] = last_ref[0] ? last_ref : (top ? "@input" : block_in);
+    } else {
+        const char *names[8];
+        int nn = 0;
+        json_t *node = json_array_get(nodes, 0);
+        if (!json_is_array(nodes) || json_array_size(nodes) != 1)
+            return clremat_set_error(CLREMAT_ERR_PARSE, "%s: layer '%s' (%s): called %zu times; clremat maps a layer "
+                                     "called exactly once (shared layers are not supported)", w->m->origin, name, cls,
+                                     json_is_array(nodes) ? json_array_size(nodes) : 0);
+        kwargs = json_object_get(node, "kwargs");
+        if ((st = collect_args(json_object_get(node, "args"), names, &nn, 8)))
+            return clremat_set_error(CLREMAT_ERR_PARSE, "%s: layer '%s' (%s): %s", w->m->origin, name, cls,
+                                     st == -2 ? "reads a tensor of a shared layer or a second output (not supported)"
+                                              : "its inbound_nodes are not a list of Keras tensors");
+        for (int i = 0; i < nn; i++) {
+            if (!(ins[n_in++] = find_ref(w, base, names[i])))
+                return clremat_set_error(CLREMAT_ERR_PARSE, "%s: layer '%s' (%s): input '%s' is not a layer listed "
+                                         "before it", w->m->origin, name, cls, names[i]);
+        }
+    }
+    if (is_model_class(cls)) {
+        json_t *blk, *arr = json_array();
+        char sub_path[CLREMAT_NAME_LEN * 2 + 2], inner_last[CLREMAT_NAME_LEN * 2] = "";
+        const char *expect = last_ref[0] ? last_ref : (top ? "@input" : block_in);
+        if (n_in != 1 || strcmp(ins[0], expect) != 0) {
+            json_decref(arr);
+            return clremat_set_error(CLREMAT_ERR_PARSE, "%s: nested model '%s' (%s): it must read the one tensor "
+                                     "produced just before it (a clremat block reads the layer before it)",
+                                     w->m->origin, name, cls);
+        }
+        snprintf(sub_path, sizeof sub_path, "%s/", full);
+        blk = json_pack("{ssso}", "block", name, "layers", arr);
+        if ((st = walk_model(w, entry, sub_path, h5pre, arr, 0, "@block_input", inner_last, sizeof inner_last))) {
+            json_decref(blk);
+            return st;
+        }
+        json_array_append_new(out, blk);
+        snprintf(last_ref, last_len, "%s", inner_last);
+        return add_ref(w, name, inner_last);
+    }
+    {
+        clremat_keras_map_fn fn = clremat_keras_mapping(cls);
+        clremat_keras_call c;
+        if (!fn)
+            return clremat_set_error(CLREMAT_ERR_PARSE, "%s: layer '%s' (%s): class not supported; supported: %s",
+                                     w->m->origin, name, cls, clremat_keras_supported());
+        memset(&c, 0, sizeof c);
+        c.m = w->m;
+        c.cls = cls;
+        c.name = name;
+        c.config = cfg;
+        c.kwargs = kwargs;
+        c.full = full;
+        c.h5 = h5pre;
+        c.n_in = n_in;
+        for (int i = 0; i < n_in; i++)
+            c.in[i] = ins[i];
+        c.out = json_pack("{ss}", "name", name);
+        if ((st = fn(&c))) {
+            json_decref(c.out);
+            return st;
+        }
+        json_array_append_new(out, c.out);
+        snprintf(last_ref, last_len, "%s", full);
+        return add_ref(w, name, full);
+    }
+}
+
+static int walk_model(walk *w, json_t *model, const char *path, const char *h5, json_t *out, int top,
+                      const char *block_in, char *last_ref, size_t last_len)
+{
+    const char *cls = json_string_value(json_object_get(model, "class_name"));
+    json_t *cfg = json_object_get(model, "config"), *layers = json_object_get(cfg, "layers"), *e;
+    int seq = cls && strcmp(cls, "Sequential") == 0, base = w->n_refs, st;
+    h5names *hn;
+    size_t i;
+
+    if (!cls || !is_model_class(cls))
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: the model's class '%s' is not supported (Sequential or "
+                                 "Functional models; a subclassed Model has no layer graph in its config)",
+                                 w->m->origin, cls ? cls : "?");
+    if (!json_is_array(layers) || json_array_size(layers) == 0)
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: model '%s' lists no layers", w->m->origin,
+                                 json_string_value(json_object_get(cfg, "name")));
+    if (!(hn = calloc(1, sizeof *hn)))
+        return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (seq && top && json_is_string(json_object_get(json_array_get(layers, 0), "class_name")) &&
+        strcmp(json_string_value(json_object_get(json_array_get(layers, 0), "class_name")), "InputLayer") != 0) {
+        free(hn);
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: the Sequential model has no InputLayer (build it with "
+                                 "keras.Input(shape) first, so its input shape is in the file)", w->m->origin);
+    }
+    json_array_foreach(layers, i, e) {
+        if ((st = walk_layer(w, e, seq, top, path, h5, hn, base, block_in, out, last_ref, last_len))) {
+            free(hn);
+            return st;
+        }
+    }
+    free(hn);
+    if (!seq) {
+        json_t *ol = json_object_get(cfg, "output_layers");
+        const char *oname = json_string_value(json_array_get(json_array_get(ol, 0), 0));
+        if (json_is_array(json_array_get(ol, 0)) == 0 && json_is_array(ol)) /* a single [name, 0, 0] */
+            oname = json_string_value(json_array_get(ol, 0));
+        const char *oref = oname ? find_ref(w, base, oname) : NULL;
+        if (!oref || strcmp(oref, last_ref) != 0)
+            return clremat_set_error(CLREMAT_ERR_PARSE, "%s: model '%s': its output must be one tensor, from the last "
+                                     "layer listed (clremat models end with their output)", w->m->origin,
+                                     json_string_value(json_object_get(cfg, "name")));
+    }
+    return CLREMAT_OK;
+}
+
+/* compile_config: loss and optimizer. */
+static int map_loss(clremat_keras_model *m, json_t *loss, const char *override)
+{
+    const char *s = override ? override : json_string_value(loss);
+    const char *cls = json_string_value(json_object_get(loss, "class_name"));
+    json_t *lc = json_object_get(loss, "config");
+    if (!override && !loss)
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: the model has no compile config, so no loss: save a compiled "
+                                 "model (model.compile(loss=...)) or name the loss (--loss)", m->origin);
+    if (s && (strcmp(s, "mse") == 0 || strcmp(s, "mean_squared_error") == 0))
+        snprintf(m->loss, sizeof m->loss, "mse");
+    else if (s && strcmp(s, "sparse_categorical_crossentropy_from_logits") == 0)
+        snprintf(m->loss, sizeof m->loss, "softmax_cross_entropy");
+    else if (cls && strcmp(cls, "MeanSquaredError") == 0)
+        snprintf(m->loss, sizeof m->loss, "mse");
+    else if (cls && strcmp(cls, "SparseCategoricalCrossentropy") == 0 && json_is_true(json_object_get(lc, "from_logits")) &&
+             json_is_null(json_object_get(lc, "ignore_class")))
+        snprintf(m->loss, sizeof m->loss, "softmax_cross_entropy");
+    if (m->loss[0] && (!lc || !json_object_get(lc, "reduction") ||
+                       (json_is_string(json_object_get(lc, "reduction")) &&
+                        strcmp(json_string_value(json_object_get(lc, "reduction")), "sum_over_batch_size") == 0)))
+        return CLREMAT_OK;
+    m->loss[0] = 0;
+    return clremat_set_error(CLREMAT_ERR_PARSE, "%s: loss %s is not supported; supported: "
+                             "SparseCategoricalCrossentropy(from_logits=True) and MeanSquaredError (\"mse\"), reduction "
+                             "sum_over_batch_size", m->origin, s ? s : cls ? cls : "?");
+}
+
+static int map_optimizer(clremat_keras_model *m, json_t *opt)
+{
+    const char *cls = json_string_value(json_object_get(opt, "class_name"));
+    json_t *c = json_object_get(opt, "config"), *lr = json_object_get(c, "learning_rate");
+    static const char *const nulls[] = {"clipnorm", "global_clipnorm", "clipvalue", "loss_scale_factor",
+                                        "gradient_accumulation_steps", NULL};
+    if (!opt || json_is_null(opt))
+        return CLREMAT_OK;
+    if (!cls || (strcmp(cls, "SGD") && strcmp(cls, "Adam") && strcmp(cls, "AdamW")))
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: optimizer '%s' is not supported; supported: SGD (momentum), "
+                                 "Adam, AdamW", m->origin, cls ? cls : json_string_value(opt) ? json_string_value(opt) : "?");
+    for (int i = 0; nulls[i]; i++)
+        if (json_object_get(c, nulls[i]) && !json_is_null(json_object_get(c, nulls[i])))
+            return clremat_set_error(CLREMAT_ERR_PARSE, "%s: optimizer %s: option '%s' is not supported", m->origin,
+                                     cls, nulls[i]);
+    if (json_is_true(json_object_get(c, "use_ema")) || json_is_true(json_object_get(c, "nesterov")) ||
+        json_is_true(json_object_get(c, "amsgrad")))
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: optimizer %s: use_ema, nesterov and amsgrad are not "
+                                 "supported", m->origin, cls);
+    if (!json_is_number(lr))
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: optimizer %s: learning_rate must be a number (schedules "
+                                 "are not supported)", m->origin, cls);
+    if (strcmp(cls, "AdamW") && json_is_number(json_object_get(c, "weight_decay")) &&
+        json_number_value(json_object_get(c, "weight_decay")) != 0)
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: optimizer %s: weight_decay is supported with AdamW only",
+                                 m->origin, cls);
+    snprintf(m->optimizer, sizeof m->optimizer, "%s", strcmp(cls, "SGD") == 0 ? "sgd" : strcmp(cls, "Adam") == 0 ? "adam" : "adamw");
+    m->lr = json_number_value(lr);
+    m->momentum = json_number_value(json_object_get(c, "momentum"));
+    m->weight_decay = json_number_value(json_object_get(c, "weight_decay"));
+    m->beta1 = json_number_value(json_object_get(c, "beta_1"));
+    m->beta2 = json_number_value(json_object_get(c, "beta_2"));
+    m->epsilon = json_number_value(json_object_get(c, "epsilon"));
+    return CLREMAT_OK;
+}
+
+static int read_text(const char *path, const char *what, char **out)
+{
+    FILE *f;
+    uint64_t size;
+    int st;
+    *out = NULL;
+    if ((st = clremat_open_regular(path, what, &f, &size)))
+        return st;
+    if (size > ((uint64_t)1 << 30) || !(*out = malloc((size_t)size + 1))) {
+        fclose(f);
+        return clremat_set_error(CLREMAT_ERR_IO, "%s: %s too large (%llu bytes)", path, what, (unsigned long long)size);
+    }
+    if (fread(*out, 1, (size_t)size, f) != size) {
+        fclose(f);
+        free(*out);
+        *out = NULL;
+        return clremat_set_error(CLREMAT_ERR_IO, "%s: reading the %s failed", path, what);
+    }
+    (*out)[size] = 0;
+    fclose(f);
+    return CLREMAT_OK;
+}
+
+int clremat_keras_read(const char *path, const char *weights_path, const char *loss, clremat_keras_model *out)
+{
+    size_t len = strlen(path);
+    int archive = len > 6 && strcmp(path + len - 6, ".keras") == 0, st;
+    json_t *root = NULL, *layers = NULL, *doc = NULL, *cc;
+    json_error_t jerr;
+    walk w;
+    char last[CLREMAT_NAME_LEN * 2] = "";
+
+    memset(out, 0, sizeof *out);
+    memset(&w, 0, sizeof w);
+    w.m = out;
+    snprintf(out->origin, sizeof out->origin, "%s", path);
+    if (archive) {
+        size_t n;
+        if ((st = clremat_keras_zip_member(path, "config.json", (unsigned char **)&out->config_text, &n)) ||
+            (st = clremat_keras_zip_member(path, "metadata.json", (unsigned char **)&out->metadata_text, &n)) ||
+            (st = clremat_keras_zip_member(path, "model.weights.h5", &out->h5, &out->h5_len)))
+            goto fail;
+    } else {
+        if ((st = read_text(path, "Keras model JSON", &out->config_text)))
+            goto fail;
+        if (weights_path && (st = read_text(weights_path, "Keras weights file", (char **)&out->h5)))
+            goto fail;
+        if (weights_path) {
+            FILE *f = fopen(weights_path, "rb");
+            fseek(f, 0, SEEK_END);
+            out->h5_len = (size_t)ftell(f);
+            fclose(f);
+        }
+    }
+    if (!(root = json_loads(out->config_text, 0, &jerr))) {
+        st = clremat_set_error(CLREMAT_ERR_PARSE, "%s: config: %d:%d: %s", path, jerr.line, jerr.column, jerr.text);
+        goto fail;
+    }
+    cc = json_object_get(root, "compile_config");
+    if ((st = map_loss(out, json_object_get(cc, "loss"), loss)) ||
+        (st = map_optimizer(out, json_object_get(cc, "optimizer"))))
+        goto fail;
+    layers = json_array();
+    if ((st = walk_model(&w, root, "", "", layers, 1, "@input", last, sizeof last)))
+        goto fail;
+    if (!w.input) {
+        st = clremat_set_error(CLREMAT_ERR_PARSE, "%s: the model has no InputLayer", path);
+        goto fail;
+    }
+    json_array_append_new(layers, json_pack("{sssss[s]}", "name", "loss", "type", out->loss, "inputs", last));
+    doc = json_pack("{sssOsO}", "name",
+                    json_string_value(json_object_get(json_object_get(root, "config"), "name")) ?: "model", "input",
+                    w.input, "layers", layers);
+    if (!doc || !(out->json = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER))) {
+        st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto fail;
+    }
+    st = CLREMAT_OK;
+fail:
+    json_decref(doc);
+    json_decref(layers);
+    json_decref(w.input);
+    json_decref(root);
+    free(w.refs);
+    if (st)
+        clremat_keras_free(out);
+    return st;
+}
+
+/* Offset of layer l's parameter k in the flat parameter vector. */
+static int64_t param_offset(const clremat_graph *g, int l, int k)
+{
+    int64_t off = 0;
+    for (int i = 0; i < l; i++)
+        for (int j = 0; j < g->layers[i].n_params; j++)
+            off += g->layers[i].params[j].elems;
+    for (int j = 0; j < k; j++)
+        off += g->layers[l].params[j].elems;
+    return off;
+}
+
+/* Where variable v goes: its rows/cols and the parameter's offset and stride. */
+static int locate(const clremat_keras_model *m, const clremat_graph *g, const clremat_keras_var *v, int64_t *rows,
+                  int64_t *cols, int64_t *off, int64_t *stride)
+{
+    int rank, l = clremat_graph_find_layer(g, v->layer), st;
+    int64_t dims[8], r = 1, c = 1;
+    const clremat_param *p;
+    if (l < 0 || v->param >= g->layers[l].n_params)
+        return clremat_set_error(CLREMAT_ERR_INTERNAL, "%s: variable '%s' maps to no parameter of layer '%s'",
+                                 m->origin, v->h5path, v->layer);
+    if ((st = clremat_keras_h5_read(m->h5, m->h5_len, m->origin, v->h5path, &rank, dims, NULL, 0)))
+        return st;
+    for (int i = 0; i < rank; i++)
+        *(i < v->split ? &r : &c) *= dims[i];
+    p = &g->layers[l].params[v->param];
+    *stride = p->shape.dims[p->shape.rank - 1];
+    if (r * *stride != p->elems || v->col_off + c > *stride)
+        return clremat_set_error(CLREMAT_ERR_MISMATCH, "%s: variable '%s' has %lld x %lld values; it does not fit "
+                                 "parameter %s/%s (%lld values, rows of %lld)", m->origin, v->h5path, (long long)r,
+                                 (long long)c, v->layer, p->name, (long long)p->elems, (long long)*stride);
+    *rows = r;
+    *cols = c;
+    *off = param_offset(g, l, v->param) + v->col_off;
+    return CLREMAT_OK;
+}
+
+int clremat_keras_params(const clremat_keras_model *m, const clremat_graph *g, float *params)
+{
+    int64_t total = clremat_graph_param_elems(g), covered = 0;
+    float *tmp = NULL;
+    int st = CLREMAT_OK;
+    if (!m->h5)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s: no Keras weights file to read", m->origin);
+    for (int i = 0; i < m->n_vars && !st; i++) {
+        int64_t rows, cols, off, stride;
+        if ((st = locate(m, g, &m->vars[i], &rows, &cols, &off, &stride)))
+            break;
+        free(tmp);
+        if (!(tmp = malloc(sizeof(float) * (size_t)(rows * cols)))) {
+            st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory");
+            break;
+        }
+        {
+            int rank;
+            int64_t dims[8];
+            if ((st = clremat_keras_h5_read(m->h5, m->h5_len, m->origin, m->vars[i].h5path, &rank, dims, tmp,
+                                            rows * cols)))
+                break;
+        }
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(params + off + r * stride, tmp + r * cols, sizeof(float) * (size_t)cols);
+        covered += rows * cols;
+    }
+    free(tmp);
+    if (!st && covered != total)
+        st = clremat_set_error(CLREMAT_ERR_MISMATCH, "%s: the Keras variables cover %lld of the model's %lld "
+                               "parameters", m->origin, (long long)covered, (long long)total);
+    return st;
+}
+
+int clremat_keras_gather(const clremat_keras_model *m, const clremat_graph *g, int i, const float *params, float **out)
+{
+    int64_t rows, cols, off, stride;
+    int st;
+    *out = NULL;
+    if ((st = locate(m, g, &m->vars[i], &rows, &cols, &off, &stride)))
+        return st;
+    if (!(*out = malloc(sizeof(float) * (size_t)(rows * cols))))
+        return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(*out + r * cols, params + off + r * stride, sizeof(float) * (size_t)cols);
+    return CLREMAT_OK;
+}

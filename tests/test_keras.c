@@ -1,0 +1,272 @@
+/* test_keras.c: Keras import against Keras itself. tests/keras/ holds five
+ * models saved by real Keras 3 (tests/keras/make_fixtures.py: Sequential and
+ * Functional MLPs, a residual model, a transformer encoder with
+ * MultiHeadAttention, a nested sub-model named encoder_block) with Keras's
+ * logits, loss and loss after one SGD step on a fixed batch. Each is
+ * imported and run here (no Keras needed): logits, loss and step loss must
+ * match within the float32 tolerances below (measured, docs/keras.md). Also:
+ * refusals name the layer, class and file; export writes the Keras layout
+ * back and re-imports to the same parameters. */
+#include "testutil.h"
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+#include "backend.h"
+#include "executor.h"
+#include "keras.h"
+#include "plan.h"
+
+/* Tolerances (float32): measured differences on PoCL and rusticl were below
+ * a tenth of these (docs/keras.md gives the figures). */
+#define LOGITS_RMS_TOL 1e-5
+#define LOSS_TOL 1e-5
+
+static const char *fixture_dir(void)
+{
+    static char buf[2048];
+    const char *s = getenv("CLREMAT_SRCDIR");
+    snprintf(buf, sizeof buf, "%s/tests/keras", s && *s ? s : ".");
+    return buf;
+}
+
+typedef struct {
+    json_t *root;
+    float *x, *y, *logits;
+    int64_t batch;
+    double loss, step_loss;
+    int has_step;
+} expect;
+
+static float *floats(json_t *a)
+{
+    float *v = malloc(sizeof(float) * (json_array_size(a) + 1));
+    size_t i;
+    json_t *e;
+    json_array_foreach(a, i, e) v[i] = (float)json_number_value(e);
+    return v;
+}
+
+static void expect_load(const char *name, expect *e)
+{
+    char path[2300];
+    json_error_t err;
+    snprintf(path, sizeof path, "%s/%s.expect.json", fixture_dir(), name);
+    e->root = json_load_file(path, 0, &err);
+    ck_assert_msg(e->root != NULL, "%s: %s", path, err.text);
+    e->x = floats(json_object_get(e->root, "x"));
+    e->y = floats(json_object_get(e->root, "y"));
+    e->logits = floats(json_object_get(e->root, "logits"));
+    e->batch = json_integer_value(json_object_get(e->root, "batch"));
+    e->loss = json_number_value(json_object_get(e->root, "loss"));
+    e->has_step = json_is_number(json_object_get(e->root, "step_loss"));
+    e->step_loss = json_number_value(json_object_get(e->root, "step_loss"));
+}
+
+static void expect_free(expect *e)
+{
+    json_decref(e->root);
+    free(e->x);
+    free(e->y);
+    free(e->logits);
+}
+
+/* A trainer for graph json text under remat mode, with the Keras params. */
+static clremat_trainer *trainer_for(clremat_ctx *ctx, const char *json, const clremat_keras_model *km,
+                                    int64_t batch, const char *mode, clremat_graph **g)
+{
+    clremat_policy pol;
+    clremat_opt_config opt;
+    clremat_trainer *t = NULL;
+    float *p;
+    ck_assert_msg(clremat_graph_load_string(json, km->origin, g) == CLREMAT_OK, "%s", clremat_last_error());
+    ck_assert_int_eq(clremat_policy_parse(mode, &pol), CLREMAT_OK);
+    ck_assert_str_eq(km->optimizer, "sgd");
+    clremat_opt_defaults("sgd", &opt);
+    opt.lr = (float)km->lr;
+    opt.momentum = (float)km->momentum;
+    ck_assert_msg(clremat_trainer_new(ctx, *g, batch, &pol, &opt, 1, &t) == CLREMAT_OK, "%s",
+                  clremat_ctx_last_error(ctx));
+    p = malloc(sizeof(float) * (size_t)clremat_graph_param_elems(*g));
+    ck_assert_msg(clremat_keras_params(km, *g, p) == CLREMAT_OK, "%s", clremat_last_error());
+    ck_assert_int_eq(clremat_trainer_set_params(t, p), CLREMAT_OK);
+    free(p);
+    return t;
+}
+
+/* The model text with its loss replaced by mse (to read the logits: the mse
+ * against Keras's logits is their mean squared difference). */
+static char *with_mse(const char *json)
+{
+    json_t *root = json_loads(json, 0, NULL), *layers = json_object_get(root, "layers");
+    json_t *loss = json_array_get(layers, json_array_size(layers) - 1);
+    char *s;
+    json_object_set_new(loss, "type", json_string("mse"));
+    s = json_dumps(root, JSON_PRESERVE_ORDER);
+    json_decref(root);
+    return s;
+}
+
+static void check_fixture(const char *name)
+{
+    char path[2300];
+    clremat_keras_model km;
+    clremat_ctx *ctx;
+    clremat_graph *g = NULL, *g2 = NULL;
+    clremat_trainer *t;
+    expect e;
+    float loss, correct, mse, step_loss[2];
+    char *mj;
+
+    snprintf(path, sizeof path, "%s/%s.keras", fixture_dir(), name);
+    expect_load(name, &e);
+    ck_assert_msg(clremat_keras_read(path, NULL, NULL, &km) == CLREMAT_OK, "%s", clremat_last_error());
+    TEST_OPEN_CTX(ctx, 0);
+
+    /* logits: mean squared difference to Keras's */
+    mj = with_mse(km.json);
+    t = trainer_for(ctx, mj, &km, e.batch, "none", &g2);
+    ck_assert_int_eq(clremat_trainer_eval(t, e.x, e.logits, &mse, &correct), CLREMAT_OK);
+    fprintf(stderr, "%s: logits rms difference %.3g\n", name, sqrt(mse));
+    ck_assert_msg(sqrt(mse) <= LOGITS_RMS_TOL, "%s: logits differ from Keras's by %g rms", name, sqrt(mse));
+    clremat_trainer_free(t);
+    clremat_graph_free(g2);
+    free(mj);
+
+    /* loss, then the loss after one SGD step, under none and full */
+    for (int m = 0; m < 2; m++) {
+        t = trainer_for(ctx, km.json, &km, e.batch, m ? "full" : "none", &g);
+        ck_assert_int_eq(clremat_trainer_eval(t, e.x, e.y, &loss, &correct), CLREMAT_OK);
+        fprintf(stderr, "%s: loss %.9g keras %.9g diff %.3g\n", name, loss, e.loss, fabs(loss - e.loss));
+        ck_assert_msg(fabs(loss - e.loss) <= LOSS_TOL * fmax(1.0, fabs(e.loss)), "%s: loss %g, Keras %g", name, loss,
+                      e.loss);
+        if (e.has_step) {
+            float l0;
+            ck_assert_msg(clremat_trainer_step(t, e.x, e.y, &l0, &correct) == CLREMAT_OK, "%s",
+                          clremat_ctx_last_error(ctx));
+            ck_assert_int_eq(clremat_trainer_eval(t, e.x, e.y, &step_loss[m], &correct), CLREMAT_OK);
+            fprintf(stderr, "%s: step loss %.9g keras %.9g diff %.3g\n", name, step_loss[m], e.step_loss,
+                    fabs(step_loss[m] - e.step_loss));
+            ck_assert_msg(fabs(step_loss[m] - e.step_loss) <= LOSS_TOL * fmax(1.0, fabs(e.step_loss)),
+                          "%s: loss after one step %g, Keras %g", name, step_loss[m], e.step_loss);
+        }
+        clremat_trainer_free(t);
+        clremat_graph_free(g);
+    }
+    if (e.has_step) /* remat changes no number */
+        ck_assert_msg(memcmp(&step_loss[0], &step_loss[1], sizeof(float)) == 0, "%s: none and full differ", name);
+    clremat_ctx_destroy(ctx);
+    clremat_keras_free(&km);
+    expect_free(&e);
+}
+
+/* seq_mlp's config with layer 1 (Dense 'd1') changed by edit(), read as a
+ * to_json file: the refusal must name the file, the layer, the class and
+ * contain want. */
+static void refused(void (*edit)(json_t *d1), const char *cls, const char *want)
+{
+    char path[2300], tmp[] = "/tmp/clremat_keras_XXXXXX.json";
+    unsigned char *cfg;
+    size_t n;
+    json_t *root;
+    clremat_keras_model km;
+    int fd;
+    snprintf(path, sizeof path, "%s/seq_mlp.keras", fixture_dir());
+    ck_assert_int_eq(clremat_keras_zip_member(path, "config.json", &cfg, &n), CLREMAT_OK);
+    root = json_loads((char *)cfg, 0, NULL);
+    free(cfg);
+    edit(json_array_get(json_object_get(json_object_get(root, "config"), "layers"), 1));
+    fd = mkstemps(tmp, 5);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(json_dumpfd(root, fd, 0), 0);
+    close(fd);
+    json_decref(root);
+    ck_assert_int_eq(clremat_keras_is_keras(tmp), 1);
+    ck_assert_int_eq(clremat_keras_read(tmp, NULL, NULL, &km), CLREMAT_ERR_PARSE);
+    fprintf(stderr, "refused: %s\n", clremat_last_error());
+    ck_assert_msg(strstr(clremat_last_error(), tmp) && strstr(clremat_last_error(), "'d1'") &&
+                      strstr(clremat_last_error(), cls) && strstr(clremat_last_error(), want),
+                  "%s", clremat_last_error());
+    unlink(tmp);
+}
+
+static void to_conv(json_t *d) { json_object_set_new(d, "class_name", json_string("Conv2D")); }
+static void to_elu(json_t *d) { json_object_set_new(json_object_get(d, "config"), "activation", json_string("elu")); }
+static void to_mixed(json_t *d)
+{
+    json_object_set_new(json_object_get(d, "config"), "dtype", json_string("mixed_float16"));
+}
+static void to_l2(json_t *d)
+{
+    json_object_set_new(json_object_get(d, "config"), "kernel_regularizer", json_pack("{ss}", "class_name", "L2"));
+}
+static void to_frozen(json_t *d) { json_object_set_new(json_object_get(d, "config"), "trainable", json_false()); }
+
+START_TEST(test_refusals)
+{
+    refused(to_conv, "(Conv2D)", "supported: InputLayer");
+    refused(to_elu, "(Dense)", "activation 'elu' is not supported; supported:");
+    refused(to_mixed, "(Dense)", "dtype policy 'mixed_float16' is not supported");
+    refused(to_l2, "(Dense)", "'kernel_regularizer'");
+    refused(to_frozen, "(Dense)", "trainable=False");
+}
+END_TEST
+
+/* Export: the Keras layout written from given parameters reads back as them. */
+START_TEST(test_export_reimport)
+{
+    char path[2300], out[] = "/tmp/clremat_keras_XXXXXX.keras";
+    clremat_keras_model km, back;
+    clremat_graph *g;
+    int64_t n;
+    float *p, *q;
+    int fd;
+    snprintf(path, sizeof path, "%s/transformer.keras", fixture_dir());
+    ck_assert_int_eq(clremat_keras_read(path, NULL, NULL, &km), CLREMAT_OK);
+    ck_assert_int_eq(clremat_graph_load_string(km.json, path, &g), CLREMAT_OK);
+    n = clremat_graph_param_elems(g);
+    p = malloc(sizeof(float) * (size_t)n);
+    q = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = (float)i * 0.001f - 1.0f; /* every value distinct: a misplaced one shows */
+    fd = mkstemps(out, 6);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_msg(clremat_keras_save(&km, g, p, out) == CLREMAT_OK, "%s", clremat_last_error());
+    ck_assert_int_eq(clremat_keras_read(out, NULL, NULL, &back), CLREMAT_OK);
+    ck_assert_str_eq(back.json, km.json);
+    ck_assert_int_eq(clremat_keras_params(&back, g, q), CLREMAT_OK);
+    ck_assert_int_eq(memcmp(p, q, sizeof(float) * (size_t)n), 0);
+    unlink(out);
+    free(p);
+    free(q);
+    clremat_keras_free(&back);
+    clremat_keras_free(&km);
+    clremat_graph_free(g);
+}
+END_TEST
+
+START_TEST(test_seq_mlp) { check_fixture("seq_mlp"); }
+END_TEST
+START_TEST(test_func_mlp) { check_fixture("func_mlp"); }
+END_TEST
+START_TEST(test_residual) { check_fixture("residual"); }
+END_TEST
+START_TEST(test_transformer) { check_fixture("transformer"); }
+END_TEST
+START_TEST(test_nested) { check_fixture("nested"); }
+END_TEST
+
+int main(void)
+{
+    TCase *tc;
+    Suite *s = test_suite("keras", 300, &tc);
+    tcase_add_test(tc, test_seq_mlp);
+    tcase_add_test(tc, test_func_mlp);
+    tcase_add_test(tc, test_residual);
+    tcase_add_test(tc, test_transformer);
+    tcase_add_test(tc, test_nested);
+    tcase_add_test(tc, test_refusals);
+    tcase_add_test(tc, test_export_reimport);
+    return test_run_device_suite(s);
+}
