@@ -23,5 +23,9 @@ extern const clremat_layer_impl clremat_impl_attention;
 extern const clremat_layer_impl clremat_impl_reshape;
 extern const clremat_layer_impl clremat_impl_softmax_ce;
 extern const clremat_layer_impl clremat_impl_mse;
+/* small language models (issue 13) */
+extern const clremat_layer_impl clremat_impl_rmsnorm;
+extern const clremat_layer_impl clremat_impl_rope;
+extern const clremat_layer_impl clremat_impl_multiply;
 
 #endif

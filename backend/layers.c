@@ -14,6 +14,9 @@ static const clremat_layer_impl *const impls[CLREMAT_LAYER_TYPE_COUNT] = {
     [CLREMAT_RESHAPE] = &clremat_impl_reshape,
     [CLREMAT_SOFTMAX_CE] = &clremat_impl_softmax_ce,
     [CLREMAT_MSE] = &clremat_impl_mse,
+    [CLREMAT_RMSNORM] = &clremat_impl_rmsnorm,
+    [CLREMAT_ROPE] = &clremat_impl_rope,
+    [CLREMAT_MULTIPLY] = &clremat_impl_multiply,
 };
 
 static const clremat_layer_impl *impl_of(const clremat_graph *g, int l)

@@ -32,6 +32,8 @@ static const char *const type_names[CLREMAT_LAYER_TYPE_COUNT] = {
     [CLREMAT_ADD] = "add",               [CLREMAT_EMBEDDING] = "embedding",
     [CLREMAT_ATTENTION] = "attention",   [CLREMAT_RESHAPE] = "reshape",
     [CLREMAT_SOFTMAX_CE] = "softmax_cross_entropy", [CLREMAT_MSE] = "mse",
+    [CLREMAT_RMSNORM] = "rmsnorm",       [CLREMAT_ROPE] = "rope",
+    [CLREMAT_MULTIPLY] = "multiply",
 };
 
 static const char *const act_names[CLREMAT_ACT_COUNT] = {
@@ -325,7 +327,7 @@ int clremat_graph_end_block(clremat_graph *g)
 }
 
 /* Number of inputs a layer type takes. */
-static int inputs_wanted(clremat_layer_type t) { return t == CLREMAT_ADD ? 2 : 1; }
+static int inputs_wanted(clremat_layer_type t) { return t == CLREMAT_ADD || t == CLREMAT_MULTIPLY ? 2 : 1; }
 
 /* Checks the type-specific settings that do not depend on shapes. */
 static int check_settings(clremat_graph *g, const clremat_layer *L)
@@ -344,6 +346,22 @@ static int check_settings(clremat_graph *g, const clremat_layer *L)
         if (L->type == CLREMAT_ATTENTION && L->heads < 1)
             return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': heads must be >= 1, got %d", L->name,
                          L->heads);
+        if (L->type == CLREMAT_ATTENTION && (L->kv_heads < 0 || (L->kv_heads > 0 && L->heads % L->kv_heads)))
+            return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': kv_heads = %d must divide heads = %d",
+                         L->name, L->kv_heads, L->heads);
+        if (L->type == CLREMAT_ATTENTION && !(L->rope_theta >= 0.0))
+            return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': rope theta must be > 0, got %g", L->name,
+                         L->rope_theta);
+        break;
+    case CLREMAT_RMSNORM:
+        if (!(L->eps > 0.0))
+            return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': eps must be > 0, got %g", L->name,
+                         L->eps);
+        break;
+    case CLREMAT_ROPE:
+        if (!(L->rope_theta > 0.0) || L->head_dim < 0 || L->head_dim % 2)
+            return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': rope needs theta > 0 and an even "
+                         "head_dim, got theta %g, head_dim %lld", L->name, L->rope_theta, (long long)L->head_dim);
         break;
     case CLREMAT_LAYERNORM:
         if (!(L->eps > 0.0))
@@ -549,12 +567,40 @@ static int infer_layer(clremat_graph *g, int l)
         if (3 * D * D >= MAX_ELEMS || in->dims[0] * in->dims[0] >= MAX_ELEMS)
             return SHAPE_FAIL("layer '%s': input %s is too large for attention", L->name,
                               clremat_shape_str(in, sa, sizeof sa));
-        add_param(L, "wqkv", 2, D, 3 * D, CLREMAT_INIT_GLOROT_UNIFORM);
-        add_param(L, "bqkv", 1, 3 * D, 0, CLREMAT_INIT_ZEROS);
+        {
+            /* kv_heads < heads: k and v have kv_heads heads of D / heads */
+            int64_t kvw = D / L->heads * (L->kv_heads > 0 ? L->kv_heads : L->heads);
+            if (L->rope_theta > 0.0 && (D / L->heads) % 2)
+                return SHAPE_FAIL("layer '%s': input has shape %s but RoPE needs an even head width, got %lld",
+                                  L->name, clremat_shape_str(in, sa, sizeof sa), (long long)(D / L->heads));
+            add_param(L, "wqkv", 2, D, D + 2 * kvw, CLREMAT_INIT_GLOROT_UNIFORM);
+            if (L->use_bias)
+                add_param(L, "bqkv", 1, D + 2 * kvw, 0, CLREMAT_INIT_ZEROS);
+        }
         add_param(L, "wo", 2, D, D, CLREMAT_INIT_GLOROT_UNIFORM);
-        add_param(L, "bo", 1, D, 0, CLREMAT_INIT_ZEROS);
+        if (L->use_bias)
+            add_param(L, "bo", 1, D, 0, CLREMAT_INIT_ZEROS);
         break;
     }
+    case CLREMAT_RMSNORM:
+        if (in->rank < 1 || last < 1)
+            return SHAPE_FAIL("layer '%s': input has shape %s but rmsnorm needs rank >= 1", L->name,
+                              clremat_shape_str(in, sa, sizeof sa));
+        add_param(L, "scale", 1, last, 0, CLREMAT_INIT_ONES);
+        break;
+    case CLREMAT_ROPE: {
+        int64_t hd = L->head_dim > 0 ? L->head_dim : last;
+        if (in->rank != 2 || hd % 2 || last % hd)
+            return SHAPE_FAIL("layer '%s': input has shape %s but rope needs [T, D] with D a multiple of an even "
+                              "head_dim (%lld)", L->name, clremat_shape_str(in, sa, sizeof sa), (long long)hd);
+        break;
+    }
+    case CLREMAT_MULTIPLY:
+        if (!clremat_shape_eq(in, &L->in_shape[1]))
+            return SHAPE_FAIL("layer '%s': input has shape %s but the second input has shape %s (multiply needs "
+                              "equal shapes)", L->name, clremat_shape_str(in, sa, sizeof sa),
+                              clremat_shape_str(&L->in_shape[1], sb, sizeof sb));
+        break;
     case CLREMAT_RESHAPE: {
         int64_t n = clremat_shape_elems(in), known = 1;
         int neg = -1;

@@ -27,6 +27,10 @@ typedef enum clremat_layer_type {
     CLREMAT_RESHAPE,        /**< same elements, new per-sample shape (flatten = [-1]) */
     CLREMAT_SOFTMAX_CE,     /**< loss: softmax cross-entropy over the last dim vs class ids */
     CLREMAT_MSE,            /**< loss: mean squared error vs targets */
+    /* small language models (issue 13) */
+    CLREMAT_RMSNORM,        /**< y = scale * x / sqrt(mean(x^2) + eps), last dim */
+    CLREMAT_ROPE,           /**< rotary position embedding over [T, D], half-split per head_dim chunk */
+    CLREMAT_MULTIPLY,       /**< y = a * b elementwise; equal shapes */
     CLREMAT_LAYER_TYPE_COUNT
 } clremat_layer_type;
 
@@ -50,7 +54,7 @@ typedef struct clremat_shape {
 
 /** One parameter tensor of a layer. */
 typedef struct clremat_param {
-    char name[16];          /**< "kernel", "bias", "gamma", "beta", "table", "pos_table", "wqkv", "bqkv", "wo", "bo" */
+    char name[16];          /**< "kernel", "bias", "gamma", "beta", "table", "pos_table", "wqkv", "bqkv", "wo", "bo", "scale" */
     clremat_shape shape;    /**< full shape (no batch) */
     int64_t elems;
     int init;               /**< clremat_init */
@@ -83,6 +87,10 @@ typedef struct clremat_layer {
     int heads;                  /**< attention */
     int causal;                 /**< attention */
     clremat_shape target;       /**< reshape (may contain one -1 before inference) */
+    /* small language models (issue 13) */
+    int kv_heads;               /**< attention: key/value heads (0 = heads; divides heads; 1 = multi-query) */
+    double rope_theta;          /**< attention: RoPE base applied to q and k (0 = none); rope layer: base */
+    int64_t head_dim;           /**< rope layer: width of each rotated chunk of the last dim (even) */
     /* filled by shape inference */
     clremat_shape in_shape[CLREMAT_MAX_INPUTS];
     clremat_shape out_shape;    /**< per sample; losses: rank 0 (a scalar per batch) */

@@ -47,7 +47,7 @@ typedef struct loader {
 } loader;
 
 static const char *const type_list = "dense, activation, dropout, layernorm, add, embedding, attention, "
-                                     "reshape, flatten, softmax_cross_entropy, mse";
+                                     "reshape, flatten, softmax_cross_entropy, mse, rmsnorm, rope, multiply";
 static const char *const act_list = "relu, gelu, gelu_exact, tanh, sigmoid, silu, linear";
 
 /* ---------------------------------------------------------------- errors */
@@ -336,7 +336,10 @@ static const char *const *type_fields(int t)
     static const char *const drop[] = {"name", "type", "inputs", "rate", NULL};
     static const char *const ln[] = {"name", "type", "inputs", "eps", NULL};
     static const char *const emb[] = {"name", "type", "inputs", "vocab", "dim", "positions", NULL};
-    static const char *const att[] = {"name", "type", "inputs", "heads", "causal", "rate", NULL};
+    static const char *const att[] = {"name", "type", "inputs", "heads", "causal", "rate", "kv_heads", "use_bias",
+                                      "rope", NULL};
+    static const char *const rms[] = {"name", "type", "inputs", "eps", NULL};
+    static const char *const rope[] = {"name", "type", "inputs", "theta", "head_dim", NULL};
     static const char *const resh[] = {"name", "type", "inputs", "shape", NULL};
     static const char *const plain[] = {"name", "type", "inputs", NULL};
     switch (t) {
@@ -347,6 +350,8 @@ static const char *const *type_fields(int t)
     case CLREMAT_EMBEDDING: return emb;
     case CLREMAT_ATTENTION: return att;
     case CLREMAT_RESHAPE: return resh;
+    case CLREMAT_RMSNORM: return rms;
+    case CLREMAT_ROPE: return rope;
     default: return plain;
     }
 }
@@ -370,6 +375,24 @@ static int get_activation(const loader *ld, const json_t *obj, const char *what,
                      "known activations: %s", what, json_string_value(v), act_list);
     *out = (clremat_act)a;
     return CLREMAT_OK;
+}
+
+/* Attention's optional "rope": {"theta": BASE}: RoPE on q and k (0 = none). */
+static int get_attn_rope(const loader *ld, const json_t *obj, const char *what, double *theta)
+{
+    static const char *const fields[] = {"theta", NULL};
+    json_t *v = json_object_get(obj, "rope");
+    char w[CLREMAT_NAME_LEN + 32];
+    int st;
+    *theta = 0.0;
+    if (!v)
+        return CLREMAT_OK;
+    if (!json_is_object(v))
+        return bad_field(ld, obj, what, "rope", "an object {\"theta\": BASE}");
+    snprintf(w, sizeof w, "%s: rope", what);
+    if ((st = check_fields(ld, v, w, fields)) != CLREMAT_OK)
+        return st;
+    return get_num(ld, v, w, "theta", 0, 0.0, 1, 1e12, 0, 10000.0, "a number with 0 < theta <= 1e12", theta);
 }
 
 /* Reads the type-specific fields of a layer into L (pass 2). */
@@ -405,6 +428,23 @@ static int read_settings(const loader *ld, const json_t *obj, const char *what, 
                           &L->rate)))
             return st;
         L->heads = (int)x;
+        if ((st = get_int(ld, obj, what, "kv_heads", 0, 1, 1 << 16, x, "a positive integer dividing heads", &x)) ||
+            (st = get_bool(ld, obj, what, "use_bias", 1, &L->use_bias)) ||
+            (st = get_attn_rope(ld, obj, what, &L->rope_theta)))
+            return st;
+        if (L->heads % (int)x)
+            return bad_field(ld, obj, what, "kv_heads", "a positive integer dividing heads");
+        L->kv_heads = (int)x;
+        break;
+    case CLREMAT_RMSNORM:
+        return get_num(ld, obj, what, "eps", 0, 0.0, 1, 1.0, 0, 1e-6, "a number with 0 < eps <= 1", &L->eps);
+    case CLREMAT_ROPE:
+        if ((st = get_num(ld, obj, what, "theta", 0, 0.0, 1, 1e12, 0, 10000.0, "a number with 0 < theta <= 1e12",
+                          &L->rope_theta)) ||
+            (st = get_int(ld, obj, what, "head_dim", 0, 2, MAX_DIM, 0, "a positive even integer", &L->head_dim)))
+            return st;
+        if (L->head_dim % 2)
+            return bad_field(ld, obj, what, "head_dim", "a positive even integer");
         break;
     case CLREMAT_RESHAPE:
         return get_shape(ld, obj, what, "shape", 1, &L->target);
@@ -494,7 +534,7 @@ static int build_layer(loader *ld, const json_t *obj, scope *sc)
         return st;
     iv = json_object_get(obj, "inputs");
     {
-        int want = L.type == CLREMAT_ADD ? 2 : 1;
+        int want = L.type == CLREMAT_ADD || L.type == CLREMAT_MULTIPLY ? 2 : 1;
         char ex[96];
         snprintf(ex, sizeof ex, "an array of %d layer name%s (strings)", want, want == 1 ? "" : "s");
         if (!iv && want == 2)
