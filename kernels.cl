@@ -1164,3 +1164,22 @@ __kernel void mul_acc(const int n, const int acc, __global float *dst, __global 
     if (i < n)
         dst[i] = acc ? dst[i] + x[i] * y[i] : x[i] * y[i];
 }
+
+/* Embedding table gradient added into gtable (a table tied to an output
+ * projection whose backward wrote gtable first): one work-item per vocab
+ * row, tokens in order, as emb_backward_table without the zeroing. */
+__kernel void emb_backward_table_acc(const int ntok, const int dim, const int vocab, __global const float *ids,
+                                     __global const float *dout, __global float *gtable)
+{
+    const int v = get_global_id(0);
+    if (v >= vocab)
+        return;
+    __global float *g = gtable + (size_t)v * dim;
+    for (int tok = 0; tok < ntok; tok++) {
+        if (seq_clamp_id(ids[tok], vocab) != v)
+            continue;
+        __global const float *src = dout + (size_t)tok * dim;
+        for (int d = 0; d < dim; d++)
+            g[d] += src[d];
+    }
+}

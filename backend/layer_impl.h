@@ -27,5 +27,7 @@ extern const clremat_layer_impl clremat_impl_mse;
 extern const clremat_layer_impl clremat_impl_rmsnorm;
 extern const clremat_layer_impl clremat_impl_rope;
 extern const clremat_layer_impl clremat_impl_multiply;
+extern const clremat_layer_impl clremat_impl_dense_tied; /**< dense with "tie" */
+extern const clremat_layer_impl clremat_impl_lora;       /**< dense with a LoRA adapter */
 
 #endif

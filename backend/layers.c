@@ -23,6 +23,11 @@ static const clremat_layer_impl *impl_of(const clremat_graph *g, int l)
 {
     if (!g || l < 0 || l >= g->n_layers || (unsigned)g->layers[l].type >= CLREMAT_LAYER_TYPE_COUNT)
         return NULL;
+    /* dense variants of issue 13: tied to an embedding's table, LoRA adapter */
+    if (g->layers[l].type == CLREMAT_DENSE && g->layers[l].tie)
+        return &clremat_impl_dense_tied;
+    if (g->layers[l].type == CLREMAT_DENSE && g->layers[l].lora_rank > 0)
+        return &clremat_impl_lora;
     return impls[g->layers[l].type];
 }
 

@@ -49,6 +49,8 @@ typedef struct clremat_layer_call {
     int din_accumulate[CLREMAT_MAX_INPUTS];     /**< 1: add into din, 0: overwrite */
     clremat_buf *temp;                          /**< workspace (fwd_temp_bytes or bwd_temp_bytes) */
     clremat_buf *labels;                        /**< loss layers: class ids (as float) or targets */
+    int grad_accumulate[CLREMAT_MAX_PARAMS];    /**< 1: add into grad[p] (a table tied to a later layer's
+                                                     kernel, whose backward wrote it first); embedding only */
 } clremat_layer_call;
 
 /** Runs layer c->layer forward: reads in[], param[]; writes every slot.

@@ -365,9 +365,10 @@ static int alloc_fixed(clremat_trainer *t)
         for (int p = 0; p < L->n_params; p++) {
             size_t bytes = (size_t)L->params[p].elems * sizeof(float);
             if ((st = clremat_pool_alloc(pool, bytes, "parameter", &t->params[l][p])) ||
-                (st = clremat_pool_alloc(pool, bytes, "parameter gradient", &t->grads[l][p])))
+                (!L->params[p].frozen &&
+                 (st = clremat_pool_alloc(pool, bytes, "parameter gradient", &t->grads[l][p]))))
                 goto pool_fail;
-            for (int k = 0; k < nstate; k++) {
+            for (int k = 0; k < nstate && !L->params[p].frozen; k++) { /* frozen: no gradient, no state */
                 if ((st = clremat_pool_alloc(pool, bytes, "optimizer state", &t->state[l][2 * p + k])))
                     goto pool_fail;
                 if ((st = clremat_zero(t->ctx, t->state[l][2 * p + k])))
@@ -567,8 +568,16 @@ static void make_call(clremat_trainer *t, const clremat_graph *g, int l, clremat
         c->slot[s] = t->act[l * S + s];
     for (int p = 0; p < L->n_params; p++) {
         c->param[p] = t->params[l][p];
-        c->grad[p] = t->grads[l][p];
+        c->grad[p] = t->grads[l][p]; /* NULL when frozen */
     }
+    if (L->type == CLREMAT_DENSE && L->tie) { /* tied: the embedding's table and its gradient */
+        c->param[0] = t->params[L->tie - 1][0];
+        c->grad[0] = t->grads[L->tie - 1][0];
+    }
+    /* a tied table's gradient: the tying layer's backward (always earlier in
+     * the backward pass) writes it, the embedding's adds to it */
+    if (L->type == CLREMAT_EMBEDDING && clremat_graph_tied_user(g, l) >= 0)
+        c->grad_accumulate[0] = 1;
     c->labels = t->labels;
     c->temp = t->temp;
 }
@@ -657,6 +666,8 @@ static int run_update(clremat_trainer *t)
         clremat_ctx_set_label(t->ctx, l, CLREMAT_PHASE_UPDATE);
         for (int p = 0; p < L->n_params && st == CLREMAT_OK; p++) {
             clremat_buf *const state[2] = {t->state[l][2 * p], t->state[l][2 * p + 1]};
+            if (L->params[p].frozen)
+                continue;
             st = clremat_opt_step(t->ctx, &t->opt, t->step + 1, t->params[l][p], t->grads[l][p], state,
                                   L->params[p].elems);
         }

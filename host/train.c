@@ -101,7 +101,14 @@ static int copy_state(clremat_trainer *t, float *host, int to_device)
             for (int p = 0; p < g->layers[l].n_params; p++) {
                 size_t bytes = (size_t)g->layers[l].params[p].elems * sizeof(float);
                 clremat_buf *b = t->state[l][2 * p + k];
-                int st = to_device ? clremat_write(t->ctx, b, 0, bytes, host + off)
+                int st;
+                if (g->layers[l].params[p].frozen) { /* no optimizer state: its place stays zero */
+                    if (!to_device)
+                        memset(host + off, 0, bytes);
+                    off += bytes / sizeof(float);
+                    continue;
+                }
+                st = to_device ? clremat_write(t->ctx, b, 0, bytes, host + off)
                                    : clremat_read(t->ctx, b, 0, bytes, host + off);
                 if (st != CLREMAT_OK)
                     return clremat_set_error(st, "%s", clremat_ctx_last_error(t->ctx));
@@ -139,8 +146,12 @@ int clremat_weights_save(clremat_trainer *t, const char *path)
     for (int s = -1; s < nstate; s++) { /* the weights, then each state slot */
         size_t off = s < 0 ? 0 : (size_t)(s + 1) * pfloats;
         for (int l = 0; l < g->n_layers; l++)
-            for (int p = 0; p < g->layers[l].n_params; p++, k++) {
+            for (int p = 0; p < g->layers[l].n_params; p++) {
                 const clremat_param *pr = &g->layers[l].params[p];
+                if (s >= 0 && pr->frozen) { /* frozen: no optimizer state saved */
+                    off += (size_t)pr->elems;
+                    continue;
+                }
                 if (s < 0)
                     snprintf(ts[k].name, sizeof ts[k].name, "%s/%s", g->layers[l].name, pr->name);
                 else
@@ -153,6 +164,7 @@ int clremat_weights_save(clremat_trainer *t, const char *path)
                 ts[k].elems = pr->elems;
                 ts[k].data = host + off;
                 off += (size_t)pr->elems;
+                k++;
             }
     }
 #define META(K, ...) (snprintf(vals[nm], sizeof vals[nm], __VA_ARGS__), meta[nm].key = (K), \
@@ -298,7 +310,10 @@ int clremat_weights_load_opt(clremat_trainer *t, const char *path, int with_stat
         return st;
     }
     memset(&info, 0, sizeof info);
-    if (with_state && (st = info_from_file(&f, path, &info)) == CLREMAT_OK && info.has_state &&
+    /* LoRA adapters a base checkpoint lacks keep their initial values */
+    if ((st = clremat_trainer_get_params(t, host)) != CLREMAT_OK)
+        clremat_set_error(st, "%s", clremat_ctx_last_error(t->ctx));
+    if (st == CLREMAT_OK && with_state && (st = info_from_file(&f, path, &info)) == CLREMAT_OK && info.has_state &&
         info.opt.kind != t->opt.kind)
         st = clremat_set_error(CLREMAT_ERR_MISMATCH,
                                "%s holds %s optimizer state (step %lld) but this run uses %s: continue with %s, or "
@@ -311,11 +326,21 @@ int clremat_weights_load_opt(clremat_trainer *t, const char *path, int with_stat
                 const clremat_param *pr = &g->layers[l].params[p];
                 const clremat_st_tensor *tt = NULL;
                 char name[200];
+                if (s >= 0 && pr->frozen) { /* frozen: no optimizer state */
+                    memset(host + off, 0, sizeof(float) * (size_t)pr->elems);
+                    off += (size_t)pr->elems;
+                    continue;
+                }
                 if (s < 0)
                     snprintf(name, sizeof name, "%s/%s", g->layers[l].name, pr->name);
                 else
                     snprintf(name, sizeof name, STATE_PREFIX "%s/%s/%s", state_slot(t->opt.kind, s),
                              g->layers[l].name, pr->name);
+                if (s < 0 && !clremat_st_find(&f, name) && g->layers[l].lora_rank > 0 &&
+                    !strncmp(pr->name, "lora_", 5)) { /* fine-tuning a base: the adapter as initialized */
+                    off += (size_t)pr->elems;
+                    continue;
+                }
                 if ((st = find_param_tensor(&f, path, name, pr, g->name, &tt)) != CLREMAT_OK)
                     break;
                 memcpy(host + off, tt->data, sizeof(float) * (size_t)pr->elems);

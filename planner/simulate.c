@@ -22,7 +22,9 @@ uint64_t clremat_plan_fixed_bytes(const clremat_plan_input *in, uint64_t *param_
     uint64_t y = (uint64_t)(in->batch * clremat_shape_elems(&g->io.labels)) * sizeof(float);
     if (param_bytes)
         *param_bytes = params;
-    return params * (uint64_t)(2 + in->opt_states) + x + y + in->scratch_bytes;
+    /* every parameter; a gradient and the optimizer state of each trained one */
+    return params + (uint64_t)clremat_graph_trainable_elems(g) * sizeof(float) * (uint64_t)(1 + in->opt_states) +
+           x + y + in->scratch_bytes;
 }
 
 typedef struct simstate {
