@@ -402,6 +402,9 @@ static double st_value(const clremat_st_tensor *t, int64_t i)
         memcpy(&d, &bits, sizeof d);
         return d;
     }
+    case CLREMAT_ST_F16:
+    case CLREMAT_ST_BF16:
+        return clremat_st_half_to_float((uint16_t)bits, t->dtype == CLREMAT_ST_BF16);
     }
     return NAN;
 }

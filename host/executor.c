@@ -695,6 +695,8 @@ static int forward_only(clremat_trainer *t, const clremat_graph *g, const clrema
                 last_use[g->layers[l].inputs[i]] = l;
     for (int l = 0; l < n && st == CLREMAT_OK; l++) {
         st = run_forward(t, g, costs, gemm_ws, l, (1u << costs[l].n_slots) - 1, CLREMAT_PHASE_OTHER);
+        if (st == CLREMAT_OK && t->capture_out && l == t->capture_layer)
+            st = clremat_read(t->ctx, t->act[l * S], 0, costs[l].slot_bytes[0], t->capture_out);
         if (st == CLREMAT_OK && check) {
             int64_t cnt = 0;
             st = clremat_op_count_nonfinite(t->ctx, t->act[l * S], (int64_t)(costs[l].slot_bytes[0] / sizeof(float)),
@@ -1005,6 +1007,21 @@ int clremat_trainer_eval_n(clremat_trainer *t, const float *x, const float *y, i
         *loss = r[0];
         *correct = r[1];
     }
+    return st;
+}
+
+int clremat_trainer_forward_output(clremat_trainer *t, const float *x, const float *y, int layer, float *out)
+{
+    float r[2];
+    int st;
+    if (!t || !x || !y || !out || layer < 0 || layer >= t->g->n_layers - 1)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "forward_output: bad argument (layer %d)", layer);
+    st = upload(t, x, y);
+    t->capture_layer = layer;
+    t->capture_out = out;
+    if (st == CLREMAT_OK)
+        st = forward_only(t, t->eval_g, t->eval_costs, t->eval_gemm_ws, r, 0, NULL);
+    t->capture_out = NULL;
     return st;
 }
 

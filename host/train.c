@@ -1,6 +1,7 @@
 /* train.c: the training loop: data, steps with warm-up, progress, validation,
  * step-time statistics, memory high-water, and weights load/save. */
 #include "train.h"
+#include "hf_llama.h"
 #include "memory_trace.h"
 #include "atomic_file.h"
 #include "safetensors.h"
@@ -564,6 +565,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     clremat_policy pol;
     clremat_opt_config opt;
     clremat_checkpoint_info ck;
+    int hf = 0;
     clremat_trainer *t = NULL;
     float *x = NULL, *y = NULL;
     double *layer_ms = NULL;
@@ -587,7 +589,8 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     if ((st = clremat_policy_parse(cfg->remat, &pol)))
         goto fail;
     snprintf(res->remat, sizeof res->remat, "%s", pol.text);
-    if (cfg->load && !cfg->weights_only && (st = clremat_checkpoint_info_read(cfg->load, &ck)))
+    hf = cfg->load && clremat_hf_is_checkpoint(cfg->load); /* weights alone, Hugging Face's layout */
+    if (cfg->load && !cfg->weights_only && !hf && (st = clremat_checkpoint_info_read(cfg->load, &ck)))
         goto fail;
     if ((st = resolve_optimizer(cfg, &ck, &opt)))
         goto fail;
@@ -647,7 +650,8 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
             goto fail;
         }
     }
-    if (cfg->load && (st = clremat_weights_load_opt(t, cfg->load, !cfg->weights_only)))
+    if (cfg->load && (st = hf ? clremat_hf_load(t, cfg->load) : clremat_weights_load_opt(t, cfg->load,
+                                                                                          !cfg->weights_only)))
         goto fail;
     res->start_step = t->step;
     snprintf(res->gemm, sizeof res->gemm, "%s", clremat_gemm_path_name(clremat_ctx_gemm(ctx)));
@@ -742,7 +746,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
         goto fail;
     }
-    if (cfg->save && (st = clremat_weights_save(t, cfg->save)))
+    if (cfg->save && (st = cfg->save_hf ? clremat_hf_save(t, cfg->save) : clremat_weights_save(t, cfg->save)))
         goto fail;
 fail:
     timing_stats(res, cfg->warmup >= 0 ? cfg->warmup : 5);

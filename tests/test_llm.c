@@ -14,7 +14,8 @@
  *    every base tensor of the saved file is byte-identical to the base's;
  *  - llama_tiny on the "language" task: the validation loss falls well below
  *    the unigram entropy of the data within a few hundred steps.
- * Skips (77) without a device. */
+ * The two llama_tiny tests are left out with CLREMAT_TEST_REDUCED (slow
+ * implementations). Skips (77) without a device. */
 #include "testutil.h"
 #include "data.h"
 #include "executor.h"
@@ -370,6 +371,60 @@ START_TEST(test_lora_finetune_llama_tiny)
 }
 END_TEST
 
+/* llama_tiny learns the language task: after LEARN_STEPS steps the
+ * validation loss is below half the unigram entropy of the training
+ * labels (the loss of the best model that ignores the context). */
+#define LEARN_STEPS 120
+#define LEARN_BATCH 8
+START_TEST(test_llama_tiny_learns)
+{
+    clremat_ctx *ctx;
+    clremat_graph *g = load_model("llama_tiny.json");
+    clremat_policy pol;
+    clremat_opt_config opt;
+    clremat_trainer *t;
+    clremat_dataset d;
+    double count[64] = {0}, n = 0, H = 0, val = 0;
+    float *x, *y, loss, first = 0, correct;
+    int64_t nv = 0;
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_int_eq(clremat_data_synthetic(g, "language", 1, 2048, 64, &d), CLREMAT_OK);
+    for (int64_t i = 0; i < d.train.n * d.train.y_elems; i++, n++)
+        count[(int)d.train.y[i]]++;
+    for (int v = 0; v < 64; v++)
+        if (count[v] > 0)
+            H -= count[v] / n * log(count[v] / n);
+    x = malloc(sizeof(float) * (size_t)(LEARN_BATCH * d.train.x_elems));
+    y = malloc(sizeof(float) * (size_t)(LEARN_BATCH * d.train.y_elems));
+    ck_assert_int_eq(clremat_policy_parse("none", &pol), CLREMAT_OK);
+    ck_assert_int_eq(clremat_opt_defaults("adam", &opt), 0);
+    opt.lr = 3e-3f;
+    ck_assert_int_eq(clremat_trainer_new(ctx, g, LEARN_BATCH, &pol, &opt, 1, &t), CLREMAT_OK);
+    for (int s = 0; s < LEARN_STEPS; s++) {
+        clremat_data_batch(&d.train, 1, s, LEARN_BATCH, x, y);
+        ck_assert_int_eq(clremat_trainer_step(t, x, y, &loss, &correct), CLREMAT_OK);
+        if (s == 0)
+            first = loss;
+    }
+    for (int64_t b = 0; b + LEARN_BATCH <= d.val.n; b += LEARN_BATCH, nv++) {
+        ck_assert_int_eq(clremat_trainer_eval(t, d.val.x + b * d.val.x_elems, d.val.y + b * d.val.y_elems, &loss,
+                                              &correct), CLREMAT_OK);
+        val += loss;
+    }
+    val /= (double)nv;
+    fprintf(stderr, "llama_tiny on 'language': first loss %.3f, validation loss %.3f after %d steps; unigram "
+            "entropy %.3f nats\n", (double)first, val, LEARN_STEPS, H);
+    ck_assert_msg(H > 3.0, "unigram entropy %.3f: the language is too predictable for this test", H);
+    ck_assert_msg(val < 0.5 * H, "validation loss %.3f not below half the unigram entropy %.3f", val, H);
+    clremat_trainer_free(t);
+    free(x);
+    free(y);
+    clremat_data_free(&d);
+    clremat_graph_free(g);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("llm");
@@ -381,7 +436,10 @@ int main(void)
     tcase_add_test(tc, test_trainable_false);
     tcase_add_test(tc, test_tied_embeddings);
     tcase_add_test(tc, test_lora);
-    tcase_add_test(tc, test_lora_finetune_llama_tiny);
+    if (!test_reduced()) { /* llama_tiny: about 100 times too slow on slow implementations */
+        tcase_add_test(tc, test_lora_finetune_llama_tiny);
+        tcase_add_test(tc, test_llama_tiny_learns);
+    }
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
