@@ -150,7 +150,7 @@ static int layer(const clremat_graph *g, const char *name)
 START_TEST(test_names_and_shapes)
 {
     static const char *types[] = {"dense", "activation", "dropout", "layernorm", "add", "embedding", "attention",
-                                  "reshape", "softmax_cross_entropy", "mse"};
+                                  "reshape", "softmax_cross_entropy", "mse", "rmsnorm", "rope", "multiply"};
     static const char *acts[] = {"linear", "relu", "gelu", "gelu_exact", "tanh", "sigmoid", "silu"};
     char buf[64];
     clremat_shape s = shp(3, 2, 3, 5), z = shp(0, 0, 0, 0);
@@ -940,7 +940,9 @@ START_TEST(test_bundled_models)
         g = load_model(e->d_name);
         ck_assert_int_eq(g->finalized, 1);
         params = clremat_graph_param_elems(g);
-        ck_assert_msg(params >= 30000 && params <= 300000, "%s: %lld parameters", e->d_name, (long long)params);
+        /* llama_tiny's size is set by issue 13 (width 128, 4 blocks, MLP 352): 0.75 M parameters */
+        ck_assert_msg(params >= 30000 && params <= (strncmp(e->d_name, "llama_tiny", 10) ? 300000 : 800000),
+                      "%s: %lld parameters", e->d_name, (long long)params);
         clremat_graph_free(g);
         count++;
     }
