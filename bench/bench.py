@@ -9,6 +9,9 @@ Sections (all by default; --only picks some):
                + dense 10, batch 256, SGD momentum 0.9) against PyTorch CPU
                (2 threads), with and without checkpointing
   transformer  the same for models/transformer.json (batch 32, Adam)
+  llama        the same for models/llama_tiny.json at T = 256 (batch 8, Adam;
+               checkpointing: clremat list_of_layers:decoder_block, PyTorch
+               checkpoint_sequential with a decoder block per segment)
   remat        step-time overhead of each remat mode against the recompute
                FLOPs the planner predicted (bench/remat_pair: paired steps
                of every mode in one process)
@@ -126,6 +129,17 @@ def clremat_step(model, args, steps, warmup):
     return j
 
 
+def llama_256():
+    """models/llama_tiny.json with its input at T = 256, in bench/ (made each run)."""
+    with open(os.path.join(ROOT, "models", "llama_tiny.json")) as f:
+        m = json.load(f)
+    m["input"]["shape"] = [256]
+    path = os.path.join(ROOT, "bench", "llama_tiny_256.json")
+    with open(path, "w") as f:
+        json.dump(m, f)
+    return path
+
+
 def torch_step(model, ckpt, steps, warmup):
     """PyTorch's step time with 2 intra-op threads; Debian's torch calls the
     system BLAS (OpenBLAS), whose own threads compete with torch's OpenMP
@@ -204,11 +218,11 @@ def remat_section(rounds):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", action="append", choices=["gemm", "mlp", "transformer", "remat"])
+    ap.add_argument("--only", action="append", choices=["gemm", "mlp", "transformer", "llama", "remat"])
     ap.add_argument("--rounds", type=int, default=3, help="repetitions of each comparison (median reported)")
     ap.add_argument("--quick", action="store_true", help="1 round, fewer steps (a smoke run)")
     a = ap.parse_args()
-    sections = a.only or ["gemm", "mlp", "transformer", "remat"]
+    sections = a.only or ["gemm", "mlp", "transformer", "llama", "remat"]
     rounds = 1 if a.quick else a.rounds
     os.chdir(ROOT)
     dev = run([TOOL, "devices"]).strip().splitlines()
@@ -226,6 +240,10 @@ def main():
         model_section("transformer (models/transformer.json), batch 32, Adam", "models/transformer.json",
                       ["--batch", "32"], ["--remat", "list_of_layers:encoder_block"], "transformer", rounds,
                       20 if a.quick else 60, 10)
+    if "llama" in sections:
+        model_section("llama_tiny (models/llama_tiny.json) at T = 256, batch 8, Adam", llama_256(),
+                      ["--batch", "8", "--data", "language"], ["--remat", "list_of_layers:decoder_block"], "llama",
+                      rounds, 4 if a.quick else 10, 2)
     if "remat" in sections:
         remat_section(rounds)
 
