@@ -137,9 +137,9 @@ int clremat_hf_model_json(const char *config_path, int64_t seq_len, char **out)
         const char *bias = abias ? "" : ", \"use_bias\": false";
         const char *mb = mbias ? "" : ", \"use_bias\": false";
 #define EMIT(...) (len += (size_t)snprintf(s + len, len < cap ? cap - len : 0, __VA_ARGS__))
-        EMIT("{\n  \"name\": \"hf_llama\",\n  \"description\": \"Imported from %s by clremat import-hf: "
-             "%lld decoder blocks of width %lld, %lld heads (%lld kv heads), MLP %lld, vocab %lld%s.\",\n",
-             config_path, (long long)N, (long long)D, (long long)H, (long long)KV, (long long)I, (long long)V,
+        EMIT("{\n  \"name\": \"hf_llama\",\n  \"description\": \"Imported from a Hugging Face Llama config.json "
+             "by clremat import-hf: %lld decoder blocks of width %lld, %lld heads (%lld kv heads), MLP %lld, vocab "
+             "%lld%s.\",\n", (long long)N, (long long)D, (long long)H, (long long)KV, (long long)I, (long long)V,
              tie ? ", tied embeddings" : "");
         EMIT("  \"input\": {\"shape\": [%lld], \"dtype\": \"int32\"},\n  \"layers\": [\n", (long long)seq_len);
         EMIT("    {\"name\": \"embed_tokens\", \"type\": \"embedding\", \"vocab\": %lld, \"dim\": %lld},\n",
