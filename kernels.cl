@@ -1217,3 +1217,119 @@ __kernel void clremat_stream_copy8(const int n, __global const float *x, __globa
     if (i0 < n)
         clremat_store8(y, i0, n, clremat_load8(x, i0, n));
 }
+
+/* ---- small language models: rmsnorm, rope, multiply (issue 13) ---- */
+/* Launchers: backend/layer_rmsnorm.c, layer_rope.c (also used by
+ * layer_attention.c for RoPE on q and k), layer_multiply.c. One work-item
+ * per row, column or element; every sum runs in a fixed order. */
+
+/* RMSNorm forward, one work-item per row: rstd = 1 / sqrt(mean(x^2) + eps),
+ * y = scale * x * rstd; rstd[r] kept for the backward. */
+__kernel void rms_forward(const int rows, const int D, const float eps, __global const float *x,
+                          __global const float *scale, __global float *y, __global float *rstd)
+{
+    const int r = get_global_id(0);
+    if (r >= rows)
+        return;
+    __global const float *xr = x + (size_t)r * D;
+    __global float *yr = y + (size_t)r * D;
+    float s = 0.0f;
+    for (int d = 0; d < D; d++)
+        s += xr[d] * xr[d];
+    const float rs = 1.0f / sqrt(s / (float)D + eps);
+    for (int d = 0; d < D; d++)
+        yr[d] = scale[d] * (xr[d] * rs);
+    rstd[r] = rs;
+}
+
+/* RMSNorm input gradient, one work-item per row:
+ * dx = rstd * (scale dy - x rstd^2 mean(scale dy x)); added into dx when acc. */
+__kernel void rms_backward_dx(const int rows, const int D, const int acc, __global const float *x,
+                              __global const float *rstd, __global const float *scale, __global const float *dy,
+                              __global float *dx)
+{
+    const int r = get_global_id(0);
+    if (r >= rows)
+        return;
+    __global const float *xr = x + (size_t)r * D;
+    __global const float *dyr = dy + (size_t)r * D;
+    __global float *dxr = dx + (size_t)r * D;
+    const float rs = rstd[r];
+    float b = 0.0f;
+    for (int d = 0; d < D; d++)
+        b += scale[d] * dyr[d] * xr[d];
+    b = b / (float)D * rs * rs;
+    for (int d = 0; d < D; d++) {
+        const float v = rs * (scale[d] * dyr[d] - xr[d] * b);
+        dxr[d] = acc ? dxr[d] + v : v;
+    }
+}
+
+/* RMSNorm scale gradient, one work-item per column d, rows in order:
+ * dscale[d] = sum dy * x * rstd. */
+__kernel void rms_backward_scale(const int rows, const int D, __global const float *x, __global const float *rstd,
+                                 __global const float *dy, __global float *dscale)
+{
+    const int d = get_global_id(0);
+    if (d >= D)
+        return;
+    float s = 0.0f;
+    for (int r = 0; r < rows; r++)
+        s += dy[(size_t)r * D + d] * (x[(size_t)r * D + d] * rstd[r]);
+    dscale[d] = s;
+}
+
+/* Rotary position embedding, Llama's half-split convention: in each chunk
+ * of dh columns, columns i and i + dh/2 (i < dh/2) rotate by the angle
+ * t * theta^(-2i/dh), t = row % T (the position); sign -1 rotates back (the
+ * backward). Rows of ld_src / ld_dst floats from offsets off_src / off_dst;
+ * nh chunks per row. One work-item per pair; dst may be src (in place); acc
+ * adds into dst. */
+__kernel void rope_apply(const int n, const int T, const int nh, const int dh, const float theta, const float sign,
+                         const int acc, const int ld_src, const int off_src, __global const float *src,
+                         const int ld_dst, const int off_dst, __global float *dst)
+{
+    const int e = get_global_id(0);
+    if (e >= n)
+        return;
+    const int hw = dh / 2;
+    const int i = e % hw, h = (e / hw) % nh, row = e / (hw * nh);
+    const float inv = 1.0f / pow(theta, (float)(2 * i) / (float)dh);
+    const float ang = (float)(row % T) * inv;
+    const float c = cos(ang), s = sign * sin(ang);
+    const size_t ps = (size_t)off_src + (size_t)row * ld_src + (size_t)h * dh + i;
+    const size_t pd = (size_t)off_dst + (size_t)row * ld_dst + (size_t)h * dh + i;
+    const float x1 = src[ps], x2 = src[ps + hw];
+    const float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
+    dst[pd] = acc ? dst[pd] + y1 : y1;
+    dst[pd + hw] = acc ? dst[pd + hw] + y2 : y2;
+}
+
+/* dst = x * y elementwise, added into dst when acc (multiply forward and
+ * both input gradients). */
+__kernel void mul_acc(const int n, const int acc, __global float *dst, __global const float *x,
+                      __global const float *y)
+{
+    const int i = get_global_id(0);
+    if (i < n)
+        dst[i] = acc ? dst[i] + x[i] * y[i] : x[i] * y[i];
+}
+
+/* Embedding table gradient added into gtable (a table tied to an output
+ * projection whose backward wrote gtable first): one work-item per vocab
+ * row, tokens in order, as emb_backward_table without the zeroing. */
+__kernel void emb_backward_table_acc(const int ntok, const int dim, const int vocab, __global const float *ids,
+                                     __global const float *dout, __global float *gtable)
+{
+    const int v = get_global_id(0);
+    if (v >= vocab)
+        return;
+    __global float *g = gtable + (size_t)v * dim;
+    for (int tok = 0; tok < ntok; tok++) {
+        if (seq_clamp_id(ids[tok], vocab) != v)
+            continue;
+        __global const float *src = dout + (size_t)tok * dim;
+        for (int d = 0; d < dim; d++)
+            g[d] += src[d];
+    }
+}

@@ -56,6 +56,12 @@ int clremat_layer_gemm_workspace(clremat_ctx *ctx, const clremat_graph *g, int l
         call.param[p] = &b.param[p];
         call.grad[p] = &b.grad[p];
     }
+    if (L->type == CLREMAT_DENSE && L->tie >= 1 && L->tie <= g->n_layers) { /* the tied table */
+        b.param[0] = fake((size_t)g->layers[L->tie - 1].params[0].elems * sizeof(float));
+        b.grad[0] = b.param[0];
+        call.param[0] = &b.param[0];
+        call.grad[0] = &b.grad[0];
+    }
     b.dout = fake(c->slot_bytes[0]);
     b.labels = fake((size_t)(batch * clremat_shape_elems(&g->io.labels)) * sizeof(float));
     call.dout = &b.dout;

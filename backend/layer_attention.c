@@ -10,14 +10,26 @@
  * items, one call per head. Workspace: the forward needs B*H*T*T floats only
  * when rate > 0 (dropped probs); the backward uses one buffer laid out as
  * [R: B*H*T*T | dctx: rows*D | dqkv: rows*3D] where R holds the dropped probs,
- * then dprobs, then dscores. */
+ * then dprobs, then dscores.
+ * Small language models (issue 13): with kv_heads = KV < H (grouped-query;
+ * 1 = multi-query) k and v have KV heads of dh each, so wqkv is
+ * [D, D + 2 KV dh] and qkv rows are q | k | v of widths D, KV dh, KV dh;
+ * query head h uses kv head h / (H / KV), and the gradients of a kv head
+ * are summed over its query heads in head order. use_bias false drops bqkv
+ * and bo (parameters wqkv, wo). With rope, q and k are rotated in place in
+ * the qkv slot after the projection (layer_rope.h), and dq, dk are rotated
+ * back before the input projection's backward. */
 #include "layer_seq.h"
+#include "layer_rope.h"
 #include "gemm.h"
 #include <math.h>
 
 /* Sizes of one attention layer at a batch size. */
 typedef struct attn_dims {
     int64_t B, T, D, H, dh, rows, P;    /* P = B*H*T*T */
+    int64_t KV, Dkv, W3, grp;           /* kv heads, their width KV*dh, qkv width D + 2 Dkv, H / KV */
+    int bias;                           /* 1: bqkv and bo present */
+    int iwo;                            /* index of wo in the parameters */
 } attn_dims;
 
 static int attn_get_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batch, attn_dims *a)
@@ -25,9 +37,9 @@ static int attn_get_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_
     const clremat_layer *L = &g->layers[l];
     const clremat_shape *s = &L->in_shape[0];
     int st;
-    if (s->rank < 2 || L->n_params < 4 || L->heads <= 0)
+    if (s->rank < 2 || (L->n_params != 4 && L->n_params != 2) || L->heads <= 0)
         return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: needs an input [T, D], heads >= 1 and "
-                            "wqkv, bqkv, wo, bo", L->name);
+                            "wqkv, bqkv, wo, bo (or wqkv, wo without biases)", L->name);
     a->T = s->dims[s->rank - 2];
     a->D = s->dims[s->rank - 1];
     if (a->T < 1 || a->D < 1)
@@ -41,14 +53,25 @@ static int attn_get_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_
                             L->name, (long long)a->D, (long long)a->H);
     a->dh = a->D / a->H;
     a->P = a->B * a->H * a->T * a->T;
-    if (L->params[0].elems != 3 * a->D * a->D || L->params[1].elems != 3 * a->D ||
-        L->params[2].elems != a->D * a->D || L->params[3].elems != a->D)
+    a->KV = L->kv_heads > 0 ? L->kv_heads : L->heads;
+    if (a->H % a->KV != 0 || (L->rope_theta > 0.0 && a->dh % 2))
+        return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: kv_heads %lld does not divide heads %lld, or "
+                            "RoPE on an odd head width %lld", L->name, (long long)a->KV, (long long)a->H,
+                            (long long)a->dh);
+    a->grp = a->H / a->KV;
+    a->Dkv = a->KV * a->dh;
+    a->W3 = a->D + 2 * a->Dkv;
+    a->bias = L->n_params == 4;
+    a->iwo = a->bias ? 2 : 1;
+    if (L->params[0].elems != a->D * a->W3 || (a->bias && L->params[1].elems != a->W3) ||
+        L->params[a->iwo].elems != a->D * a->D || (a->bias && L->params[3].elems != a->D))
         return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: parameters do not match width %lld (wqkv "
-                            "[D, 3D], bqkv [3D], wo [D, D], bo [D] expected)", L->name, (long long)a->D);
+                            "[D, %lld], bqkv [%lld], wo [D, D], bo [D] expected)", L->name, (long long)a->D,
+                            (long long)a->W3, (long long)a->W3);
     if (L->rate < 0.0 || L->rate >= 1.0)
         return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "attention %s: dropout rate %g outside [0, 1)",
                             L->name, L->rate);
-    if ((st = seq_check_int(ctx, L->name, "qkv", a->rows * 3 * a->D)) != CLREMAT_OK)
+    if ((st = seq_check_int(ctx, L->name, "qkv", a->rows * a->W3)) != CLREMAT_OK)
         return st;
     return seq_check_int(ctx, L->name, "probs", a->P);
 }
@@ -56,15 +79,16 @@ static int attn_get_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_
 static int attn_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
 {
     attn_dims a;
-    double rows, D, P, dh;
+    double rows, D, P, dh, W3, rope;
     int st = attn_get_dims(NULL, g, l, batch, &a);
     if (st != CLREMAT_OK)
         return st;
-    rows = (double)a.rows, D = (double)a.D, P = (double)a.P, dh = (double)a.dh;
+    rows = (double)a.rows, D = (double)a.D, P = (double)a.P, dh = (double)a.dh, W3 = (double)a.W3;
+    rope = g->layers[l].rope_theta > 0.0 ? 5.0 * rows * (double)(a.D + a.Dkv) : 0.0;
     c->n_slots = 4;
     c->slot_bytes[0] = seq_fbytes(a.rows * a.D);
     c->slot_name[0] = "out";
-    c->slot_bytes[1] = seq_fbytes(a.rows * 3 * a.D);
+    c->slot_bytes[1] = seq_fbytes(a.rows * a.W3);
     c->slot_name[1] = "qkv";
     c->slot_bytes[2] = seq_fbytes(a.P);
     c->slot_name[2] = "probs";
@@ -73,17 +97,17 @@ static int attn_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer
     c->bwd_needs_inputs = 1u;
     c->bwd_needs_slots = (1u << 1) | (1u << 2) | (1u << 3);
     c->fwd_temp_bytes = g->layers[l].rate > 0.0 ? seq_fbytes(a.P) : 0;
-    c->bwd_temp_bytes = seq_fbytes(a.P + a.rows * a.D + a.rows * 3 * a.D);
+    c->bwd_temp_bytes = seq_fbytes(a.P + a.rows * a.D + a.rows * a.W3);
     /* GEMMs: qkv 2*rows*D*3D, scores and ctx 2*P*dh each, out 2*rows*D*D;
      * biases rows*4D; softmax ~5 per score (max, exp, sum, divide);
      * dropout 1 per score */
-    c->fwd_flops = 2.0 * rows * D * 3.0 * D + 4.0 * P * dh + 2.0 * rows * D * D + 4.0 * rows * D + 5.0 * P +
-                   (g->layers[l].rate > 0.0 ? P : 0.0);
+    c->fwd_flops = 2.0 * rows * D * W3 + 4.0 * P * dh + 2.0 * rows * D * D + (a.bias ? rows * (D + W3) : 0.0) +
+                   5.0 * P + (g->layers[l].rate > 0.0 ? P : 0.0) + rope;
     /* GEMMs: grad wo and dctx 2*rows*D*D each, dprobs, dv, dq, dk 2*P*dh
      * each, grad wqkv and din 2*rows*D*3D each; bias sums rows*4D; softmax
      * backward ~5 per score (+ dropout mask twice) */
-    c->bwd_flops = 4.0 * rows * D * D + 8.0 * P * dh + 12.0 * rows * D * D + 4.0 * rows * D + 5.0 * P +
-                   (g->layers[l].rate > 0.0 ? 2.0 * P : 0.0);
+    c->bwd_flops = 4.0 * rows * D * D + 8.0 * P * dh + 4.0 * rows * D * W3 + (a.bias ? rows * (D + W3) : 0.0) +
+                   5.0 * P + (g->layers[l].rate > 0.0 ? 2.0 * P : 0.0) + rope;
     c->param_bytes = seq_param_bytes(&g->layers[l]);
     return CLREMAT_OK;
 }
@@ -107,26 +131,31 @@ static int attn_forward(clremat_layer_call *c)
     int st = attn_get_dims(ctx, c->g, c->layer, c->batch, &a);
     if (st != CLREMAT_OK)
         return st;
-    T = a.T, D = a.D, dh = a.dh, D3 = 3 * a.D, TT = a.T * a.T, HTT = a.H * a.T * a.T;
+    T = a.T, D = a.D, dh = a.dh, D3 = a.W3, TT = a.T * a.T, HTT = a.H * a.T * a.T;
     if ((st = clremat_check_buf(ctx, L->name, "input", c->in[0], a.rows * D)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "out", c->slot[0], a.rows * D)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "qkv", c->slot[1], a.rows * D3)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "probs", c->slot[2], a.P)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "ctx", c->slot[3], a.rows * D)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "wqkv", c->param[0], D * D3)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "bqkv", c->param[1], D3)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "wo", c->param[2], D * D)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "bo", c->param[3], D)) != CLREMAT_OK)
+        (a.bias && (st = clremat_check_buf(ctx, L->name, "bqkv", c->param[1], D3)) != CLREMAT_OK) ||
+        (st = clremat_check_buf(ctx, L->name, "wo", c->param[a.iwo], D * D)) != CLREMAT_OK ||
+        (a.bias && (st = clremat_check_buf(ctx, L->name, "bo", c->param[3], D)) != CLREMAT_OK))
         return st;
     if (L->rate > 0.0 && (st = clremat_check_buf(ctx, L->name, "forward workspace", c->temp, a.P)) != CLREMAT_OK)
         return st;
 
     /* qkv = x wqkv + bqkv (bias fused into the GEMM on the native path) */
-    st = clremat_gemm_dense(ctx, a.rows, D, D3, c->in[0], c->param[0], c->param[1], 0, c->slot[1], NULL);
-    /* scores of head h for every batch item: q_h k_h^T / sqrt(dh) */
+    st = clremat_gemm_dense(ctx, a.rows, D, D3, c->in[0], c->param[0], a.bias ? c->param[1] : NULL, 0, c->slot[1],
+                            NULL);
+    /* RoPE: q and k (adjacent: H + KV chunks of dh) rotated in place */
+    if (st == CLREMAT_OK && L->rope_theta > 0.0)
+        st = clremat_rope_run(ctx, a.rows, T, a.H + a.KV, dh, L->rope_theta, 0, 0, c->slot[1], 0, D3, c->slot[1], 0,
+                              D3);
+    /* scores of head h for every batch item: q_h k_g^T / sqrt(dh), g = h / grp */
     for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++)
         st = clremat_gemm(ctx, 0, 1, T, T, dh, (float)(1.0 / sqrt((double)dh)), c->slot[1], h * dh, D3, T * D3,
-                          c->slot[1], D + h * dh, D3, T * D3, 0.0f, c->slot[2], h * TT, T, HTT, a.B);
+                          c->slot[1], D + h / a.grp * dh, D3, T * D3, 0.0f, c->slot[2], h * TT, T, HTT, a.B);
     if (st == CLREMAT_OK)
         st = clremat_run1d(ctx, "attn_softmax_fwd", a.B * a.H * T, SEQ_I(a.B * a.H * T), SEQ_I(T),
                            SEQ_I(L->causal != 0), SEQ_M(c->slot[2]), SEQ_END);
@@ -135,13 +164,14 @@ static int attn_forward(clremat_layer_call *c)
         st = attn_dropout(c, &a, c->temp);
         pd = c->temp;
     }
-    /* ctx_h = dropped_h v_h */
+    /* ctx_h = dropped_h v_g */
     for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++)
-        st = clremat_gemm(ctx, 0, 0, T, dh, T, 1.0f, pd, h * TT, T, HTT, c->slot[1], 2 * D + h * dh, D3, T * D3,
-                          0.0f, c->slot[3], h * dh, D, T * D, a.B);
+        st = clremat_gemm(ctx, 0, 0, T, dh, T, 1.0f, pd, h * TT, T, HTT, c->slot[1], D + a.Dkv + h / a.grp * dh, D3,
+                          T * D3, 0.0f, c->slot[3], h * dh, D, T * D, a.B);
     /* out = ctx wo + bo */
     if (st == CLREMAT_OK)
-        st = clremat_gemm_dense(ctx, a.rows, D, D, c->slot[3], c->param[2], c->param[3], 0, c->slot[0], NULL);
+        st = clremat_gemm_dense(ctx, a.rows, D, D, c->slot[3], c->param[a.iwo], a.bias ? c->param[3] : NULL, 0,
+                                c->slot[0], NULL);
     return st;
 }
 
@@ -165,7 +195,7 @@ static int attn_backward(clremat_layer_call *c)
     int st = attn_get_dims(ctx, c->g, c->layer, c->batch, &a);
     if (st != CLREMAT_OK)
         return st;
-    T = a.T, D = a.D, dh = a.dh, D3 = 3 * a.D, TT = a.T * a.T, HTT = a.H * a.T * a.T;
+    T = a.T, D = a.D, dh = a.dh, D3 = a.W3, TT = a.T * a.T, HTT = a.H * a.T * a.T;
     off_dctx = a.P;
     off_dqkv = a.P + a.rows * D;
     W = c->temp;
@@ -175,25 +205,26 @@ static int attn_backward(clremat_layer_call *c)
         (st = clremat_check_buf(ctx, L->name, "probs", c->slot[2], a.P)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "ctx", c->slot[3], a.rows * D)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "wqkv", c->param[0], D * D3)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "wo", c->param[2], D * D)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "wo", c->param[a.iwo], D * D)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "backward workspace", W, off_dqkv + a.rows * D3)) != CLREMAT_OK)
         return st;
     if (c->din[0] && (st = clremat_check_buf(ctx, L->name, "din", c->din[0], a.rows * D)) != CLREMAT_OK)
         return st;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < L->n_params; i++) {
         static const char *const names[4] = {"grad wqkv", "grad bqkv", "grad wo", "grad bo"};
         if (c->grad[i] &&
-            (st = clremat_check_buf(ctx, L->name, names[i], c->grad[i], L->params[i].elems)) != CLREMAT_OK)
+            (st = clremat_check_buf(ctx, L->name, names[a.bias || i == 0 ? i : 2], c->grad[i],
+                                    L->params[i].elems)) != CLREMAT_OK)
             return st;
     }
 
     /* output projection: grad bo, grad wo = ctx^T dout, dctx = dout wo^T */
-    if (c->grad[3] && (st = col_sum(ctx, c->dout, 0, D, a.rows, D, c->grad[3])) != CLREMAT_OK)
+    if (a.bias && c->grad[3] && (st = col_sum(ctx, c->dout, 0, D, a.rows, D, c->grad[3])) != CLREMAT_OK)
         return st;
-    if (c->grad[2] && (st = clremat_gemm(ctx, 1, 0, D, D, a.rows, 1.0f, c->slot[3], 0, D, 0, c->dout, 0, D, 0,
-                                         0.0f, c->grad[2], 0, D, 0, 1)) != CLREMAT_OK)
+    if (c->grad[a.iwo] && (st = clremat_gemm(ctx, 1, 0, D, D, a.rows, 1.0f, c->slot[3], 0, D, 0, c->dout, 0, D, 0,
+                                             0.0f, c->grad[a.iwo], 0, D, 0, 1)) != CLREMAT_OK)
         return st;
-    st = clremat_gemm(ctx, 0, 1, a.rows, D, D, 1.0f, c->dout, 0, D, 0, c->param[2], 0, D, 0, 0.0f, W, off_dctx,
+    st = clremat_gemm(ctx, 0, 1, a.rows, D, D, 1.0f, c->dout, 0, D, 0, c->param[a.iwo], 0, D, 0, 0.0f, W, off_dctx,
                       D, 0, 1);
     /* dv_h = dropped_h^T dctx_h (dropped probs regenerated into R) */
     pd = c->slot[2];
@@ -201,31 +232,36 @@ static int attn_backward(clremat_layer_call *c)
         st = attn_dropout(c, &a, W);
         pd = W;
     }
+    /* (dv_g sums its query heads h in order: the first overwrites, the rest add) */
     for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++)
-        st = clremat_gemm(ctx, 1, 0, T, dh, T, 1.0f, pd, h * TT, T, HTT, W, off_dctx + h * dh, D, T * D, 0.0f,
-                          W, off_dqkv + 2 * D + h * dh, D3, T * D3, a.B);
-    /* R = d(dropped probs)_h = dctx_h v_h^T */
+        st = clremat_gemm(ctx, 1, 0, T, dh, T, 1.0f, pd, h * TT, T, HTT, W, off_dctx + h * dh, D, T * D,
+                          h % a.grp ? 1.0f : 0.0f, W, off_dqkv + D + a.Dkv + h / a.grp * dh, D3, T * D3, a.B);
+    /* R = d(dropped probs)_h = dctx_h v_g^T */
     for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++)
-        st = clremat_gemm(ctx, 0, 1, T, T, dh, 1.0f, W, off_dctx + h * dh, D, T * D, c->slot[1], 2 * D + h * dh,
-                          D3, T * D3, 0.0f, W, h * TT, T, HTT, a.B);
+        st = clremat_gemm(ctx, 0, 1, T, T, dh, 1.0f, W, off_dctx + h * dh, D, T * D, c->slot[1],
+                          D + a.Dkv + h / a.grp * dh, D3, T * D3, 0.0f, W, h * TT, T, HTT, a.B);
     /* R = dscores (through the dropout mask, the softmax and the 1/sqrt(dh)) */
     if (st == CLREMAT_OK)
         st = clremat_run1d(ctx, "attn_softmax_bwd", a.B * a.H * T, SEQ_I(a.B * a.H * T), SEQ_I(T),
                            SEQ_F(L->rate), SEQ_U(c->seed & 0xffffffffu), SEQ_U(c->seed >> 32), SEQ_U(c->step),
                            SEQ_U(c->layer), SEQ_F(1.0 / sqrt((double)dh)), SEQ_M(c->slot[2]), SEQ_M(W),
                            SEQ_U(c->sample0 * (a.P / c->batch)), SEQ_END);
-    /* dq_h = dS_h k_h, dk_h = dS_h^T q_h */
+    /* dq_h = dS_h k_g, dk_g = sum over its heads h of dS_h^T q_h */
     for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++) {
-        st = clremat_gemm(ctx, 0, 0, T, dh, T, 1.0f, W, h * TT, T, HTT, c->slot[1], D + h * dh, D3, T * D3, 0.0f,
-                          W, off_dqkv + h * dh, D3, T * D3, a.B);
+        st = clremat_gemm(ctx, 0, 0, T, dh, T, 1.0f, W, h * TT, T, HTT, c->slot[1], D + h / a.grp * dh, D3, T * D3,
+                          0.0f, W, off_dqkv + h * dh, D3, T * D3, a.B);
         if (st == CLREMAT_OK)
-            st = clremat_gemm(ctx, 1, 0, T, dh, T, 1.0f, W, h * TT, T, HTT, c->slot[1], h * dh, D3, T * D3, 0.0f,
-                              W, off_dqkv + D + h * dh, D3, T * D3, a.B);
+            st = clremat_gemm(ctx, 1, 0, T, dh, T, 1.0f, W, h * TT, T, HTT, c->slot[1], h * dh, D3, T * D3,
+                              h % a.grp ? 1.0f : 0.0f, W, off_dqkv + D + h / a.grp * dh, D3, T * D3, a.B);
     }
+    /* RoPE: dq and dk rotated back (the rotation's transpose) */
+    if (st == CLREMAT_OK && L->rope_theta > 0.0)
+        st = clremat_rope_run(ctx, a.rows, T, a.H + a.KV, dh, L->rope_theta, 1, 0, W, off_dqkv, D3, W, off_dqkv,
+                              D3);
     if (st != CLREMAT_OK)
         return st;
     /* input projection: grad bqkv, grad wqkv = x^T dqkv, din = dqkv wqkv^T */
-    if (c->grad[1] && (st = col_sum(ctx, W, off_dqkv, D3, a.rows, D3, c->grad[1])) != CLREMAT_OK)
+    if (a.bias && c->grad[1] && (st = col_sum(ctx, W, off_dqkv, D3, a.rows, D3, c->grad[1])) != CLREMAT_OK)
         return st;
     if (c->grad[0] && (st = clremat_gemm(ctx, 1, 0, D, D3, a.rows, 1.0f, c->in[0], 0, D, 0, W, off_dqkv, D3, 0,
                                          0.0f, c->grad[0], 0, D3, 0, 1)) != CLREMAT_OK)

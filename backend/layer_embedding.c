@@ -89,7 +89,9 @@ static int emb_backward(clremat_layer_call *c)
     if (c->grad[0]) {
         if ((st = clremat_check_buf(c->ctx, L->name, "grad table", c->grad[0], vocab * dim)) != CLREMAT_OK)
             return st;
-        st = clremat_run1d(c->ctx, "emb_backward_table", vocab, SEQ_I(ntok), SEQ_I(dim), SEQ_I(vocab),
+        /* grad_accumulate: a tied output projection wrote its part first */
+        st = clremat_run1d(c->ctx, c->grad_accumulate[0] ? "emb_backward_table_acc" : "emb_backward_table", vocab,
+                           SEQ_I(ntok), SEQ_I(dim), SEQ_I(vocab),
                            SEQ_M(c->in[0]), SEQ_M(c->dout), SEQ_M(c->grad[0]), SEQ_END);
         if (st != CLREMAT_OK)
             return st;

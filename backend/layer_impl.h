@@ -23,6 +23,12 @@ extern const clremat_layer_impl clremat_impl_attention;
 extern const clremat_layer_impl clremat_impl_reshape;
 extern const clremat_layer_impl clremat_impl_softmax_ce;
 extern const clremat_layer_impl clremat_impl_mse;
+/* small language models (issue 13) */
+extern const clremat_layer_impl clremat_impl_rmsnorm;
+extern const clremat_layer_impl clremat_impl_rope;
+extern const clremat_layer_impl clremat_impl_multiply;
+extern const clremat_layer_impl clremat_impl_dense_tied; /**< dense with "tie" */
+extern const clremat_layer_impl clremat_impl_lora;       /**< dense with a LoRA adapter */
 
 /** clremat_layer_fuses_update for a dense layer. */
 int clremat_dense_fuses_update(clremat_ctx *ctx, const clremat_graph *g, int l, int p, int64_t batch);

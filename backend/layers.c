@@ -14,12 +14,20 @@ static const clremat_layer_impl *const impls[CLREMAT_LAYER_TYPE_COUNT] = {
     [CLREMAT_RESHAPE] = &clremat_impl_reshape,
     [CLREMAT_SOFTMAX_CE] = &clremat_impl_softmax_ce,
     [CLREMAT_MSE] = &clremat_impl_mse,
+    [CLREMAT_RMSNORM] = &clremat_impl_rmsnorm,
+    [CLREMAT_ROPE] = &clremat_impl_rope,
+    [CLREMAT_MULTIPLY] = &clremat_impl_multiply,
 };
 
 static const clremat_layer_impl *impl_of(const clremat_graph *g, int l)
 {
     if (!g || l < 0 || l >= g->n_layers || (unsigned)g->layers[l].type >= CLREMAT_LAYER_TYPE_COUNT)
         return NULL;
+    /* dense variants of issue 13: tied to an embedding's table, LoRA adapter */
+    if (g->layers[l].type == CLREMAT_DENSE && g->layers[l].tie)
+        return &clremat_impl_dense_tied;
+    if (g->layers[l].type == CLREMAT_DENSE && g->layers[l].lora_rank > 0)
+        return &clremat_impl_lora;
     return impls[g->layers[l].type];
 }
 
@@ -139,7 +147,9 @@ int clremat_layer_fuses_update(clremat_ctx *ctx, const clremat_graph *g, int l, 
 {
     if (!g || l < 0 || l >= g->n_layers || p < 0 || p >= g->layers[l].n_params)
         return 0;
-    if (g->layers[l].type == CLREMAT_DENSE)
+    /* the plain dense backward alone has the update epilogue; its tied and
+     * LoRA variants (issue 13) use a gradient scratch and the step kernel */
+    if (g->layers[l].type == CLREMAT_DENSE && !g->layers[l].tie && g->layers[l].lora_rank == 0)
         return clremat_dense_fuses_update(ctx, g, l, p, batch);
     return 0;
 }

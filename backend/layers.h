@@ -65,6 +65,8 @@ typedef struct clremat_layer_call {
                                                      masks are those of the whole batch (element index offset) */
     int64_t loss_batch_div;                     /**< loss layers: the loss and its gradient are divided by this
                                                      batch's count (rows or elements), not c->batch's; 0: c->batch */
+    int grad_accumulate[CLREMAT_MAX_PARAMS];    /**< 1: add into grad[p] (a table tied to a later layer's
+                                                     kernel, whose backward wrote it first); embedding only */
 } clremat_layer_call;
 
 /** Runs layer c->layer forward: reads in[], param[]; writes every slot.

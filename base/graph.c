@@ -32,6 +32,8 @@ static const char *const type_names[CLREMAT_LAYER_TYPE_COUNT] = {
     [CLREMAT_ADD] = "add",               [CLREMAT_EMBEDDING] = "embedding",
     [CLREMAT_ATTENTION] = "attention",   [CLREMAT_RESHAPE] = "reshape",
     [CLREMAT_SOFTMAX_CE] = "softmax_cross_entropy", [CLREMAT_MSE] = "mse",
+    [CLREMAT_RMSNORM] = "rmsnorm",       [CLREMAT_ROPE] = "rope",
+    [CLREMAT_MULTIPLY] = "multiply",
 };
 
 static const char *const act_names[CLREMAT_ACT_COUNT] = {
@@ -325,7 +327,7 @@ int clremat_graph_end_block(clremat_graph *g)
 }
 
 /* Number of inputs a layer type takes. */
-static int inputs_wanted(clremat_layer_type t) { return t == CLREMAT_ADD ? 2 : 1; }
+static int inputs_wanted(clremat_layer_type t) { return t == CLREMAT_ADD || t == CLREMAT_MULTIPLY ? 2 : 1; }
 
 /* Checks the type-specific settings that do not depend on shapes. */
 static int check_settings(clremat_graph *g, const clremat_layer *L)
@@ -335,6 +337,11 @@ static int check_settings(clremat_graph *g, const clremat_layer *L)
         if (L->units < 1 || L->units >= MAX_ELEMS)
             return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': units must be positive, got %lld",
                          L->name, (long long)L->units);
+        if (L->lora_rank < 0 || (L->lora_rank > 0 && !(L->lora_alpha > 0.0)))
+            return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': LoRA needs rank >= 1 and alpha > 0, got "
+                         "rank %d, alpha %g", L->name, L->lora_rank, L->lora_alpha);
+        if (L->tie < 0 || L->tie > g->n_layers)
+            return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': tie must name an earlier layer", L->name);
         break;
     case CLREMAT_DROPOUT:
     case CLREMAT_ATTENTION:
@@ -344,6 +351,22 @@ static int check_settings(clremat_graph *g, const clremat_layer *L)
         if (L->type == CLREMAT_ATTENTION && L->heads < 1)
             return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': heads must be >= 1, got %d", L->name,
                          L->heads);
+        if (L->type == CLREMAT_ATTENTION && (L->kv_heads < 0 || (L->kv_heads > 0 && L->heads % L->kv_heads)))
+            return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': kv_heads = %d must divide heads = %d",
+                         L->name, L->kv_heads, L->heads);
+        if (L->type == CLREMAT_ATTENTION && !(L->rope_theta >= 0.0))
+            return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': rope theta must be > 0, got %g", L->name,
+                         L->rope_theta);
+        break;
+    case CLREMAT_RMSNORM:
+        if (!(L->eps > 0.0))
+            return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': eps must be > 0, got %g", L->name,
+                         L->eps);
+        break;
+    case CLREMAT_ROPE:
+        if (!(L->rope_theta > 0.0) || L->head_dim < 0 || L->head_dim % 2)
+            return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': rope needs theta > 0 and an even "
+                         "head_dim, got theta %g, head_dim %lld", L->name, L->rope_theta, (long long)L->head_dim);
         break;
     case CLREMAT_LAYERNORM:
         if (!(L->eps > 0.0))
@@ -501,10 +524,34 @@ static int infer_layer(clremat_graph *g, int l)
         if (last * L->units >= MAX_ELEMS)
             return SHAPE_FAIL("layer '%s': kernel [%lld, %lld] has too many elements", L->name,
                               (long long)last, (long long)L->units);
+        if (L->tie) { /* the kernel is the embedding's table, transposed: no parameters of its own */
+            const clremat_layer *E = L->tie - 1 < l && L->tie >= 1 ? &g->layers[L->tie - 1] : NULL;
+            if (!E || E->type != CLREMAT_EMBEDDING || E->vocab != L->units || E->dim != last || L->use_bias ||
+                L->act != CLREMAT_ACT_NONE || L->lora_rank)
+                return SHAPE_FAIL("layer '%s': input has shape %s; \"tie\" needs an earlier embedding layer of "
+                                  "vocab = units (%lld) and dim = the input's last dimension, and a dense layer "
+                                  "without bias, activation or LoRA", L->name, clremat_shape_str(in, sa, sizeof sa),
+                                  (long long)L->units);
+            if (clremat_graph_tied_user(g, L->tie - 1) != l)
+                return SHAPE_FAIL("layer '%s': embedding '%s' is already tied to another layer (one tie per table)",
+                                  L->name, E->name);
+            break;
+        }
         add_param(L, "kernel", 2, last, L->units,
                   L->act == CLREMAT_ACT_RELU ? CLREMAT_INIT_HE_NORMAL : CLREMAT_INIT_GLOROT_UNIFORM);
         if (L->use_bias)
             add_param(L, "bias", 1, L->units, 0, CLREMAT_INIT_ZEROS);
+        if (L->lora_rank) { /* LoRA: x W + b + (alpha / r) x A B, W and b frozen */
+            if (L->lora_rank > last || L->lora_rank > L->units)
+                return SHAPE_FAIL("layer '%s': input has shape %s; LoRA rank %d must be at most min(in, units) = "
+                                  "min(%lld, %lld)", L->name,
+                                  clremat_shape_str(in, sa, sizeof sa), L->lora_rank, (long long)last,
+                                  (long long)L->units);
+            for (int p = 0; p < L->n_params; p++)
+                L->params[p].frozen = 1;
+            add_param(L, "lora_a", 2, last, L->lora_rank, CLREMAT_INIT_NORMAL_LORA);
+            add_param(L, "lora_b", 2, L->lora_rank, L->units, CLREMAT_INIT_ZEROS);
+        }
         break;
     case CLREMAT_ACTIVATION:
     case CLREMAT_DROPOUT:
@@ -549,12 +596,40 @@ static int infer_layer(clremat_graph *g, int l)
         if (3 * D * D >= MAX_ELEMS || in->dims[0] * in->dims[0] >= MAX_ELEMS)
             return SHAPE_FAIL("layer '%s': input %s is too large for attention", L->name,
                               clremat_shape_str(in, sa, sizeof sa));
-        add_param(L, "wqkv", 2, D, 3 * D, CLREMAT_INIT_GLOROT_UNIFORM);
-        add_param(L, "bqkv", 1, 3 * D, 0, CLREMAT_INIT_ZEROS);
+        {
+            /* kv_heads < heads: k and v have kv_heads heads of D / heads */
+            int64_t kvw = D / L->heads * (L->kv_heads > 0 ? L->kv_heads : L->heads);
+            if (L->rope_theta > 0.0 && (D / L->heads) % 2)
+                return SHAPE_FAIL("layer '%s': input has shape %s but RoPE needs an even head width, got %lld",
+                                  L->name, clremat_shape_str(in, sa, sizeof sa), (long long)(D / L->heads));
+            add_param(L, "wqkv", 2, D, D + 2 * kvw, CLREMAT_INIT_GLOROT_UNIFORM);
+            if (L->use_bias)
+                add_param(L, "bqkv", 1, D + 2 * kvw, 0, CLREMAT_INIT_ZEROS);
+        }
         add_param(L, "wo", 2, D, D, CLREMAT_INIT_GLOROT_UNIFORM);
-        add_param(L, "bo", 1, D, 0, CLREMAT_INIT_ZEROS);
+        if (L->use_bias)
+            add_param(L, "bo", 1, D, 0, CLREMAT_INIT_ZEROS);
         break;
     }
+    case CLREMAT_RMSNORM:
+        if (in->rank < 1 || last < 1)
+            return SHAPE_FAIL("layer '%s': input has shape %s but rmsnorm needs rank >= 1", L->name,
+                              clremat_shape_str(in, sa, sizeof sa));
+        add_param(L, "scale", 1, last, 0, CLREMAT_INIT_ONES);
+        break;
+    case CLREMAT_ROPE: {
+        int64_t hd = L->head_dim > 0 ? L->head_dim : last;
+        if (in->rank != 2 || hd % 2 || last % hd)
+            return SHAPE_FAIL("layer '%s': input has shape %s but rope needs [T, D] with D a multiple of an even "
+                              "head_dim (%lld)", L->name, clremat_shape_str(in, sa, sizeof sa), (long long)hd);
+        break;
+    }
+    case CLREMAT_MULTIPLY:
+        if (!clremat_shape_eq(in, &L->in_shape[1]))
+            return SHAPE_FAIL("layer '%s': input has shape %s but the second input has shape %s (multiply needs "
+                              "equal shapes)", L->name, clremat_shape_str(in, sa, sizeof sa),
+                              clremat_shape_str(&L->in_shape[1], sb, sizeof sb));
+        break;
     case CLREMAT_RESHAPE: {
         int64_t n = clremat_shape_elems(in), known = 1;
         int neg = -1;
@@ -598,6 +673,10 @@ static int infer_layer(clremat_graph *g, int l)
     default:
         return gfail(g, CLREMAT_ERR_INTERNAL, "layer '%s': unknown type %d", L->name, (int)L->type);
     }
+    /* "trainable": false freezes the layer's weights; LoRA adapters stay trained */
+    for (int p = 0; L->frozen && p < L->n_params; p++)
+        if (strncmp(L->params[p].name, "lora_", 5) != 0)
+            L->params[p].frozen = 1;
     if (L->type != CLREMAT_SOFTMAX_CE && L->type != CLREMAT_MSE && !shape_valid(&out, why, sizeof why))
         return SHAPE_FAIL("layer '%s': input has shape %s but the output shape %s is not valid: %s", L->name,
                           clremat_shape_str(in, sa, sizeof sa), clremat_shape_str(&out, sb, sizeof sb), why);
@@ -665,4 +744,24 @@ int64_t clremat_graph_param_elems(const clremat_graph *g)
         for (int p = 0; p < g->layers[l].n_params; p++)
             n += g->layers[l].params[p].elems;
     return n;
+}
+
+int64_t clremat_graph_trainable_elems(const clremat_graph *g)
+{
+    int64_t n = 0;
+    if (!g)
+        return 0;
+    for (int l = 0; l < g->n_layers; l++)
+        for (int p = 0; p < g->layers[l].n_params; p++)
+            if (!g->layers[l].params[p].frozen)
+                n += g->layers[l].params[p].elems;
+    return n;
+}
+
+int clremat_graph_tied_user(const clremat_graph *g, int e)
+{
+    for (int l = 0; g && l < g->n_layers; l++)
+        if (g->layers[l].type == CLREMAT_DENSE && g->layers[l].tie == e + 1)
+            return l;
+    return -1;
 }

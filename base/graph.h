@@ -27,6 +27,10 @@ typedef enum clremat_layer_type {
     CLREMAT_RESHAPE,        /**< same elements, new per-sample shape (flatten = [-1]) */
     CLREMAT_SOFTMAX_CE,     /**< loss: softmax cross-entropy over the last dim vs class ids */
     CLREMAT_MSE,            /**< loss: mean squared error vs targets */
+    /* small language models (issue 13) */
+    CLREMAT_RMSNORM,        /**< y = scale * x / sqrt(mean(x^2) + eps), last dim */
+    CLREMAT_ROPE,           /**< rotary position embedding over [T, D], half-split per head_dim chunk */
+    CLREMAT_MULTIPLY,       /**< y = a * b elementwise; equal shapes */
     CLREMAT_LAYER_TYPE_COUNT
 } clremat_layer_type;
 
@@ -50,10 +54,11 @@ typedef struct clremat_shape {
 
 /** One parameter tensor of a layer. */
 typedef struct clremat_param {
-    char name[16];          /**< "kernel", "bias", "gamma", "beta", "table", "pos_table", "wqkv", "bqkv", "wo", "bo" */
+    char name[16];          /**< "kernel", "bias", "gamma", "beta", "table", "pos_table", "wqkv", "bqkv", "wo", "bo", "scale" */
     clremat_shape shape;    /**< full shape (no batch) */
     int64_t elems;
     int init;               /**< clremat_init */
+    int frozen;             /**< 1: not trained (no gradient, no optimizer state, no update) */
 } clremat_param;
 
 /** How a parameter is initialized (seeded). */
@@ -62,7 +67,8 @@ typedef enum clremat_init {
     CLREMAT_INIT_ONES,
     CLREMAT_INIT_GLOROT_UNIFORM,  /**< U(-a, a), a = sqrt(6 / (fan_in + fan_out)) */
     CLREMAT_INIT_HE_NORMAL,       /**< N(0, 2 / fan_in), for relu-family dense layers */
-    CLREMAT_INIT_NORMAL_002       /**< N(0, 0.02^2), embeddings */
+    CLREMAT_INIT_NORMAL_002,      /**< N(0, 0.02^2), embeddings */
+    CLREMAT_INIT_NORMAL_LORA      /**< N(0, (1/r)^2), r the last dim: LoRA's A (as PEFT's "gaussian") */
 } clremat_init;
 
 /** A layer. Index -1 in inputs[] means the model input. */
@@ -83,6 +89,16 @@ typedef struct clremat_layer {
     int heads;                  /**< attention */
     int causal;                 /**< attention */
     clremat_shape target;       /**< reshape (may contain one -1 before inference) */
+    /* small language models (issue 13) */
+    int kv_heads;               /**< attention: key/value heads (0 = heads; divides heads; 1 = multi-query) */
+    double rope_theta;          /**< attention: RoPE base applied to q and k (0 = none); rope layer: base */
+    int64_t head_dim;           /**< rope layer: width of each rotated chunk of the last dim (even) */
+    int frozen;                 /**< "trainable": false (on the layer or an enclosing block): its params
+                                     are frozen, LoRA adapters (lora_a, lora_b) excepted */
+    int tie;                    /**< dense: 1 + index of the embedding layer whose table (transposed) is the
+                                     kernel (tied embeddings; the dense layer then has no parameters); 0 none */
+    int lora_rank;              /**< dense: LoRA rank r (0 none): kernel and bias frozen, adds lora_a, lora_b */
+    double lora_alpha;          /**< dense with LoRA: the update is scaled by alpha / r */
     /* filled by shape inference */
     clremat_shape in_shape[CLREMAT_MAX_INPUTS];
     clremat_shape out_shape;    /**< per sample; losses: rank 0 (a scalar per batch) */
@@ -184,6 +200,14 @@ int clremat_block_contains(const clremat_graph *g, int b, int l);
 
 /** Total parameter elements of the model. */
 int64_t clremat_graph_param_elems(const clremat_graph *g);
+
+/** Parameter elements that are trained (not frozen): each has a gradient
+ * and optimizer state. */
+int64_t clremat_graph_trainable_elems(const clremat_graph *g);
+
+/** The layer whose "tie" names embedding layer e (it reuses e's table), or
+ * -1 when none does. */
+int clremat_graph_tied_user(const clremat_graph *g, int e);
 
 /** Loads a model file (JSON, docs/model-format.md) into a finalized graph.
  * On error returns CLREMAT_ERR_PARSE / CLREMAT_ERR_SHAPE / CLREMAT_ERR_IO with

@@ -9,6 +9,9 @@ Sections (all by default; --only picks some):
                + dense 10, batch 256, SGD momentum 0.9) against PyTorch CPU
                (2 threads), with and without checkpointing
   transformer  the same for models/transformer.json (batch 32, Adam)
+  llama        the same for models/llama_tiny.json at T = 256 (batch 8, Adam;
+               checkpointing: clremat list_of_layers:decoder_block, PyTorch
+               checkpoint_sequential with a decoder block per segment)
   remat        step-time overhead of each remat mode against the recompute
                FLOPs the planner predicted (bench/remat_pair: paired steps
                of every mode in one process)
@@ -135,6 +138,17 @@ def clremat_step(model, args, steps, warmup):
     if j["memory"]["measured_peak_bytes"] != j["memory"]["predicted_peak_bytes"]:
         sys.exit("bench: measured peak differs from the prediction: %s" % j["memory"])
     return j
+
+
+def llama_256():
+    """models/llama_tiny.json with its input at T = 256, in bench/ (made each run)."""
+    with open(os.path.join(ROOT, "models", "llama_tiny.json")) as f:
+        m = json.load(f)
+    m["input"]["shape"] = [256]
+    path = os.path.join(ROOT, "bench", "llama_tiny_256.json")
+    with open(path, "w") as f:
+        json.dump(m, f)
+    return path
 
 
 def torch_step(model, ckpt, steps, warmup):
@@ -369,12 +383,12 @@ def mpi_section(rounds, quick):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", action="append", choices=["gemm", "mlp", "transformer", "remat", "stream", "fused",
-                                                        "mpi"])
+    ap.add_argument("--only", action="append", choices=["gemm", "mlp", "transformer", "llama", "remat", "stream",
+                                                        "fused", "mpi"])
     ap.add_argument("--rounds", type=int, default=3, help="repetitions of each comparison (median reported)")
     ap.add_argument("--quick", action="store_true", help="1 round, fewer steps (a smoke run)")
     a = ap.parse_args()
-    sections = a.only or ["gemm", "mlp", "transformer", "remat", "stream", "fused", "mpi"]
+    sections = a.only or ["gemm", "mlp", "transformer", "llama", "remat", "stream", "fused", "mpi"]
     rounds = 1 if a.quick else a.rounds
     os.chdir(ROOT)
     dev = run([TOOL, "devices"]).strip().splitlines()
@@ -392,6 +406,10 @@ def main():
         model_section("transformer (models/transformer.json), batch 32, Adam", "models/transformer.json",
                       ["--batch", "32"], ["--remat", "list_of_layers:encoder_block"], "transformer", rounds,
                       20 if a.quick else 60, 10)
+    if "llama" in sections:
+        model_section("llama_tiny (models/llama_tiny.json) at T = 256, batch 8, Adam", llama_256(),
+                      ["--batch", "8", "--data", "language"], ["--remat", "list_of_layers:decoder_block"], "llama",
+                      rounds, 4 if a.quick else 10, 2)
     if "remat" in sections:
         remat_section(rounds)
     if "stream" in sections:

@@ -1,6 +1,7 @@
 """torch_models.py: the PyTorch twins of the clremat benchmark models, for
-bench/bench.py: the MLP of bench/mlp1024.json and the transformer of
-models/transformer.json, same shapes, same optimizer settings, optional
+bench/bench.py: the MLP of bench/mlp1024.json, the transformer of
+models/transformer.json and the Llama-style decoder of
+models/llama_tiny.json (at T = 256), same shapes, same optimizer settings, optional
 torch.utils.checkpoint.checkpoint_sequential over 4 segments. Prints one
 JSON line: {"step_ms_median": ..., "steps": ..., "threads": ...}."""
 import argparse
@@ -64,6 +65,76 @@ class Head(nn.Module):
         return self.logits(self.ln(x))
 
 
+class RMSNorm(nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+def rope(x, theta=10000.0):
+    """Half-split rotary embedding of x [B, H, T, dh] (Llama's rotate_half)."""
+    T, dh = x.shape[-2], x.shape[-1]
+    inv = 1.0 / theta ** (torch.arange(0, dh, 2, dtype=torch.float32) / dh)
+    ang = torch.arange(T, dtype=torch.float32)[:, None] * inv[None, :]
+    c, s = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
+    x1, x2 = x[..., : dh // 2], x[..., dh // 2:]
+    return x * c + torch.cat([-x2, x1], -1) * s
+
+
+class LlamaBlock(nn.Module):
+    """llama_tiny's decoder_block: RMSNorm, causal grouped-query attention
+    (4 heads, 2 kv heads, RoPE, no biases), residual, RMSNorm, SwiGLU MLP
+    (silu(gate) * up, down), residual."""
+
+    def __init__(self, d=128, heads=4, kv=2, ff=352):
+        super().__init__()
+        self.h, self.kv, self.dh = heads, kv, d // heads
+        self.n1, self.n2 = RMSNorm(d), RMSNorm(d)
+        self.q = nn.Linear(d, d, bias=False)
+        self.k = nn.Linear(d, kv * self.dh, bias=False)
+        self.v = nn.Linear(d, kv * self.dh, bias=False)
+        self.o = nn.Linear(d, d, bias=False)
+        self.gate = nn.Linear(d, ff, bias=False)
+        self.up = nn.Linear(d, ff, bias=False)
+        self.down = nn.Linear(ff, d, bias=False)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        a = self.n1(x)
+        q = rope(self.q(a).view(B, T, self.h, self.dh).transpose(1, 2))
+        k = rope(self.k(a).view(B, T, self.kv, self.dh).transpose(1, 2))
+        v = self.v(a).view(B, T, self.kv, self.dh).transpose(1, 2)
+        k = k.repeat_interleave(self.h // self.kv, dim=1)
+        v = v.repeat_interleave(self.h // self.kv, dim=1)
+        s = q @ k.transpose(-1, -2) / self.dh ** 0.5
+        s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+        r1 = self.o((torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, T, D)) + x
+        m = self.n2(r1)
+        return self.down(F.silu(self.gate(m)) * self.up(m)) + r1
+
+
+class LlamaHead(nn.Module):
+    """Final RMSNorm and the output projection tied to the embedding."""
+
+    def __init__(self, emb, d=128):
+        super().__init__()
+        self.norm = RMSNorm(d)
+        self.emb = emb
+
+    def forward(self, x):
+        return self.norm(x) @ self.emb.weight.t()
+
+
+def llama_model():
+    emb = nn.Embedding(64, 128)
+    nn.init.normal_(emb.weight, std=0.02)
+    return nn.Sequential(emb, LlamaBlock(), LlamaBlock(), LlamaBlock(), LlamaBlock(), LlamaHead(emb))
+
+
 def mlp_model():
     layers = []
     for i in range(8):
@@ -74,7 +145,9 @@ def mlp_model():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=["mlp", "transformer"])
+    ap.add_argument("model", choices=["mlp", "transformer", "llama"])
+    ap.add_argument("--batch", type=int, default=0, help="llama: batch (default 8)")
+    ap.add_argument("--seq", type=int, default=256, help="llama: sequence length")
     ap.add_argument("--checkpoint", action="store_true", help="checkpoint_sequential over 4 segments")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
@@ -87,6 +160,11 @@ def main():
         x = torch.randn(batch, 1024)
         y = torch.randint(0, 10, (batch,))
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    elif a.model == "llama":
+        model, batch = llama_model(), a.batch or 8
+        x = torch.randint(0, 64, (batch, a.seq + 1))
+        x, y = x[:, :-1], x[:, 1:]
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-8)
     else:
         model, batch = nn.Sequential(Embed(), Block(), Block(), Head()), 32
         x = torch.randint(0, 16, (batch, 16))
@@ -103,6 +181,9 @@ def main():
                 # token ids cannot carry gradients: the embedding runs outside, the
                 # blocks and head are checkpointed (3 segments, one per module)
                 out = checkpoint_sequential(model[1:], 3, model[0](x))
+            elif a.model == "llama":
+                # the embedding outside; each decoder block a segment, the head in the last
+                out = checkpoint_sequential(model[1:], 4, model[0](x))
             else:
                 # the input must require grad, or the reentrant checkpoint drops the segments' gradients
                 out = checkpoint_sequential(model, 4, inp.requires_grad_())

@@ -1,5 +1,5 @@
 /* data.c: training and validation data for a model: seeded synthetic tasks
- * (clusters, sequence/copy/sort, regression) built to fit the model's io,
+ * (clusters, sequence/copy/sort, language, regression) built to fit the model's io,
  * user data from safetensors files checked against it, and deterministic
  * shuffled batches. Every random draw is clremat_hash of (seed, stream tag,
  * index, element), so splits and batches are reproducible and independent. */
@@ -20,6 +20,7 @@
 #define TAG_TRAIN 0x44411000u
 #define TAG_VAL 0x44412000u
 #define TAG_SHUFFLE 0x44413000u
+#define TAG_GRAMMAR 0x44410003u  /* the language task's successor table */
 #define SUB_LABEL 1u
 #define SUB_VALUE 2u
 
@@ -29,7 +30,7 @@
 #define CENTRE_TRIES 100
 #define REGRESSION_SCALE 1.0
 
-typedef enum task_kind { TASK_CLUSTERS, TASK_REVERSE, TASK_COPY, TASK_SORT, TASK_REGRESSION } task_kind;
+typedef enum task_kind { TASK_CLUSTERS, TASK_REVERSE, TASK_COPY, TASK_SORT, TASK_REGRESSION, TASK_LANGUAGE } task_kind;
 
 static const struct {
     const char *name;
@@ -37,6 +38,7 @@ static const struct {
 } task_names[] = {
     {"clusters", TASK_CLUSTERS}, {"sequence", TASK_REVERSE}, {"reverse", TASK_REVERSE},
     {"copy", TASK_COPY},         {"sort", TASK_SORT},        {"regression", TASK_REGRESSION},
+    {"language", TASK_LANGUAGE},
 };
 
 /* ------------------------------------------------------------- helpers */
@@ -171,7 +173,8 @@ static int check_task(const clremat_graph *g, const char *task, task_kind kind)
         return CLREMAT_OK;
     case TASK_REVERSE:
     case TASK_COPY:
-    case TASK_SORT: {
+    case TASK_SORT:
+    case TASK_LANGUAGE: {
         int64_t vocab = model_vocab(g);
         if (!io->input_ids || io->input.rank != 1)
             return clremat_set_error(CLREMAT_ERR_MISMATCH,
@@ -234,6 +237,25 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The language task: a seeded second-order Markov language. After tokens
+ * (a, b) the next is one of LANG_K successors of (b, parity of a), drawn
+ * once from the seed, with probabilities lang_p; the first two tokens are
+ * uniform. The parity of the token before the last doubles the contexts
+ * (2 vocab of them), so a model that sees only the last token does worse
+ * than one that attends to the one before. */
+#define LANG_K 3
+static const double lang_p[LANG_K] = {0.6, 0.3, 0.1};
+
+static int64_t lang_next(uint64_t seed, int64_t V, int64_t a, int64_t b, uint32_t h)
+{
+    double u = clremat_uniform(h), acc = 0;
+    int k = 0;
+    for (; k < LANG_K - 1; k++)
+        if (u < (acc += lang_p[k]))
+            break;
+    return below(hash_at(seed, TAG_GRAMMAR, 2 * b + (a & 1), (uint32_t)k), V);
+}
+
 /* Fills a split of kind from stream tag. fixed: centres (clusters) or A
  * (regression). */
 static void fill_split(const clremat_graph *g, task_kind kind, uint64_t seed, uint32_t tag, const double *fixed,
@@ -261,6 +283,22 @@ static void fill_split(const clremat_graph *g, task_kind kind, uint64_t seed, ui
             if (kind == TASK_SORT)
                 qsort(y, (size_t)D, sizeof *y, cmp_float);
             break;
+        case TASK_LANGUAGE: { /* x = s[0..T-1], y = s[1..T] (next token) */
+            int64_t a = below(hash_at(seed, tag + SUB_VALUE, i, 0), io->classes);
+            int64_t b = below(hash_at(seed, tag + SUB_VALUE, i, 1), io->classes);
+            x[0] = (float)a;
+            for (int64_t t = 0; t < D; t++) {
+                if (t > 0) {
+                    int64_t c = lang_next(seed, io->classes, a, b, hash_at(seed, tag + SUB_LABEL, i, (uint32_t)t));
+                    a = b;
+                    b = c;
+                }
+                y[t] = (float)b;
+                if (t + 1 < D)
+                    x[t + 1] = (float)b;
+            }
+            break;
+        }
         case TASK_REGRESSION:
             for (int64_t d = 0; d < D; d++)
                 x[d] = (float)normal_at(seed, tag + SUB_VALUE, i, (uint32_t)d);
@@ -298,7 +336,8 @@ int clremat_data_synthetic(const clremat_graph *g, const char *task, uint64_t se
         }
     if (!found)
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT,
-                                 "unknown task '%s' (known: clusters, sequence (= reverse), copy, sort, regression)",
+                                 "unknown task '%s' (known: clusters, sequence (= reverse), copy, sort, language, "
+                                 "regression)",
                                  task);
     if ((st = check_task(g, task, kind)) != CLREMAT_OK)
         return st;
@@ -363,6 +402,9 @@ static double st_value(const clremat_st_tensor *t, int64_t i)
         memcpy(&d, &bits, sizeof d);
         return d;
     }
+    case CLREMAT_ST_F16:
+    case CLREMAT_ST_BF16:
+        return clremat_st_half_to_float((uint16_t)bits, t->dtype == CLREMAT_ST_BF16);
     }
     return NAN;
 }

@@ -458,10 +458,10 @@ static int alloc_fixed(clremat_trainer *t)
         for (int p = 0; p < L->n_params; p++) {
             size_t bytes = (size_t)L->params[p].elems * sizeof(float);
             if ((st = clremat_pool_alloc(pool, bytes, "parameter", &t->params[l][p])) ||
-                (!fused_param(t, l, p) &&
+                (!L->params[p].frozen && !fused_param(t, l, p) &&
                  (st = clremat_pool_alloc(pool, bytes, "parameter gradient", &t->grads[l][p]))))
                 goto pool_fail;
-            for (int k = 0; k < nstate; k++) {
+            for (int k = 0; k < nstate && !L->params[p].frozen; k++) { /* frozen: no gradient, no state */
                 if ((st = clremat_pool_alloc(pool, bytes, "optimizer state", &t->state[l][2 * p + k])))
                     goto pool_fail;
                 if ((st = clremat_zero(t->ctx, t->state[l][2 * p + k])))
@@ -492,7 +492,8 @@ static int alloc_fixed(clremat_trainer *t)
                 goto fail;
             }
             for (int p = 0; p < g->layers[l].n_params; p++)
-                if ((st = clremat_pool_alloc(pool, (size_t)g->layers[l].params[p].elems * sizeof(float),
+                if (!g->layers[l].params[p].frozen && /* frozen: no gradient to sum */
+                    (st = clremat_pool_alloc(pool, (size_t)g->layers[l].params[p].elems * sizeof(float),
                                              "accumulated gradient", &t->accum[l][p])))
                     goto pool_fail;
         }
@@ -723,8 +724,16 @@ static void make_call(clremat_trainer *t, const clremat_graph *g, int l, clremat
         c->slot[s] = t->act[l * S + s];
     for (int p = 0; p < L->n_params; p++) {
         c->param[p] = t->params[l][p];
-        c->grad[p] = t->grads[l][p];
+        c->grad[p] = t->grads[l][p]; /* NULL when frozen */
     }
+    if (L->type == CLREMAT_DENSE && L->tie) { /* tied: the embedding's table and its gradient */
+        c->param[0] = t->params[L->tie - 1][0];
+        c->grad[0] = t->grads[L->tie - 1][0];
+    }
+    /* a tied table's gradient: the tying layer's backward (always earlier in
+     * the backward pass) writes it, the embedding's adds to it */
+    if (L->type == CLREMAT_EMBEDDING && clremat_graph_tied_user(g, l) >= 0)
+        c->grad_accumulate[0] = 1;
     c->labels = t->labels;
     c->temp = t->temp;
     /* dropout keys the element of the global batch: data parallel, this
@@ -890,7 +899,7 @@ static int run_update(clremat_trainer *t)
         clremat_ctx_set_label(t->ctx, l, CLREMAT_PHASE_UPDATE);
         for (int p = 0; p < L->n_params && st == CLREMAT_OK; p++) {
             clremat_buf *const state[2] = {t->state[l][2 * p], t->state[l][2 * p + 1]};
-            if (fused_param(t, l, p)) /* updated in its layer's backward */
+            if (L->params[p].frozen || fused_param(t, l, p)) /* frozen: no update; fused: in its backward */
                 continue;
             /* with accumulation, the gradient summed over the micro-batches */
             st = clremat_opt_step(t->ctx, &t->opt, t->step + 1, t->params[l][p],
@@ -920,6 +929,8 @@ static int forward_only(clremat_trainer *t, const clremat_graph *g, const clrema
                 last_use[g->layers[l].inputs[i]] = l;
     for (int l = 0; l < n && st == CLREMAT_OK; l++) {
         st = run_forward(t, g, costs, gemm_ws, l, (1u << costs[l].n_slots) - 1, CLREMAT_PHASE_OTHER);
+        if (st == CLREMAT_OK && t->capture_out && l == t->capture_layer)
+            st = clremat_read(t->ctx, t->act[l * S], 0, costs[l].slot_bytes[0], t->capture_out);
         if (st == CLREMAT_OK && check) {
             int64_t cnt = 0;
             st = clremat_op_count_nonfinite(t->ctx, t->act[l * S], (int64_t)(costs[l].slot_bytes[0] / sizeof(float)),
@@ -1189,7 +1200,9 @@ static int accumulate_grads(clremat_trainer *t, int m)
     clremat_ctx_set_label(t->ctx, -1, CLREMAT_PHASE_UPDATE);
     for (int l = 0; l < t->g->n_layers && st == CLREMAT_OK; l++)
         for (int p = 0; p < t->g->layers[l].n_params && st == CLREMAT_OK; p++)
-            st = clremat_op_copy_acc(t->ctx, t->accum[l][p], t->grads[l][p], t->g->layers[l].params[p].elems, m > 0);
+            if (!t->g->layers[l].params[p].frozen)
+                st = clremat_op_copy_acc(t->ctx, t->accum[l][p], t->grads[l][p], t->g->layers[l].params[p].elems,
+                                         m > 0);
     return st;
 }
 
@@ -1370,6 +1383,21 @@ int clremat_trainer_eval_n(clremat_trainer *t, const float *x, const float *y, i
         *loss = r[0];
         *correct = r[1];
     }
+    return st;
+}
+
+int clremat_trainer_forward_output(clremat_trainer *t, const float *x, const float *y, int layer, float *out)
+{
+    float r[2];
+    int st;
+    if (!t || !x || !y || !out || layer < 0 || layer >= t->g->n_layers - 1)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "forward_output: bad argument (layer %d)", layer);
+    st = upload(t, x, y);
+    t->capture_layer = layer;
+    t->capture_out = out;
+    if (st == CLREMAT_OK)
+        st = forward_only(t, t->eval_g, t->eval_costs, t->eval_gemm_ws, r, 0, NULL);
+    t->capture_out = NULL;
     return st;
 }
 

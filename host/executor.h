@@ -32,6 +32,8 @@ typedef struct clremat_trainer {
     clremat_graph *eval_g;          /**< copy with dropout off, for evaluation (owned) */
     int64_t batch;
     int64_t loss_batch;             /**< > 0 while evaluating a partial batch: the samples the loss counts */
+    int capture_layer;              /**< forward_output: the layer whose output is copied */
+    float *capture_out;             /**< forward_output: where it goes (NULL: no copy) */
     uint64_t seed;
     int64_t step;                   /**< steps done (the next step's dropout key; Adam's count is step + 1) */
     int64_t data_position;          /**< training samples drawn: each successful step adds batch (the
@@ -229,6 +231,12 @@ int clremat_trainer_eval(clremat_trainer *t, const float *x, const float *y, flo
  * batch needs no memory a full one does not. */
 int clremat_trainer_eval_n(clremat_trainer *t, const float *x, const float *y, int64_t n, float *loss,
                            float *correct);
+
+/** Forward only (dropout off) on a full batch x, y, copying the output
+ * (slot 0) of layer layer (not the loss) into out (batch x out_shape
+ * floats): the logits of an output layer, for comparisons with other
+ * libraries. */
+int clremat_trainer_forward_output(clremat_trainer *t, const float *x, const float *y, int layer, float *out);
 
 /** Copies every parameter to host memory: out holds plan.param_bytes. */
 int clremat_trainer_get_params(clremat_trainer *t, float *out);

@@ -73,6 +73,11 @@ void clremat_init_param(const clremat_graph *g, int l, int p, uint64_t seed, flo
         for (int64_t e = 0; e < par->elems; e++)
             out[e] = (float)(normal_at(seed, l, p, e) * 0.02);
         break;
+    case CLREMAT_INIT_NORMAL_LORA:
+        a = 1.0 / fan_out;
+        for (int64_t e = 0; e < par->elems; e++)
+            out[e] = (float)(normal_at(seed, l, p, e) * a);
+        break;
     case CLREMAT_INIT_ZEROS:
     default:
         for (int64_t e = 0; e < par->elems; e++)

@@ -29,6 +29,7 @@ typedef struct scope {
     int block_input;            /* layer entering the block (-1 model input); -2 top level */
     int counters[N_NAMED_TYPES];/* automatic names per type */
     const struct scope *parent;
+    int frozen;                 /* inside a block with "trainable": false */
 } scope;
 
 typedef struct loader {
@@ -47,7 +48,7 @@ typedef struct loader {
 } loader;
 
 static const char *const type_list = "dense, activation, dropout, layernorm, add, embedding, attention, "
-                                     "reshape, flatten, softmax_cross_entropy, mse";
+                                     "reshape, flatten, softmax_cross_entropy, mse, rmsnorm, rope, multiply";
 static const char *const act_list = "relu, gelu, gelu_exact, tanh, sigmoid, silu, linear";
 
 /* ---------------------------------------------------------------- errors */
@@ -331,14 +332,18 @@ static int build_list(loader *ld, const json_t *arr, scope *sc, int depth);
 /* Fields of each layer type beyond name, type and inputs. */
 static const char *const *type_fields(int t)
 {
-    static const char *const dense[] = {"name", "type", "inputs", "units", "activation", "use_bias", NULL};
-    static const char *const act[] = {"name", "type", "inputs", "activation", NULL};
-    static const char *const drop[] = {"name", "type", "inputs", "rate", NULL};
-    static const char *const ln[] = {"name", "type", "inputs", "eps", NULL};
-    static const char *const emb[] = {"name", "type", "inputs", "vocab", "dim", "positions", NULL};
-    static const char *const att[] = {"name", "type", "inputs", "heads", "causal", "rate", NULL};
-    static const char *const resh[] = {"name", "type", "inputs", "shape", NULL};
-    static const char *const plain[] = {"name", "type", "inputs", NULL};
+    static const char *const dense[] = {"name", "type", "inputs", "units", "activation", "use_bias", "trainable",
+                                        "tie", "lora", NULL};
+    static const char *const act[] = {"name", "type", "inputs", "activation", "trainable", NULL};
+    static const char *const drop[] = {"name", "type", "inputs", "rate", "trainable", NULL};
+    static const char *const ln[] = {"name", "type", "inputs", "eps", "trainable", NULL};
+    static const char *const emb[] = {"name", "type", "inputs", "vocab", "dim", "positions", "trainable", NULL};
+    static const char *const att[] = {"name", "type", "inputs", "heads", "causal", "rate", "kv_heads", "use_bias",
+                                      "rope", "trainable", NULL};
+    static const char *const rms[] = {"name", "type", "inputs", "eps", "trainable", NULL};
+    static const char *const rope[] = {"name", "type", "inputs", "theta", "head_dim", "trainable", NULL};
+    static const char *const resh[] = {"name", "type", "inputs", "shape", "trainable", NULL};
+    static const char *const plain[] = {"name", "type", "inputs", "trainable", NULL};
     switch (t) {
     case CLREMAT_DENSE: return dense;
     case CLREMAT_ACTIVATION: return act;
@@ -347,6 +352,8 @@ static const char *const *type_fields(int t)
     case CLREMAT_EMBEDDING: return emb;
     case CLREMAT_ATTENTION: return att;
     case CLREMAT_RESHAPE: return resh;
+    case CLREMAT_RMSNORM: return rms;
+    case CLREMAT_ROPE: return rope;
     default: return plain;
     }
 }
@@ -370,6 +377,24 @@ static int get_activation(const loader *ld, const json_t *obj, const char *what,
                      "known activations: %s", what, json_string_value(v), act_list);
     *out = (clremat_act)a;
     return CLREMAT_OK;
+}
+
+/* Attention's optional "rope": {"theta": BASE}: RoPE on q and k (0 = none). */
+static int get_attn_rope(const loader *ld, const json_t *obj, const char *what, double *theta)
+{
+    static const char *const fields[] = {"theta", NULL};
+    json_t *v = json_object_get(obj, "rope");
+    char w[CLREMAT_NAME_LEN + 32];
+    int st;
+    *theta = 0.0;
+    if (!v)
+        return CLREMAT_OK;
+    if (!json_is_object(v))
+        return bad_field(ld, obj, what, "rope", "an object {\"theta\": BASE}");
+    snprintf(w, sizeof w, "%s: rope", what);
+    if ((st = check_fields(ld, v, w, fields)) != CLREMAT_OK)
+        return st;
+    return get_num(ld, v, w, "theta", 0, 0.0, 1, 1e12, 0, 10000.0, "a number with 0 < theta <= 1e12", theta);
 }
 
 /* Reads the type-specific fields of a layer into L (pass 2). */
@@ -405,6 +430,23 @@ static int read_settings(const loader *ld, const json_t *obj, const char *what, 
                           &L->rate)))
             return st;
         L->heads = (int)x;
+        if ((st = get_int(ld, obj, what, "kv_heads", 0, 1, 1 << 16, x, "a positive integer dividing heads", &x)) ||
+            (st = get_bool(ld, obj, what, "use_bias", 1, &L->use_bias)) ||
+            (st = get_attn_rope(ld, obj, what, &L->rope_theta)))
+            return st;
+        if (L->heads % (int)x)
+            return bad_field(ld, obj, what, "kv_heads", "a positive integer dividing heads");
+        L->kv_heads = (int)x;
+        break;
+    case CLREMAT_RMSNORM:
+        return get_num(ld, obj, what, "eps", 0, 0.0, 1, 1.0, 0, 1e-6, "a number with 0 < eps <= 1", &L->eps);
+    case CLREMAT_ROPE:
+        if ((st = get_num(ld, obj, what, "theta", 0, 0.0, 1, 1e12, 0, 10000.0, "a number with 0 < theta <= 1e12",
+                          &L->rope_theta)) ||
+            (st = get_int(ld, obj, what, "head_dim", 0, 2, MAX_DIM, 0, "a positive even integer", &L->head_dim)))
+            return st;
+        if (L->head_dim % 2)
+            return bad_field(ld, obj, what, "head_dim", "a positive even integer");
         break;
     case CLREMAT_RESHAPE:
         return get_shape(ld, obj, what, "shape", 1, &L->target);
@@ -416,6 +458,45 @@ static int read_settings(const loader *ld, const json_t *obj, const char *what, 
         break;
     }
     return st;
+}
+
+/* Fields of issue 13 (small language models) any layer or a dense one may
+ * have: "trainable" (and an enclosing block's), dense "tie" (the name of an
+ * earlier embedding layer) and "lora": {"rank": R, "alpha": A}. */
+static int read_llm_settings(const loader *ld, const json_t *obj, const char *what, const scope *sc, clremat_layer *L)
+{
+    static const char *const lora_fields[] = {"rank", "alpha", NULL};
+    json_t *tv = json_object_get(obj, "tie"), *lv = json_object_get(obj, "lora");
+    int trainable, st;
+    int64_t r;
+    if ((st = get_bool(ld, obj, what, "trainable", 1, &trainable)) != CLREMAT_OK)
+        return st;
+    L->frozen = sc->frozen || !trainable;
+    if (tv) {
+        int e;
+        if (!json_is_string(tv))
+            return bad_field(ld, obj, what, "tie", "the name of an earlier embedding layer");
+        e = clremat_graph_find_layer(ld->g, json_string_value(tv));
+        if (e < 0 || ld->g->layers[e].type != CLREMAT_EMBEDDING)
+            return lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, obj, "tie"), "%s: \"tie\" names '%.64s', which is not an "
+                         "earlier embedding layer (the full name, block path included)", what,
+                         json_string_value(tv));
+        L->tie = e + 1;
+    }
+    if (lv) {
+        char w[CLREMAT_NAME_LEN + 32];
+        if (!json_is_object(lv))
+            return bad_field(ld, obj, what, "lora", "an object {\"rank\": R, \"alpha\": A}");
+        snprintf(w, sizeof w, "%s: lora", what);
+        if ((st = check_fields(ld, lv, w, lora_fields)) != CLREMAT_OK ||
+            (st = get_int(ld, lv, w, "rank", 1, 1, 1 << 20, 0, "a positive integer", &r)) != CLREMAT_OK)
+            return st;
+        L->lora_rank = (int)r;
+        if ((st = get_num(ld, lv, w, "alpha", 0, 0.0, 1, 1e6, 0, (double)r, "a number with 0 < alpha <= 1e6",
+                          &L->lora_alpha)) != CLREMAT_OK)
+            return st;
+    }
+    return CLREMAT_OK;
 }
 
 /* Where graph errors about layer index l point: the layer's declaration. */
@@ -490,11 +571,12 @@ static int build_layer(loader *ld, const json_t *obj, scope *sc)
     L.type = t == TYPE_FLATTEN ? CLREMAT_RESHAPE : (clremat_layer_type)t;
     L.src_line = here.line;
     L.src_col = here.col;
-    if ((st = read_settings(ld, obj, what, t, &L)) != CLREMAT_OK)
+    if ((st = read_settings(ld, obj, what, t, &L)) != CLREMAT_OK ||
+        (st = read_llm_settings(ld, obj, what, sc, &L)) != CLREMAT_OK)
         return st;
     iv = json_object_get(obj, "inputs");
     {
-        int want = L.type == CLREMAT_ADD ? 2 : 1;
+        int want = L.type == CLREMAT_ADD || L.type == CLREMAT_MULTIPLY ? 2 : 1;
         char ex[96];
         snprintf(ex, sizeof ex, "an array of %d layer name%s (strings)", want, want == 1 ? "" : "s");
         if (!iv && want == 2)
@@ -521,11 +603,11 @@ static int build_layer(loader *ld, const json_t *obj, scope *sc)
 
 static int build_block(loader *ld, const json_t *obj, scope *sc, int depth)
 {
-    static const char *const fields[] = {"block", "repeat", "remat", "layers", NULL};
+    static const char *const fields[] = {"block", "repeat", "remat", "layers", "trainable", NULL};
     json_t *nv = json_object_get(obj, "block"), *lv = json_object_get(obj, "layers");
     char what[CLREMAT_NAME_LEN + 16], expect[64];
     int64_t repeat = 1;
-    int remat = 0, st, has_repeat = json_object_get(obj, "repeat") != NULL;
+    int remat = 0, trainable = 1, st, has_repeat = json_object_get(obj, "repeat") != NULL;
 
     if (!json_is_string(nv) || !valid_name(json_string_value(nv)))
         return bad_field(ld, obj, "block", "block", "the block's name: a non-empty string of letters, digits, "
@@ -535,7 +617,8 @@ static int build_block(loader *ld, const json_t *obj, scope *sc, int depth)
         return st;
     snprintf(expect, sizeof expect, "an integer from 1 to %d", MAX_REPEAT);
     if ((st = get_int(ld, obj, what, "repeat", 0, 1, MAX_REPEAT, 1, expect, &repeat)) != CLREMAT_OK ||
-        (st = get_bool(ld, obj, what, "remat", 0, &remat)) != CLREMAT_OK)
+        (st = get_bool(ld, obj, what, "remat", 0, &remat)) != CLREMAT_OK ||
+        (st = get_bool(ld, obj, what, "trainable", 1, &trainable)) != CLREMAT_OK)
         return st;
     if (!lv)
         return missing(ld, obj, what, "layers", "a non-empty array of layers and blocks");
@@ -562,6 +645,7 @@ static int build_block(loader *ld, const json_t *obj, scope *sc, int depth)
         memset(&child, 0, sizeof child);
         child.path = full;
         child.parent = sc;
+        child.frozen = sc->frozen || !trainable;
         if (ld->pass == 2) {
             clremat_graph *g = ld->g;
             if ((other = clremat_graph_find_block(g, full)) >= 0)

@@ -8,27 +8,50 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #define ST_MAX_HEADER (100u << 20) /* the format's own limit on the JSON header */
 
-static const char *const dtype_names[] = {"F32", "I32", "I64", "F64"};
-static const size_t dtype_sizes[] = {4, 4, 8, 8};
+static const char *const dtype_names[] = {"F32", "I32", "I64", "F64", "F16", "BF16"};
+static const size_t dtype_sizes[] = {4, 4, 8, 8, 2, 2};
+#define N_DTYPES 6
 
 const char *clremat_st_dtype_name(clremat_st_dtype d)
 {
-    return (unsigned)d < 4 ? dtype_names[d] : "?";
+    return (unsigned)d < N_DTYPES ? dtype_names[d] : "?";
 }
 
 size_t clremat_st_dtype_size(clremat_st_dtype d)
 {
-    return (unsigned)d < 4 ? dtype_sizes[d] : 0;
+    return (unsigned)d < N_DTYPES ? dtype_sizes[d] : 0;
+}
+
+float clremat_st_half_to_float(uint16_t bits, int bf16)
+{
+    uint32_t u;
+    float f;
+    if (bf16) {
+        u = (uint32_t)bits << 16;
+    } else {
+        uint32_t sign = (uint32_t)(bits >> 15) << 31, ex = (bits >> 10) & 0x1f, man = bits & 0x3ff;
+        if (ex == 0x1f) { /* infinity, NaN */
+            u = sign | 0x7f800000u | (man << 13);
+        } else if (ex == 0) { /* zero, subnormal: man * 2^-24 */
+            f = ldexpf((float)man, -24);
+            return sign ? -f : f;
+        } else {
+            u = sign | ((ex + 112) << 23) | (man << 13);
+        }
+    }
+    memcpy(&f, &u, sizeof f);
+    return f;
 }
 
 static int dtype_from_name(const char *s)
 {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < N_DTYPES; i++)
         if (strcmp(s, dtype_names[i]) == 0)
             return i;
     return -1;
@@ -122,7 +145,7 @@ static int parse_entry(const char *path, const char *name, json_t *v, const unsi
     d = dtype_from_name(json_string_value(dt));
     if (d < 0)
         return clremat_set_error(CLREMAT_ERR_PARSE,
-                                 "%s: tensor '%s': unknown or unsupported dtype '%s' (supported: F32, I32, I64, F64)",
+                                 "%s: tensor '%s': unknown or unsupported dtype '%s' (supported: F32, I32, I64, F64, F16, BF16)",
                                  path, name, json_string_value(dt));
     if (!json_is_array(shape))
         return clremat_set_error(CLREMAT_ERR_PARSE, "%s: tensor '%s': missing or non-array \"shape\"", path, name);
@@ -420,7 +443,7 @@ static int build_header(const char *path, const clremat_st_tensor *ts, size_t n,
             st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s: tensor name '%s' appears twice", path, t->name);
             goto fail;
         }
-        if ((unsigned)t->dtype >= 4 || t->rank < 0 || t->rank > 8) {
+        if ((unsigned)t->dtype >= N_DTYPES || t->rank < 0 || t->rank > 8) {
             st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s: tensor '%s': invalid dtype %d or rank %d", path,
                                    t->name, (int)t->dtype, t->rank);
             goto fail;

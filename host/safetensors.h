@@ -7,8 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/** Element types supported (the format's names: F32, I32, I64, F64). */
-typedef enum clremat_st_dtype { CLREMAT_ST_F32 = 0, CLREMAT_ST_I32, CLREMAT_ST_I64, CLREMAT_ST_F64 } clremat_st_dtype;
+/** Element types supported (the format's names: F32, I32, I64, F64, and
+ * F16, BF16 as Hugging Face checkpoints store them). */
+typedef enum clremat_st_dtype {
+    CLREMAT_ST_F32 = 0, CLREMAT_ST_I32, CLREMAT_ST_I64, CLREMAT_ST_F64, CLREMAT_ST_F16, CLREMAT_ST_BF16
+} clremat_st_dtype;
 
 /** One tensor: name, dtype, shape (rank dims) and its raw little-endian data. */
 typedef struct clremat_st_tensor {
@@ -66,7 +69,11 @@ int clremat_st_write(const char *path, const clremat_st_tensor *tensors, size_t 
 int clremat_st_write_meta(const char *path, const clremat_st_tensor *tensors, size_t n, const clremat_st_meta *meta,
                           size_t n_meta);
 
-/** The dtype's name in the format ("F32", "I32", "I64", "F64"; "?" if invalid). */
+/** The float value of a 16-bit element: IEEE half (bf16 0) or bfloat16
+ * (bf16 1), subnormals, infinities and NaN included. */
+float clremat_st_half_to_float(uint16_t bits, int bf16);
+
+/** The dtype's name in the format ("F32", "I32", "I64", "F64", "F16", "BF16"; "?" if invalid). */
 const char *clremat_st_dtype_name(clremat_st_dtype d);
 
 /** Bytes per element of the dtype (0 if invalid). */

@@ -4,6 +4,7 @@
 #include "model_load.h"
 #include "train.h"
 #include "dp.h"
+#include "hf_llama.h"
 #include "memory_trace.h"
 #include "atomic_file.h"
 #include "safetensors.h"
@@ -136,7 +137,14 @@ static int copy_state(clremat_trainer *t, float *host, int to_device)
             for (int p = 0; p < g->layers[l].n_params; p++) {
                 size_t bytes = (size_t)g->layers[l].params[p].elems * sizeof(float);
                 clremat_buf *b = t->state[l][2 * p + k];
-                int st = to_device ? clremat_write(t->ctx, b, 0, bytes, host + off)
+                int st;
+                if (g->layers[l].params[p].frozen) { /* no optimizer state: its place stays zero */
+                    if (!to_device)
+                        memset(host + off, 0, bytes);
+                    off += bytes / sizeof(float);
+                    continue;
+                }
+                st = to_device ? clremat_write(t->ctx, b, 0, bytes, host + off)
                                    : clremat_read(t->ctx, b, 0, bytes, host + off);
                 if (st != CLREMAT_OK)
                     return clremat_set_error(st, "%s", clremat_ctx_last_error(t->ctx));
@@ -174,8 +182,12 @@ int clremat_weights_save(clremat_trainer *t, const char *path)
     for (int s = -1; s < nstate; s++) { /* the weights, then each state slot */
         size_t off = s < 0 ? 0 : (size_t)(s + 1) * pfloats;
         for (int l = 0; l < g->n_layers; l++)
-            for (int p = 0; p < g->layers[l].n_params; p++, k++) {
+            for (int p = 0; p < g->layers[l].n_params; p++) {
                 const clremat_param *pr = &g->layers[l].params[p];
+                if (s >= 0 && pr->frozen) { /* frozen: no optimizer state saved */
+                    off += (size_t)pr->elems;
+                    continue;
+                }
                 if (s < 0)
                     snprintf(ts[k].name, sizeof ts[k].name, "%s/%s", g->layers[l].name, pr->name);
                 else
@@ -188,6 +200,7 @@ int clremat_weights_save(clremat_trainer *t, const char *path)
                 ts[k].elems = pr->elems;
                 ts[k].data = host + off;
                 off += (size_t)pr->elems;
+                k++;
             }
     }
 #define META(K, ...) (snprintf(vals[nm], sizeof vals[nm], __VA_ARGS__), meta[nm].key = (K), \
@@ -333,7 +346,10 @@ int clremat_weights_load_opt(clremat_trainer *t, const char *path, int with_stat
         return st;
     }
     memset(&info, 0, sizeof info);
-    if (with_state && (st = info_from_file(&f, path, &info)) == CLREMAT_OK && info.has_state &&
+    /* LoRA adapters a base checkpoint lacks keep their initial values */
+    if ((st = clremat_trainer_get_params(t, host)) != CLREMAT_OK)
+        clremat_set_error(st, "%s", clremat_ctx_last_error(t->ctx));
+    if (st == CLREMAT_OK && with_state && (st = info_from_file(&f, path, &info)) == CLREMAT_OK && info.has_state &&
         info.opt.kind != t->opt.kind)
         st = clremat_set_error(CLREMAT_ERR_MISMATCH,
                                "%s holds %s optimizer state (step %lld) but this run uses %s: continue with %s, or "
@@ -346,11 +362,21 @@ int clremat_weights_load_opt(clremat_trainer *t, const char *path, int with_stat
                 const clremat_param *pr = &g->layers[l].params[p];
                 const clremat_st_tensor *tt = NULL;
                 char name[200];
+                if (s >= 0 && pr->frozen) { /* frozen: no optimizer state */
+                    memset(host + off, 0, sizeof(float) * (size_t)pr->elems);
+                    off += (size_t)pr->elems;
+                    continue;
+                }
                 if (s < 0)
                     snprintf(name, sizeof name, "%s/%s", g->layers[l].name, pr->name);
                 else
                     snprintf(name, sizeof name, STATE_PREFIX "%s/%s/%s", state_slot(t->opt.kind, s),
                              g->layers[l].name, pr->name);
+                if (s < 0 && !clremat_st_find(&f, name) && g->layers[l].lora_rank > 0 &&
+                    !strncmp(pr->name, "lora_", 5)) { /* fine-tuning a base: the adapter as initialized */
+                    off += (size_t)pr->elems;
+                    continue;
+                }
                 if ((st = find_param_tensor(&f, path, name, pr, g->name, &tt)) != CLREMAT_OK)
                     break;
                 memcpy(host + off, tt->data, sizeof(float) * (size_t)pr->elems);
@@ -645,6 +671,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     clremat_policy pol;
     clremat_opt_config opt;
     clremat_checkpoint_info ck;
+    int hf = 0;
     clremat_trainer *t = NULL;
     float *x = NULL, *y = NULL, *keras_params = NULL;
     clremat_train_config kcfg;
@@ -702,7 +729,8 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
     if ((st = clremat_policy_parse(cfg->remat, &pol)))
         goto fail;
     snprintf(res->remat, sizeof res->remat, "%s", pol.text);
-    if (cfg->load && !cfg->weights_only && (st = clremat_checkpoint_info_read(cfg->load, &ck)))
+    hf = cfg->load && clremat_hf_is_checkpoint(cfg->load); /* weights alone, Hugging Face's layout */
+    if (cfg->load && !cfg->weights_only && !hf && (st = clremat_checkpoint_info_read(cfg->load, &ck)))
         goto fail;
     if (!cfg->optimizer && !ck.has_state && clremat_keras_is_keras(cfg->model_path) &&
         keras_compile_optimizer(cfg, &kcfg))
@@ -768,7 +796,8 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
             goto fail;
         }
     }
-    if (cfg->load && (st = clremat_weights_load_opt(t, cfg->load, !cfg->weights_only)))
+    if (cfg->load && (st = hf ? clremat_hf_load(t, cfg->load) : clremat_weights_load_opt(t, cfg->load,
+                                                                                          !cfg->weights_only)))
         goto fail;
     /* a Keras model starts from its own weights (unless --load replaces them) */
     if (!cfg->load && keras_params && (st = clremat_trainer_set_params(t, keras_params)))
@@ -894,7 +923,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         else {
             int64_t local = t->batch;
             t->batch = dp ? local * dp->nranks : local;
-            st = clremat_weights_save(t, cfg->save);
+            st = cfg->save_hf ? clremat_hf_save(t, cfg->save) : clremat_weights_save(t, cfg->save);
             t->batch = local;
             if (st)
                 goto fail;

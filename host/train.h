@@ -27,6 +27,8 @@ typedef struct clremat_train_config {
     const char *load, *save;        /**< weights files; load resumes the optimizer state, step count and
                                          data position saved with the weights (clremat_weights_save) */
     int weights_only;               /**< with load: take the weights alone (a fresh optimizer at step 0) */
+    int save_hf;                    /**< save writes a Hugging Face checkpoint (hf_llama.h); a load that is one
+                                         (clremat_hf_is_checkpoint) is read as one, weights alone */
     const char *remat;              /**< --remat MODE (default none) */
     uint64_t memory_limit;          /**< 0: the device's global memory */
     uint64_t auto_budget;           /**< auto plans for this many bytes instead of the limit (0: the limit) */

@@ -37,7 +37,7 @@ uint64_t clremat_accum_bytes(const clremat_plan_input *in)
 {
     if (in->accumulate <= 1)
         return 0;
-    return (uint64_t)clremat_graph_param_elems(in->g) * sizeof(float);
+    return (uint64_t)clremat_graph_trainable_elems(in->g) * sizeof(float); /* frozen: no gradient */
 }
 
 void clremat_plan_set_accumulate(const clremat_plan_input *in, clremat_plan *out)

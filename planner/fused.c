@@ -23,13 +23,15 @@ int clremat_fused_update_applies(const clremat_fused_query *q)
 
 int clremat_param_uses(const clremat_graph *g, int l, int p)
 {
-    /* In the graph IR every parameter belongs to exactly one layer and is
-     * read by that layer alone (there are no tied or shared parameters), so
-     * its gradient is complete when that layer's backward ends. A feature
-     * that shares a parameter between layers must count its users here. */
+    /* Every parameter belongs to one layer and is read by that layer's
+     * backward, except a frozen one (no gradient at all: 0) and an embedding
+     * table tied to a later dense layer ("tie"), whose gradient has both
+     * layers' contributions (2): it is complete only after both backwards. */
     if (!g || l < 0 || l >= g->n_layers || p < 0 || p >= g->layers[l].n_params)
         return 0;
-    return 1;
+    if (g->layers[l].params[p].frozen)
+        return 0;
+    return g->layers[l].type == CLREMAT_EMBEDDING && p == 0 && clremat_graph_tied_user(g, l) >= 0 ? 2 : 1;
 }
 
 int clremat_fused_update_param(const clremat_plan_input *in, int l, int p)
@@ -43,7 +45,7 @@ uint64_t clremat_plan_grad_bytes(const clremat_plan_input *in)
     uint64_t bytes = 0;
     for (int l = 0; l < g->n_layers; l++)
         for (int p = 0; p < g->layers[l].n_params; p++)
-            if (!clremat_fused_update_param(in, l, p))
+            if (!g->layers[l].params[p].frozen && !clremat_fused_update_param(in, l, p))
                 bytes += (uint64_t)g->layers[l].params[p].elems * sizeof(float);
     return bytes;
 }

@@ -205,9 +205,10 @@ typedef struct clremat_fused_query {
  * needs every gradient before any update) belongs here. */
 int clremat_fused_update_applies(const clremat_fused_query *q);
 
-/** Layers whose backward reads parameter p of layer l (its gradient's
- * contributions); 1 for every parameter of the graph IR, which has no
- * shared parameters. 0 for an invalid (l, p). */
+/** Layers whose backward contributes to the gradient of parameter p of
+ * layer l: 1 for a parameter of one layer, 2 for an embedding table tied to
+ * a dense layer ("tie"), 0 for a frozen parameter (no gradient) or an
+ * invalid (l, p). */
 int clremat_param_uses(const clremat_graph *g, int l, int p);
 
 /** 1 when in->fused_update and parameter p of layer l has one use: its
@@ -215,9 +216,9 @@ int clremat_param_uses(const clremat_graph *g, int l, int p);
  * gradient is not a fixed tensor. */
 int clremat_fused_update_param(const clremat_plan_input *in, int l, int p);
 
-/** Bytes of the parameter gradients a plan keeps as fixed memory: all of
- * them without the fused update, those clremat_fused_update_param refuses
- * with it. */
+/** Bytes of the parameter gradients a plan keeps as fixed memory: those of
+ * every trained (not frozen) parameter without the fused update, those
+ * clremat_fused_update_param refuses with it. */
 uint64_t clremat_plan_grad_bytes(const clremat_plan_input *in);
 
 /** Flag or'ed into the opt_states argument of clremat_plan_for_ctx and

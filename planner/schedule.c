@@ -448,7 +448,10 @@ static uint64_t fixed_bytes(const clremat_plan_input *in, uint64_t *param_bytes)
     int64_t lab_elems = clremat_shape_elems(&g->io.labels);
     uint64_t params = (uint64_t)clremat_graph_param_elems(g) * sizeof(float);
     *param_bytes = params;
-    return params * (uint64_t)(1 + in->opt_states) + clremat_plan_grad_bytes(in) + (uint64_t)(in->batch * in_elems) * sizeof(float) +
+    /* every parameter; the optimizer state of each trained one; the
+     * gradients the plan keeps (clremat_plan_grad_bytes) */
+    return params + (uint64_t)clremat_graph_trainable_elems(g) * sizeof(float) * (uint64_t)in->opt_states +
+           clremat_plan_grad_bytes(in) + (uint64_t)(in->batch * in_elems) * sizeof(float) +
            (uint64_t)(in->batch * lab_elems) * sizeof(float) + in->scratch_bytes + clremat_accum_bytes(in);
 }
 

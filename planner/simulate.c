@@ -22,8 +22,10 @@ uint64_t clremat_plan_fixed_bytes(const clremat_plan_input *in, uint64_t *param_
     uint64_t y = (uint64_t)(in->batch * clremat_shape_elems(&g->io.labels)) * sizeof(float);
     if (param_bytes)
         *param_bytes = params;
-    return params * (uint64_t)(1 + in->opt_states) + clremat_plan_grad_bytes(in) + x + y + in->scratch_bytes +
-           clremat_accum_bytes(in);
+    /* every parameter; the optimizer state of each trained one; the
+     * gradients the plan keeps (clremat_plan_grad_bytes) */
+    return params + (uint64_t)clremat_graph_trainable_elems(g) * sizeof(float) * (uint64_t)in->opt_states +
+           clremat_plan_grad_bytes(in) + x + y + in->scratch_bytes + clremat_accum_bytes(in);
 }
 
 typedef struct simstate {

@@ -1,6 +1,7 @@
 /* ref_seq.c: double-precision host references of layernorm, embedding,
  * multi-head attention, softmax cross-entropy and mse (see ref_seq.h). */
 #include "ref_seq.h"
+#include "ref_llm.h"
 #include "rng.h"
 #include <math.h>
 #include <stdlib.h>
@@ -153,9 +154,13 @@ static void ref_linear_bwd(int rows, int K, int N, const double *in, const doubl
 }
 
 /* Probabilities of one (b, h): P[i][j] (T x T). */
+/* kv heads and the qkv row width of a configuration */
+static int ref_kv(const ref_attn *a) { return a->KV > 0 ? a->KV : a->H; }
+static int ref_w3(const ref_attn *a) { return a->D + 2 * ref_kv(a) * (a->D / a->H); }
+
 static void ref_attn_probs(const ref_attn *a, const double *qkv, int b, int h, double *P)
 {
-    const int T = a->T, D = a->D, dh = a->D / a->H;
+    const int T = a->T, D = a->D, dh = a->D / a->H, W3 = ref_w3(a), g = h / (a->H / ref_kv(a));
     const double scale = 1.0 / sqrt((double)dh);
     for (int i = 0; i < T; i++) {
         int lim = a->causal ? i + 1 : T;
@@ -164,7 +169,7 @@ static void ref_attn_probs(const ref_attn *a, const double *qkv, int b, int h, d
         for (int j = 0; j < T; j++) {
             double d = 0;
             for (int c = 0; c < dh; c++)
-                d += qkv[(size_t)(b * T + i) * 3 * D + h * dh + c] * qkv[(size_t)(b * T + j) * 3 * D + D + h * dh + c];
+                d += qkv[(size_t)(b * T + i) * W3 + h * dh + c] * qkv[(size_t)(b * T + j) * W3 + D + g * dh + c];
             p[j] = d * scale;
         }
         for (int j = 0; j < lim; j++)
@@ -179,11 +184,14 @@ static void ref_attn_probs(const ref_attn *a, const double *qkv, int b, int h, d
 void ref_attention_fwd(const ref_attn *a, const double *x, const double *wqkv, const double *bqkv,
                        const double *wo, const double *bo, double *out, double *qkv, double *probs, double *ctx)
 {
-    const int B = a->B, T = a->T, D = a->D, H = a->H, dh = D / H, rows = B * T;
-    double *q = malloc(sizeof(double) * (size_t)rows * 3 * D);
+    const int B = a->B, T = a->T, D = a->D, H = a->H, dh = D / H, rows = B * T, W3 = ref_w3(a);
+    const int KV = ref_kv(a), grp = H / KV;
+    double *q = malloc(sizeof(double) * (size_t)rows * W3);
     double *cx = malloc(sizeof(double) * (size_t)rows * D);
     double *P = malloc(sizeof(double) * (size_t)T * T);
-    ref_linear(rows, D, 3 * D, x, wqkv, bqkv, q);
+    ref_linear(rows, D, W3, x, wqkv, bqkv, q);
+    if (a->theta > 0)
+        ref_rope(rows, T, W3, 0, H + KV, dh, a->theta, 0, q);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             uint32_t base = (uint32_t)((b * H + h) * T * T);
@@ -195,13 +203,13 @@ void ref_attention_fwd(const ref_attn *a, const double *x, const double *wqkv, c
                     double s = 0;
                     for (int j = 0; j < T; j++)
                         s += P[i * T + j] * ref_attn_keep(a, base + (uint32_t)(i * T + j)) *
-                             q[(size_t)(b * T + j) * 3 * D + 2 * D + h * dh + c];
+                             q[(size_t)(b * T + j) * W3 + D + KV * dh + h / grp * dh + c];
                     cx[(size_t)(b * T + i) * D + h * dh + c] = s;
                 }
         }
     ref_linear(rows, D, D, cx, wo, bo, out);
     if (qkv)
-        memcpy(qkv, q, sizeof(double) * (size_t)rows * 3 * D);
+        memcpy(qkv, q, sizeof(double) * (size_t)rows * W3);
     if (ctx)
         memcpy(ctx, cx, sizeof(double) * (size_t)rows * D);
     free(q);
@@ -213,7 +221,8 @@ void ref_attention_bwd(const ref_attn *a, const double *x, const double *wqkv, c
                        const double *wo, const double *bo, const double *dout, double *dx, double *dwqkv,
                        double *dbqkv, double *dwo, double *dbo)
 {
-    const int B = a->B, T = a->T, D = a->D, H = a->H, dh = D / H, rows = B * T, D3 = 3 * D;
+    const int B = a->B, T = a->T, D = a->D, H = a->H, dh = D / H, rows = B * T, D3 = ref_w3(a);
+    const int KV = ref_kv(a), grp = H / KV;
     const double scale = 1.0 / sqrt((double)dh);
     double *out = malloc(sizeof(double) * (size_t)rows * D);
     double *q = malloc(sizeof(double) * (size_t)rows * D3);
@@ -230,10 +239,11 @@ void ref_attention_bwd(const ref_attn *a, const double *x, const double *wqkv, c
         for (int h = 0; h < H; h++) {
             uint32_t base = (uint32_t)((b * H + h) * T * T);
 #define QA(i, c) q[(size_t)(b * T + (i)) * D3 + h * dh + (c)]
-#define KA(i, c) q[(size_t)(b * T + (i)) * D3 + D + h * dh + (c)]
-#define VA(i, c) q[(size_t)(b * T + (i)) * D3 + 2 * D + h * dh + (c)]
+#define KA(i, c) q[(size_t)(b * T + (i)) * D3 + D + h / grp * dh + (c)]
+#define VA(i, c) q[(size_t)(b * T + (i)) * D3 + D + KV * dh + h / grp * dh + (c)]
 #define DC(i, c) dcx[(size_t)(b * T + (i)) * D + h * dh + (c)]
-#define DQ(i, c, part) dq[(size_t)(b * T + (i)) * D3 + (part) * D + h * dh + (c)]
+#define DQ(i, c, part) dq[(size_t)(b * T + (i)) * D3 + ((part) ? D + ((part) - 1) * KV * dh + h / grp * dh \
+                                                            : h * dh) + (c)]
             ref_attn_probs(a, q, b, h, P);
             for (int i = 0; i < T; i++) {
                 double dot = 0;
@@ -261,7 +271,9 @@ void ref_attention_bwd(const ref_attn *a, const double *x, const double *wqkv, c
 #undef DC
 #undef DQ
         }
-    /* input projection */
+    /* RoPE: dq, dk rotated back; then the input projection */
+    if (a->theta > 0)
+        ref_rope(rows, T, D3, 0, H + KV, dh, a->theta, 1, dq);
     ref_linear_bwd(rows, D, D3, x, wqkv, dq, dx, dwqkv, dbqkv);
     free(out);
     free(q);

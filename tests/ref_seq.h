@@ -34,12 +34,15 @@ typedef struct ref_attn {
     double rate;            /**< dropout on probs; mask from clremat_hash */
     uint64_t seed;
     uint32_t step, layer;
+    int KV;                 /**< key/value heads (0: H); query head h uses kv head h / (H / KV) */
+    double theta;           /**< RoPE base on q and k (0: none) */
 } ref_attn;
 
 /** 1/(1-rate) if attention-dropout element e is kept, else 0 (1 when rate 0). */
 double ref_attn_keep(const ref_attn *a, uint32_t e);
 
-/** Attention forward; qkv [B*T, 3D], probs [B, H, T, T], ctx [B*T, D] may be NULL. */
+/** Attention forward; qkv [B*T, D + 2 KV dh] (after RoPE), probs [B, H, T, T], ctx [B*T, D] may be
+ * NULL; so may bqkv and bo (no biases). */
 void ref_attention_fwd(const ref_attn *a, const double *x, const double *wqkv, const double *bqkv,
                        const double *wo, const double *bo, double *out, double *qkv, double *probs, double *ctx);
 

@@ -150,7 +150,7 @@ static int layer(const clremat_graph *g, const char *name)
 START_TEST(test_names_and_shapes)
 {
     static const char *types[] = {"dense", "activation", "dropout", "layernorm", "add", "embedding", "attention",
-                                  "reshape", "softmax_cross_entropy", "mse"};
+                                  "reshape", "softmax_cross_entropy", "mse", "rmsnorm", "rope", "multiply"};
     static const char *acts[] = {"linear", "relu", "gelu", "gelu_exact", "tanh", "sigmoid", "silu"};
     char buf[64];
     clremat_shape s = shp(3, 2, 3, 5), z = shp(0, 0, 0, 0);
@@ -621,6 +621,67 @@ START_TEST(test_json_nested_blocks_and_resolution)
 }
 END_TEST
 
+/* Fields of issue 13 (small language models): every bad value refused,
+ * naming the field or the mismatch. */
+#define SEQ_HEAD "{\"input\": {\"shape\": [4, 8]}, \"layers\": [\n"
+#define IDS_HEAD "{\"input\": {\"shape\": [4], \"dtype\": \"int32\"}, \"layers\": [\n" \
+                 "{\"name\": \"emb\", \"type\": \"embedding\", \"vocab\": 10, \"dim\": 8},\n"
+START_TEST(test_json_llm_errors)
+{
+    const int P = CLREMAT_ERR_PARSE, S = CLREMAT_ERR_SHAPE;
+    EXPECT_ST(SEQ_HEAD "{\"type\": \"attention\", \"heads\": 4, \"kv_heads\": 3}" LOSS TAIL, P, "kv_heads");
+    EXPECT_ST(SEQ_HEAD "{\"type\": \"attention\", \"heads\": 4, \"rope\": 5}" LOSS TAIL, P, "rope");
+    EXPECT_ST(SEQ_HEAD "{\"type\": \"attention\", \"heads\": 4, \"rope\": {\"theta\": -1}}" LOSS TAIL, P, "theta");
+    EXPECT_ST(SEQ_HEAD "{\"type\": \"attention\", \"heads\": 4, \"rope\": {\"base\": 1}}" LOSS TAIL, P,
+              "unknown field 'base'");
+    EXPECT_ST(SEQ_HEAD "{\"type\": \"attention\", \"heads\": 8, \"rope\": {}}" LOSS TAIL, S, "even head width");
+    EXPECT_ST(SEQ_HEAD "{\"type\": \"attention\", \"heads\": 4, \"use_bias\": 0}" LOSS TAIL, P, "use_bias");
+    EXPECT_ST(SEQ_HEAD "{\"type\": \"rmsnorm\", \"eps\": 0}" LOSS TAIL, P, "eps");
+    EXPECT_ST(SEQ_HEAD "{\"type\": \"rope\", \"head_dim\": 3}" LOSS TAIL, P, "head_dim");
+    EXPECT_ST(SEQ_HEAD "{\"type\": \"rope\", \"head_dim\": 6}" LOSS TAIL, S, "multiple of an even head_dim");
+    EXPECT_ST(HEAD "{\"type\": \"rope\"}" LOSS TAIL, S, "rope needs [T, D]");
+    EXPECT_ST(SEQ_HEAD "{\"name\": \"a\", \"type\": \"dense\", \"units\": 8},\n"
+              "{\"name\": \"b\", \"type\": \"dense\", \"units\": 4},\n"
+              "{\"type\": \"multiply\", \"inputs\": [\"a\", \"b\"]}" LOSS TAIL, S, "multiply needs equal shapes");
+    EXPECT_ST(SEQ_HEAD "{\"type\": \"multiply\", \"inputs\": [\"x\"]}" LOSS TAIL, P, "inputs");
+    EXPECT_ST(IDS_HEAD "{\"type\": \"dense\", \"units\": 10, \"use_bias\": false, \"tie\": \"nope\"}" LOSS TAIL, P,
+              "not an earlier embedding");
+    EXPECT_ST(IDS_HEAD "{\"name\": \"d\", \"type\": \"dense\", \"units\": 8},\n"
+              "{\"type\": \"dense\", \"units\": 10, \"use_bias\": false, \"tie\": \"d\"}" LOSS TAIL, P,
+              "not an earlier embedding");
+    EXPECT_ST(IDS_HEAD "{\"type\": \"dense\", \"units\": 10, \"tie\": \"emb\"}" LOSS TAIL, S, "without bias");
+    EXPECT_ST(IDS_HEAD "{\"type\": \"dense\", \"units\": 9, \"use_bias\": false, \"tie\": \"emb\"}" LOSS TAIL,
+              S, "vocab = units");
+    EXPECT_ST(SEQ_HEAD "{\"type\": \"dense\", \"units\": 4, \"lora\": {\"rank\": 0}}" LOSS TAIL, P, "rank");
+    EXPECT_ST(SEQ_HEAD "{\"type\": \"dense\", \"units\": 4, \"lora\": {\"rank\": 2, \"beta\": 1}}" LOSS TAIL, P,
+              "unknown field 'beta'");
+    EXPECT_ST(SEQ_HEAD "{\"type\": \"dense\", \"units\": 4, \"lora\": {\"rank\": 2, \"alpha\": 0}}" LOSS TAIL,
+              P, "alpha");
+    EXPECT_ST(SEQ_HEAD "{\"type\": \"dense\", \"units\": 4, \"lora\": {\"rank\": 6}}" LOSS TAIL, S,
+              "LoRA rank 6");
+    EXPECT_ST(SEQ_HEAD "{\"type\": \"dense\", \"units\": 4, \"trainable\": 1}" LOSS TAIL, P, "trainable");
+    EXPECT_ST(SEQ_HEAD "{\"block\": \"b\", \"trainable\": \"no\", \"layers\": [{\"type\": \"dense\", "
+              "\"units\": 4}]}" LOSS TAIL, P, "trainable");
+    {
+        /* and the good ones: frozen params, tie, adapters */
+        clremat_graph *g = load_ok(IDS_HEAD "{\"block\": \"b\", \"trainable\": false, \"layers\": ["
+                                   "{\"name\": \"up\", \"type\": \"dense\", \"units\": 8, \"lora\": {\"rank\": 2}}]},\n"
+                                   "{\"name\": \"head\", \"type\": \"dense\", \"units\": 10, \"use_bias\": false, "
+                                   "\"tie\": \"emb\"}" LOSS TAIL);
+        int up = layer(g, "b/up"), head = layer(g, "head");
+        ck_assert_int_eq(g->layers[up].n_params, 4);
+        ck_assert(g->layers[up].params[0].frozen && g->layers[up].params[1].frozen);
+        ck_assert(!g->layers[up].params[2].frozen && !g->layers[up].params[3].frozen);
+        ck_assert(fabs(g->layers[up].lora_alpha - 2.0) < 1e-12); /* alpha defaults to the rank */
+        ck_assert_int_eq(g->layers[head].n_params, 0);
+        ck_assert_int_eq(g->layers[head].tie, 1);
+        ck_assert_int_eq(clremat_graph_tied_user(g, 0), head);
+        ck_assert_int_eq(clremat_graph_trainable_elems(g), 10 * 8 + 8 * 2 + 2 * 8);
+        clremat_graph_free(g);
+    }
+}
+END_TEST
+
 START_TEST(test_json_errors)
 {
     const char *t;
@@ -940,7 +1001,9 @@ START_TEST(test_bundled_models)
         g = load_model(e->d_name);
         ck_assert_int_eq(g->finalized, 1);
         params = clremat_graph_param_elems(g);
-        ck_assert_msg(params >= 30000 && params <= 300000, "%s: %lld parameters", e->d_name, (long long)params);
+        /* llama_tiny's size is set by issue 13 (width 128, 4 blocks, MLP 352): 0.75 M parameters */
+        ck_assert_msg(params >= 30000 && params <= (strncmp(e->d_name, "llama_tiny", 10) ? 300000 : 800000),
+                      "%s: %lld parameters", e->d_name, (long long)params);
         clremat_graph_free(g);
         count++;
     }
@@ -1053,6 +1116,7 @@ int main(void)
     tcase_add_test(tc, test_json_repeat_naming_and_block_input);
     tcase_add_test(tc, test_json_nested_blocks_and_resolution);
     tcase_add_test(tc, test_json_errors);
+    tcase_add_test(tc, test_json_llm_errors);
     tcase_add_test(tc, test_json_hostile_input);
     tcase_add_test(tc, test_json_fuzz);
     tcase_add_test(tc, test_load_file_errors);

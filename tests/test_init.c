@@ -77,6 +77,21 @@ static float *init(int l, int p, uint64_t seed)
     return x;
 }
 
+/* LoRA's A: N(0, (1/r)^2) with r the last dim (8 here) */
+START_TEST(normal_lora)
+{
+    float *x;
+    set_param(&layers[0], 0, "lora_a", 2, 4096, 8, CLREMAT_INIT_NORMAL_LORA); /* setup() restores it */
+    x = init(0, 0, 7);
+    int64_t n = 4096 * 8;
+    stats s = stats_of(x, n);
+    ck_assert_msg(fabs(s.mean) < 4 * 0.125 / sqrt((double)n), "mean %g", s.mean);
+    ck_assert_msg(fabs(s.std - 0.125) < 0.01 * 0.125, "std %g want 0.125", s.std);
+    ck_assert_msg(fabs(s.kurtosis - 3.0) < 0.15, "normal kurtosis %g", s.kurtosis);
+    free(x);
+}
+END_TEST
+
 START_TEST(glorot_uniform)
 {
     float *x = init(0, 0, 7), *q = init(1, 2, 7);
@@ -188,6 +203,7 @@ static Suite *suite(void)
     tcase_add_test(tc, glorot_uniform);
     tcase_add_test(tc, he_normal);
     tcase_add_test(tc, normal_002);
+    tcase_add_test(tc, normal_lora);
     tcase_add_test(tc, zeros_ones);
     tcase_add_test(tc, reproducible);
     tcase_add_test(tc, bad_indices_write_nothing);

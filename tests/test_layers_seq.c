@@ -68,7 +68,7 @@ static ref_attn attn_cfg(const lc_io *io)
 {
     const clremat_layer *L = layer_of(io);
     ref_attn a = {(int)io->batch, (int)L->in_shape[0].dims[0], (int)L->in_shape[0].dims[1], L->heads, L->causal,
-                  L->rate, io->seed, (uint32_t)io->step, (uint32_t)io->layer};
+                  L->rate, io->seed, (uint32_t)io->step, (uint32_t)io->layer, 0, 0.0};
     return a;
 }
 

@@ -33,6 +33,7 @@ static const model_case models[] = {
     {"transformer.json", "encoder_block_0", "encoder_block_1/attn", 1024},
     {"resnet_mlp.json", "res_block_1", "res_block_2/d1", 512},
     {"regression.json", NULL, "h2", 512},
+    {"llama_tiny.json", "decoder_block_0", "decoder_block_1/self_attn", 100000},
 };
 #define N_MODELS (sizeof models / sizeof models[0])
 #define STEPS 3
@@ -505,11 +506,14 @@ int main(void)
 {
     TCase *tc;
     Suite *s = test_suite("remat", 600, &tc);
-    tcase_add_loop_test(tc, test_modes_bitwise_and_exact_peak, 0, (int)N_MODELS);
+    /* llama_tiny (the last model) is left out on slow implementations: a
+     * step there takes about 100 times as long */
+    const int n_models = (int)N_MODELS - (test_reduced() ? 1 : 0);
+    tcase_add_loop_test(tc, test_modes_bitwise_and_exact_peak, 0, n_models);
     tcase_add_test(tc, test_memory_limit);
-    tcase_add_loop_test(tc, test_budget_plans_on_device, 0, (int)N_MODELS);
+    tcase_add_loop_test(tc, test_budget_plans_on_device, 0, n_models);
     tcase_add_test(tc, test_deep_chain_sqrt_budget);
-    tcase_add_loop_test(tc, test_save_dots_and_partial_keeps_on_device, 0, (int)N_MODELS);
+    tcase_add_loop_test(tc, test_save_dots_and_partial_keeps_on_device, 0, n_models);
     tcase_add_loop_test(tc, test_fuzz_finding_models_run, 0,
                         (int)(sizeof finding_models / sizeof finding_models[0]));
     return test_run_device_suite(s);

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -273,9 +274,39 @@ END_TEST
 START_TEST(unknown_dtype)
 {
     make_dir();
-    write_raw(path_of("d.safetensors"), "{\"half\": {\"dtype\": \"F16\", \"shape\": [2], \"data_offsets\": [0, 4]}}", 4);
-    expect_read_error(path_of("d.safetensors"), CLREMAT_ERR_PARSE, "d.safetensors", "tensor 'half'", "'F16'",
-                      "F32, I32, I64, F64", NULL);
+    /* F16 and BF16 are read (Hugging Face checkpoints); U8 is not */
+    write_raw(path_of("d.safetensors"), "{\"bytes\": {\"dtype\": \"U8\", \"shape\": [4], \"data_offsets\": [0, 4]}}", 4);
+    expect_read_error(path_of("d.safetensors"), CLREMAT_ERR_PARSE, "d.safetensors", "tensor 'bytes'", "'U8'",
+                      "F32, I32, I64, F64, F16, BF16", NULL);
+    remove_dir();
+}
+END_TEST
+
+/* F16 and BF16 elements convert exactly: normal, subnormal, zero, infinity */
+START_TEST(half_floats)
+{
+    static const uint16_t f16[] = {0x3c00, 0xc000, 0x0001, 0x7bff, 0x0000, 0xfc00, 0x3555};
+    static const float want16[] = {1.0f, -2.0f, 5.9604645e-8f, 65504.0f, 0.0f, -INFINITY, 0.33325195f};
+    static const uint16_t bf[] = {0x3f80, 0xc040, 0x3eab};
+    static const float wantbf[] = {1.0f, -3.0f, 0.333984375f};
+    for (size_t i = 0; i < sizeof f16 / sizeof f16[0]; i++)
+        ck_assert_msg(clremat_st_half_to_float(f16[i], 0) == want16[i], "F16 0x%04x: %.9g, want %.9g", f16[i],
+                      (double)clremat_st_half_to_float(f16[i], 0), (double)want16[i]);
+    ck_assert(isnan(clremat_st_half_to_float(0x7e00, 0)));
+    for (size_t i = 0; i < sizeof bf / sizeof bf[0]; i++)
+        ck_assert_msg(clremat_st_half_to_float(bf[i], 1) == wantbf[i], "BF16 0x%04x: %.9g, want %.9g", bf[i],
+                      (double)clremat_st_half_to_float(bf[i], 1), (double)wantbf[i]);
+    make_dir();
+    write_raw(path_of("h.safetensors"), "{\"h\": {\"dtype\": \"F16\", \"shape\": [2], \"data_offsets\": [0, 4]},"
+              " \"b\": {\"dtype\": \"BF16\", \"shape\": [1], \"data_offsets\": [4, 6]}}", 6);
+    {
+        clremat_st_file f;
+        ck_assert_int_eq(clremat_st_read(path_of("h.safetensors"), &f), CLREMAT_OK);
+        ck_assert_int_eq(clremat_st_find(&f, "h")->dtype, CLREMAT_ST_F16);
+        ck_assert_int_eq(clremat_st_find(&f, "b")->dtype, CLREMAT_ST_BF16);
+        ck_assert_str_eq(clremat_st_dtype_name(CLREMAT_ST_BF16), "BF16");
+        clremat_st_free(&f);
+    }
     remove_dir();
 }
 END_TEST
@@ -436,6 +467,7 @@ static Suite *suite(void)
     tcase_add_test(tc, size_mismatch);
     tcase_add_test(tc, overlapping);
     tcase_add_test(tc, unknown_dtype);
+    tcase_add_test(tc, half_floats);
     tcase_add_test(tc, missing_file);
     tcase_add_test(tc, write_into_missing_directory);
     tcase_add_test(tc, write_rejects_bad_tensors);

@@ -126,6 +126,15 @@ int cli_train_dist(const cli_global *g, int argc, char **argv);
 /** `clremat plan MODEL [options]`: prints the remat plan. */
 int cli_plan(const cli_global *g, int argc, char **argv);
 
+/** `clremat import-hf CONFIG.json [--seq-len T] [--output FILE]`: the
+ * clremat model file of a Hugging Face Llama config.json (hf_llama.h), on
+ * stdout or written atomically to FILE. */
+int cli_import_hf(int argc, char **argv);
+
+/** Parses import-hf's arguments: the config path, --seq-len (128),
+ * --output (NULL: stdout). Returns CLI_CONTINUE, or the exit status. */
+int cli_import_hf_parse(int argc, char **argv, const char **config, int64_t *seq_len, const char **output);
+
 /** `clremat compare MODEL [options]`: the acceptance protocol across devices and modes. */
 int cli_compare(const cli_global *g, int argc, char **argv);
 

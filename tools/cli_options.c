@@ -37,6 +37,7 @@ void cli_usage(FILE *f)
         "             and the largest batch that fits\n"
         "  import-keras  convert a Keras 3 model (.keras, or to_json + .weights.h5) into a clremat\n"
         "             model file; train, plan, compare and fit also take a .keras file directly\n"
+        "  import-hf  write the clremat model file of a Hugging Face Llama config.json\n"
         "\n"
         "Device selection (--device or CLREMAT_DEVICE): P:D index, cpu | gpu | accelerator,\n"
         "or a substring of the device or platform name. Default: the first GPU, else the\n"
@@ -117,13 +118,17 @@ static int train_usage(FILE *f)
         "  --weight-decay X     >= 0: L2 for sgd and adam, decoupled for adamw (sgd, adam 0; adamw 0.01)\n"
         "                       (with --load, hyperparameters not given keep their saved values)\n"
         "  --seed N             seed of data, initialization and dropout (1)\n"
-        "  --data TASK|FILE     synthetic task (clusters, sequence, copy, sort, regression) or a\n"
+        "  --data TASK|FILE     synthetic task (clusters, sequence, copy, sort, language, regression) or a\n"
         "                       safetensors file with train_x, train_y, val_x, val_y\n"
         "  --load FILE          initial weights (safetensors); when the file holds optimizer state,\n"
         "                       training continues from it: moments, step count and data position\n"
         "                       (give the same --seed and --data; --steps counts the steps added)\n"
         "  --weights-only       with --load: the weights alone, a fresh optimizer from step 0\n"
+        "                       (a Hugging Face checkpoint, model.safetensors or its shards'\n"
+        "                       model.safetensors.index.json, is read as one: weights alone)\n"
         "  --save FILE          final weights and optimizer state (safetensors, written atomically)\n"
+        "  --save-format F      clremat (default) | hf: --save writes a Hugging Face checkpoint\n"
+        "                       (weights alone, Hugging Face's tensor names and layouts)\n"
         "  --remat MODE         none | full | activations | larger_than[:N] |\n"
         "                       list_of_layers:NAME[,NAME...] | save_dots | budget:BYTES | auto\n"
         "                       (default none)\n"
@@ -150,6 +155,7 @@ static int train_usage(FILE *f)
  * bound the per-step loss and time arrays (12 bytes a step). */
 /* getopt codes of long options without a short letter */
 #define CLI_OPT_OFFLOAD 0x101
+#define CLI_OPT_SAVE_FORMAT 0x102
 #define BATCH_MAX ((int64_t)2147483647)
 #define STEPS_MAX ((int64_t)100000000)
 #define POINTS_MAX ((int64_t)10000)
@@ -312,7 +318,8 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         {"weight-decay", required_argument, NULL, '5'}, {"weights-only", no_argument, NULL, 'W'},
         {"memory-trace", required_argument, NULL, 'T'}, {"no-fused-update", no_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'}, {"accumulate", required_argument, NULL, 'A'},
-        {"offload", required_argument, NULL, CLI_OPT_OFFLOAD}, {NULL, 0, NULL, 0}};
+        {"offload", required_argument, NULL, CLI_OPT_OFFLOAD}, {"save-format", required_argument, NULL, CLI_OPT_SAVE_FORMAT},
+        {NULL, 0, NULL, 0}};
     int c;
     int64_t v;
 
@@ -333,6 +340,11 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
                 return 2;
             break;
         case 'W': cfg->weights_only = 1; break;
+        case CLI_OPT_SAVE_FORMAT:
+            if (strcmp(optarg, "hf") && strcmp(optarg, "clremat"))
+                return cli_error("--save-format must be clremat or hf, got '%s'", optarg), 2;
+            cfg->save_hf = !strcmp(optarg, "hf");
+            break;
         case 'd': if (check_device("--device", optarg)) return 2; cfg->device = optarg; break;
         case 'b': if (parse_i64("--batch", optarg, 1, BATCH_MAX, &cfg->batch)) return 2; break;
         case 's': if (parse_i64("--steps", optarg, 1, STEPS_MAX, &cfg->steps)) return 2; break;
@@ -377,6 +389,8 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         return 2;
     if (cfg->offload && cfg->overlap)
         return cli_error("--offload does not go with --overlap"), 2;
+    if (cfg->save_hf && !cfg->save)
+        return cli_error("--save-format applies to --save"), 2;
     /* without --load the optimizer is known now (adam by default); with it,
      * the saved optimizer may decide, and the run checks */
     if (check_optimizer(cfg->optimizer ? cfg->optimizer : cfg->load && !cfg->weights_only ? NULL : "adam",
@@ -741,5 +755,50 @@ int cli_fit_parse(const cli_global *g, int argc, char **argv, cli_fit_opts *o)
         return cli_error("fit: --batch (%lld) is above --max-batch (%lld)", (long long)o->batch,
                          (long long)o->max_batch), 2;
     o->model_path = argv[optind];
+    return CLI_CONTINUE;
+}
+
+/* ------------------------------------------------------------ import-hf */
+
+static int import_hf_usage(FILE *f)
+{
+    fputs("usage: clremat import-hf CONFIG.json [options]\n"
+          "  writes the clremat model file of a Hugging Face Llama-architecture config.json\n"
+          "  (its checkpoint loads with `clremat train MODEL --load model.safetensors`, or the\n"
+          "  shards' model.safetensors.index.json)\n"
+          "  --seq-len T          tokens per sample, the model's input [T] (default 128)\n"
+          "  --output FILE        write the model there (atomically) instead of stdout\n",
+          f);
+    return f == stdout ? 0 : 2;
+}
+
+int cli_import_hf_parse(int argc, char **argv, const char **config, int64_t *seq_len, const char **output)
+{
+    static const struct option opts[] = {{"seq-len", required_argument, NULL, 't'},
+                                         {"output", required_argument, NULL, 'o'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    int c;
+    *seq_len = 128;
+    *output = NULL;
+    getopt_reset();
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 't': if (parse_i64("--seq-len", optarg, 1, (int64_t)1 << 24, seq_len)) return 2; break;
+        case 'o':
+            if (!*optarg)
+                return cli_error("--output takes a file name, got ''"), 2;
+            *output = optarg;
+            break;
+        case 'h': return import_hf_usage(stdout);
+        default: return import_hf_usage(stderr);
+        }
+    }
+    if (optind + 1 != argc) {
+        import_hf_usage(stderr);
+        return cli_error(optind >= argc ? "import-hf: missing CONFIG.json" : "import-hf: unexpected argument '%s'",
+                         argv[argc - 1]), 2;
+    }
+    *config = argv[optind];
     return CLI_CONTINUE;
 }

@@ -31,6 +31,8 @@ static int run(int argc, char **argv)
         return cli_import_keras(argc - i, argv + i);
     if (!strcmp(argv[i], "plan"))
         return cli_plan(&g, argc - i, argv + i);
+    if (!strcmp(argv[i], "import-hf"))
+        return cli_import_hf(argc - i, argv + i);
     cli_usage(stderr);
     return cli_error("unknown command '%s'", argv[i]);
 }
