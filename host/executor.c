@@ -654,7 +654,7 @@ int clremat_trainer_new_accum(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
                                   &t->gemm_ws_fwd, &t->gemm_ws_bwd);
     if (st != CLREMAT_OK)
         goto fail;
-    if (t->plan.n_offloads > 0) { /* a copy queue; device buffers it reads are released with a fence */
+    if (t->plan.n_offloads > 0) { /* a queue of its own for the copies */
         int fell = 0;
         if (!(t->host = calloc((size_t)g->n_layers * S, sizeof *t->host))) {
             st = clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
@@ -662,7 +662,6 @@ int clremat_trainer_new_accum(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
         }
         if ((st = clremat_ctx_open_queue(ctx, 0, &t->copy_queue, &fell)))
             goto fail;
-        clremat_pool_set_fence_ops(ctx->pool, &cl_fence_ops);
     }
     if (overlap) {
         int fell = 0;
@@ -1133,12 +1132,15 @@ int clremat_trainer_step_replan(clremat_trainer *t, const float *x, const float 
     return st;
 }
 
-/* OFFLOAD: the copy queue waits for the compute queue's work so far, reads
- * the tensor into host memory, and the device buffer goes back to the pool
- * fenced by the read (the compute queue reuses it only after the read).
- * FETCH: a device buffer from the pool, the copy queue writes the host copy
- * into it after the compute queue's work so far, the compute queue waits
- * for the write, and the host copy is freed. */
+/* OFFLOAD: the copy queue waits for the compute queue's work so far and
+ * reads the tensor into host memory; the host waits for the read, then the
+ * device buffer goes back to the pool. FETCH: a device buffer from the pool,
+ * the copy queue writes the host copy into it after the compute queue's work
+ * so far, the host waits for the write and frees the host copy, and the
+ * compute queue waits for the write. (An earlier version read without
+ * waiting and released the buffer fenced by the read: faults injected in
+ * the middle of a step then corrupted rusticl's heap; the copies are
+ * synchronous until that is understood.) */
 static int run_offload(clremat_trainer *t, const clremat_action *a)
 {
     clremat_ctx *ctx = t->ctx;
@@ -1157,6 +1159,11 @@ static int run_offload(clremat_trainer *t, const clremat_action *a)
         err = clFlush(ctx->queue); /* the copy queue waits for it: submit it */
     if (err == CL_SUCCESS && a->kind == CLREMAT_ACT_OFFLOAD)
         err = clEnqueueReadBuffer(t->copy_queue, (cl_mem)t->act[i]->mem, CL_FALSE, 0, bytes, t->host[i], 1, &m, &ev);
+    if (err == CL_SUCCESS && a->kind == CLREMAT_ACT_OFFLOAD) {
+        err = clFlush(t->copy_queue);
+        if (err == CL_SUCCESS)
+            err = clWaitForEvents(1, &ev);
+    }
     else if (err == CL_SUCCESS)
         err = clEnqueueWriteBuffer(t->copy_queue, (cl_mem)t->act[i]->mem, CL_FALSE, 0, bytes, t->host[i], 1, &m,
                                    &ev);
@@ -1171,10 +1178,9 @@ static int run_offload(clremat_trainer *t, const clremat_action *a)
                             a->kind == CLREMAT_ACT_OFFLOAD ? "offload" : "fetch",
                             clremat_trainer_tag(t, a->layer, a->slot), bytes, clremat_status_str(err));
     }
-    if (a->kind == CLREMAT_ACT_OFFLOAD) { /* released from the copy queue, fenced by the read */
-        clremat_pool_set_queue(ctx->pool, t->copy_queue);
-        clremat_pool_release_fenced(ctx->pool, t->act[i], ev);
-        clremat_pool_set_queue(ctx->pool, ctx->queue);
+    if (a->kind == CLREMAT_ACT_OFFLOAD) { /* read: the device buffer is free */
+        clReleaseEvent(ev);
+        clremat_pool_release(ctx->pool, t->act[i]);
         t->act[i] = NULL;
         return CLREMAT_OK;
     }

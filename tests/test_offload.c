@@ -431,10 +431,9 @@ START_TEST(test_fit_offload_and_cache)
     ck_assert_int_eq(clremat_fit_calibrate_cached(ctx, g, 12345, 8, &opt, 1, 1, 0, &b, &cached), CLREMAT_OK);
     ck_assert_int_eq(cached, 0);
     clremat_fit_calibration_free(&b);
-    /* another model (hash): not this file (its own file, left by an
-     * earlier run of this test, removed first) */
+    /* another model (hash): not this file (and none of its own from an earlier run) */
     ck_assert(clremat_fit_cache_file(ctx, 54321, 8, &opt, 1, path, sizeof path));
-    remove(path);
+    unlink(path);
     ck_assert_int_eq(clremat_fit_calibrate_cached(ctx, g, 54321, 8, &opt, 1, 1, 0, &b, &cached), CLREMAT_OK);
     ck_assert_int_eq(cached, 0);
     clremat_fit_calibration_free(&b);
