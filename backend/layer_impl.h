@@ -24,4 +24,8 @@ extern const clremat_layer_impl clremat_impl_reshape;
 extern const clremat_layer_impl clremat_impl_softmax_ce;
 extern const clremat_layer_impl clremat_impl_mse;
 
+/** Attention in its memory-efficient mode (backend/attention_flash.c):
+ * layers.c sends an attention layer here when clremat_attn_is_mem_eff. */
+extern const clremat_layer_impl clremat_impl_attention_flash;
+
 #endif

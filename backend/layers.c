@@ -20,6 +20,8 @@ static const clremat_layer_impl *impl_of(const clremat_graph *g, int l)
 {
     if (!g || l < 0 || l >= g->n_layers || (unsigned)g->layers[l].type >= CLREMAT_LAYER_TYPE_COUNT)
         return NULL;
+    if (clremat_attn_is_mem_eff(&g->layers[l]))
+        return &clremat_impl_attention_flash;
     return impls[g->layers[l].type];
 }
 

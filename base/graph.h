@@ -90,7 +90,22 @@ typedef struct clremat_layer {
     clremat_param params[CLREMAT_MAX_PARAMS];
     /* where the model file declared it, for error messages (0 if built in C) */
     int src_line, src_col;
+    int attn_mode;              /**< attention: clremat_attn_mode (default 0: plain, budget/auto may switch) */
 } clremat_layer;
+
+/** How an attention layer computes (its "attention" field). */
+typedef enum clremat_attn_mode {
+    CLREMAT_ATTN_DEFAULT = 0,           /**< plain; budget:/auto may switch it to memory_efficient */
+    CLREMAT_ATTN_PLAIN = 1,             /**< "plain": keeps the T x T probabilities (fixed) */
+    CLREMAT_ATTN_MEMORY_EFFICIENT = 2   /**< "memory_efficient": keeps row statistics only (fixed) */
+} clremat_attn_mode;
+
+/** 1 when attention layer L runs memory-efficient (memory_efficient set,
+ * explicitly or by the planner), 0 otherwise. */
+static inline int clremat_attn_is_mem_eff(const clremat_layer *L)
+{
+    return L->type == CLREMAT_ATTENTION && L->attn_mode == CLREMAT_ATTN_MEMORY_EFFICIENT;
+}
 
 /** A named group of consecutive layers; blocks nest. */
 typedef struct clremat_block {

@@ -336,7 +336,7 @@ static const char *const *type_fields(int t)
     static const char *const drop[] = {"name", "type", "inputs", "rate", NULL};
     static const char *const ln[] = {"name", "type", "inputs", "eps", NULL};
     static const char *const emb[] = {"name", "type", "inputs", "vocab", "dim", "positions", NULL};
-    static const char *const att[] = {"name", "type", "inputs", "heads", "causal", "rate", NULL};
+    static const char *const att[] = {"name", "type", "inputs", "heads", "causal", "rate", "attention", NULL};
     static const char *const resh[] = {"name", "type", "inputs", "shape", NULL};
     static const char *const plain[] = {"name", "type", "inputs", NULL};
     switch (t) {
@@ -369,6 +369,28 @@ static int get_activation(const loader *ld, const json_t *obj, const char *what,
         return lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, obj, "activation"), "%s: unknown activation '%.64s'; "
                      "known activations: %s", what, json_string_value(v), act_list);
     *out = (clremat_act)a;
+    return CLREMAT_OK;
+}
+
+/* Reads an attention layer's "attention" field: absent, plain (the
+ * default, which budget:/auto may switch) unless "plain" or
+ * "memory_efficient" is written, which fixes the mode. */
+static int get_attn_mode(const loader *ld, const json_t *obj, const char *what, int *out)
+{
+    static const char *const expect = "\"plain\" or \"memory_efficient\"";
+    json_t *v = json_object_get(obj, "attention");
+    *out = CLREMAT_ATTN_DEFAULT;
+    if (!v)
+        return CLREMAT_OK;
+    if (!json_is_string(v))
+        return bad_field(ld, obj, what, "attention", expect);
+    if (!strcmp(json_string_value(v), "plain"))
+        *out = CLREMAT_ATTN_PLAIN;
+    else if (!strcmp(json_string_value(v), "memory_efficient"))
+        *out = CLREMAT_ATTN_MEMORY_EFFICIENT;
+    else
+        return lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, obj, "attention"), "%s: unknown attention mode '%.64s'; "
+                     "known modes: plain, memory_efficient", what, json_string_value(v));
     return CLREMAT_OK;
 }
 
@@ -405,7 +427,7 @@ static int read_settings(const loader *ld, const json_t *obj, const char *what, 
                           &L->rate)))
             return st;
         L->heads = (int)x;
-        break;
+        return get_attn_mode(ld, obj, what, &L->attn_mode);
     case CLREMAT_RESHAPE:
         return get_shape(ld, obj, what, "shape", 1, &L->target);
     case TYPE_FLATTEN:
