@@ -79,7 +79,9 @@ int clremat_attn_flash_cost(const clremat_graph *g, int l, int64_t batch, clrema
     if (st != CLREMAT_OK)
         return st;
     rows = (double)a.rows, D = (double)a.D, dh = (double)a.dh, W = (double)a.W;
-    P = (double)a.S * (double)a.T;
+    /* scores computed: every (row, key) pair, or with the causal mask the
+     * T (T + 1) / 2 unmasked ones (whole tiles above the diagonal are skipped) */
+    P = g->layers[l].causal ? (double)a.S * (double)(a.T + 1) / 2.0 : (double)a.S * (double)a.T;
     drop = g->layers[l].rate > 0.0;
     c->n_slots = 4;
     c->slot_bytes[0] = seq_fbytes(a.rows * a.D);

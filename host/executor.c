@@ -3,6 +3,7 @@
  * assumed (an action's new tensors, then its workspace), so the pool's
  * measured high-water equals the predicted peak to the byte. */
 #include "executor.h"
+#include "attn_variants.h"
 #include "init.h"
 #include "gemm.h"
 #include <math.h>
@@ -134,7 +135,11 @@ int clremat_plan_for_ctx(clremat_ctx *ctx, const clremat_graph *g, int64_t batch
     memset(out, 0, sizeof *out);
     if ((st = clremat_plan_input_for(ctx, g, batch, opt_states, layer_cost, &in, ws_fwd_out, ws_bwd_out)))
         return st;
-    if (p->kind == CLREMAT_POLICY_AUTO) {
+    if (clremat_attn_choice_applies(g, p)) {
+        /* "attention": "auto" layers: the planner also chooses their mode */
+        st = clremat_attn_plan_choose(ctx, &in, p, limit, ws_fwd_out ? *ws_fwd_out : NULL,
+                                      ws_bwd_out ? *ws_bwd_out : NULL, out);
+    } else if (p->kind == CLREMAT_POLICY_AUTO) {
         if (limit == 0)
             st = clremat_set_error(CLREMAT_ERR_PLAN, "--remat auto needs a memory limit (a device or --memory-limit)");
         else
@@ -334,6 +339,7 @@ void clremat_trainer_free(clremat_trainer *t)
         free(t->eval_g->blocks);
         free(t->eval_g);
     }
+    clremat_graph_free(t->own_g);
     free(t);
 }
 
@@ -512,6 +518,13 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
                               layer_cost, overlap, &t->plan, &t->costs, &t->gemm_ws_fwd, &t->gemm_ws_bwd);
     if (st != CLREMAT_OK)
         goto fail;
+    if (clremat_attn_choice_applies(g, p)) { /* run the attention modes the plan chose */
+        if (!(t->own_g = clremat_attn_resolved_graph(g, &t->plan))) {
+            st = clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+            goto fail;
+        }
+        t->g = t->own_g;
+    }
     if (overlap) {
         int fell = 0;
         if ((st = clremat_ctx_open_queue(ctx, CL_QUEUE_PROFILING_ENABLE, &t->side_queue, &fell)))
@@ -528,7 +541,7 @@ int clremat_trainer_new_costs(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
                           (unsigned long long)(limit - live), (unsigned long long)limit, hint);
         goto fail;
     }
-    t->eval_g = eval_copy(g);
+    t->eval_g = eval_copy(t->g);
     t->eval_costs = calloc((size_t)g->n_layers, sizeof *t->eval_costs);
     t->eval_gemm_ws = calloc((size_t)g->n_layers, sizeof *t->eval_gemm_ws);
     if (!t->eval_g || !t->eval_costs || !t->eval_gemm_ws) {

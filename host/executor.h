@@ -67,6 +67,7 @@ typedef struct clremat_trainer {
     int64_t replan_step;                /**< the step of the last replan */
     uint64_t replan_from, replan_to;    /**< predicted peaks before and after it */
     char replan_reason[512];            /**< the failure that caused it */
+    clremat_graph *own_g;               /**< g with the plan's attention modes resolved (owned; NULL: none) */
 } clremat_trainer;
 
 /** Kinds of a layer's tensors for clremat_trainer_tag, after its slots. */

@@ -372,12 +372,11 @@ static int get_activation(const loader *ld, const json_t *obj, const char *what,
     return CLREMAT_OK;
 }
 
-/* Reads an attention layer's "attention" field: absent, plain (the
- * default, which budget:/auto may switch) unless "plain" or
- * "memory_efficient" is written, which fixes the mode. */
+/* Reads an attention layer's "attention" field: "plain" (also when
+ * absent), "memory_efficient", or "auto" (budget:/auto choose). */
 static int get_attn_mode(const loader *ld, const json_t *obj, const char *what, int *out)
 {
-    static const char *const expect = "\"plain\" or \"memory_efficient\"";
+    static const char *const expect = "\"plain\", \"memory_efficient\" or \"auto\"";
     json_t *v = json_object_get(obj, "attention");
     *out = CLREMAT_ATTN_DEFAULT;
     if (!v)
@@ -388,9 +387,11 @@ static int get_attn_mode(const loader *ld, const json_t *obj, const char *what, 
         *out = CLREMAT_ATTN_PLAIN;
     else if (!strcmp(json_string_value(v), "memory_efficient"))
         *out = CLREMAT_ATTN_MEMORY_EFFICIENT;
+    else if (!strcmp(json_string_value(v), "auto"))
+        *out = CLREMAT_ATTN_AUTO;
     else
         return lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, obj, "attention"), "%s: unknown attention mode '%.64s'; "
-                     "known modes: plain, memory_efficient", what, json_string_value(v));
+                     "known modes: plain, memory_efficient, auto", what, json_string_value(v));
     return CLREMAT_OK;
 }
 

@@ -362,8 +362,21 @@ START_TEST(test_flash_cost)
         ck_assert_uint_eq(cf.fwd_temp_bytes, 0);
         ck_assert_uint_eq(cf.bwd_temp_bytes, (size_t)(B * H * T + rows * D + rows * 3 * D) * 4);
         ck_assert_uint_eq(cf.bwd_needs_slots, cp.bwd_needs_slots);
-        ck_assert(cf.bwd_flops > cp.bwd_flops);   /* the scores are recomputed */
+        /* causal: only the unmasked half of the scores is computed */
+        ck_assert(cf.fwd_flops < cp.fwd_flops);
+        ck_assert(cf.fwd_flops > 0.5 * cp.fwd_flops);
+    }
+    for (int i = 0; i < 4; i++) {  /* without the mask: the same forward, a dearer backward */
+        int64_t T = Ts[i], D = 64, B = 1;
+        clremat_layer_cost cp, cf;
+        make_attention(&Lp, T, D, 2, 0, 0.0, CLREMAT_ATTN_PLAIN);
+        make_attention(&Lf, T, D, 2, 0, 0.0, CLREMAT_ATTN_MEMORY_EFFICIENT);
+        lc_graph_of_layer(&gp, &Lp);
+        lc_graph_of_layer(&gf, &Lf);
+        ck_assert_int_eq(clremat_layer_cost_of(&gp, 0, B, &cp), CLREMAT_OK);
+        ck_assert_int_eq(clremat_layer_cost_of(&gf, 0, B, &cf), CLREMAT_OK);
         ck_assert(cf.fwd_flops == cp.fwd_flops);
+        ck_assert(cf.bwd_flops > cp.bwd_flops);   /* the scores are recomputed, twice */
     }
 }
 END_TEST
