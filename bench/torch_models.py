@@ -1,6 +1,8 @@
 """torch_models.py: the PyTorch twins of the clremat benchmark models, for
-bench/bench.py: the MLP of bench/mlp1024.json and the transformer of
-models/transformer.json, same shapes, same optimizer settings, optional
+bench/bench.py: the MLP of bench/mlp1024.json, the transformer of
+models/transformer.json and the causal decoder of models/long_context.json
+at sequence length --T (long: softmax written out; long_sdpa: PyTorch's
+scaled_dot_product_attention), same shapes, same optimizer settings, optional
 torch.utils.checkpoint.checkpoint_sequential over 4 segments. Prints one
 JSON line: {"step_ms_median": ..., "steps": ..., "threads": ...}."""
 import argparse
@@ -64,6 +66,50 @@ class Head(nn.Module):
         return self.logits(self.ln(x))
 
 
+class CausalBlock(nn.Module):
+    """One pre-norm decoder block as models/long_context.json's
+    decoder_block: ln1, causal attention (qkv projection, 4 heads, output
+    projection), residual, ln2, ff1 (gelu tanh), ff2, residual. sdpa=False:
+    the softmax written out (the T x T probabilities kept, like clremat's
+    "plain"); sdpa=True: F.scaled_dot_product_attention, whose CPU kernel is
+    a flash-attention (memory-efficient) implementation."""
+
+    def __init__(self, d=64, heads=4, ff=256, sdpa=False):
+        super().__init__()
+        self.heads, self.sdpa = heads, sdpa
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.wo = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.ff1 = nn.Linear(d, ff)
+        self.ff2 = nn.Linear(ff, d)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        h = self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(D, dim=-1)
+        q = q.view(B, T, h, D // h).transpose(1, 2)
+        k = k.view(B, T, h, D // h).transpose(1, 2)
+        v = v.view(B, T, h, D // h).transpose(1, 2)
+        if self.sdpa:
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            s = q @ k.transpose(-1, -2) / (D // h) ** 0.5
+            s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+            a = torch.softmax(s, dim=-1) @ v
+        r1 = self.wo(a.transpose(1, 2).reshape(B, T, D)) + x
+        return self.ff2(F.gelu(self.ff1(self.ln2(r1)), approximate="tanh")) + r1
+
+
+class TokEmbed(nn.Module):
+    def __init__(self, vocab=64, d=64):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+
+    def forward(self, ids):
+        return self.tok(ids)
+
+
 def mlp_model():
     layers = []
     for i in range(8):
@@ -74,7 +120,8 @@ def mlp_model():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=["mlp", "transformer"])
+    ap.add_argument("model", choices=["mlp", "transformer", "long", "long_sdpa"])
+    ap.add_argument("--T", type=int, default=1024, help="long, long_sdpa: sequence length")
     ap.add_argument("--checkpoint", action="store_true", help="checkpoint_sequential over 4 segments")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
@@ -87,6 +134,13 @@ def main():
         x = torch.randn(batch, 1024)
         y = torch.randint(0, 10, (batch,))
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    elif a.model in ("long", "long_sdpa"):
+        sdpa = a.model == "long_sdpa"
+        model, batch = nn.Sequential(TokEmbed(), CausalBlock(sdpa=sdpa), CausalBlock(sdpa=sdpa),
+                                     Head(64, 64)), 1
+        x = torch.randint(0, 64, (batch, a.T))
+        y = torch.roll(x, 1, dims=1)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-8)
     else:
         model, batch = nn.Sequential(Embed(), Block(), Block(), Head()), 32
         x = torch.randint(0, 16, (batch, 16))
@@ -99,7 +153,7 @@ def main():
         opt.zero_grad(set_to_none=True)
         if a.checkpoint:
             inp = x
-            if a.model == "transformer":
+            if a.model != "mlp":
                 # token ids cannot carry gradients: the embedding runs outside, the
                 # blocks and head are checkpointed (3 segments, one per module)
                 out = checkpoint_sequential(model[1:], 3, model[0](x))

@@ -37,7 +37,7 @@ test_prog=$1
 shift
 name=$(basename "$test_prog")
 
-GEMM_SUITES="test_train test_remat test_faults test_soak test_compare test_data_safety test_layers_core test_layers_seq"
+GEMM_SUITES="test_train test_remat test_faults test_soak test_compare test_data_safety test_layers_core test_layers_seq test_attention_flash test_attention_choice"
 E2E_SUITES="test_train test_remat test_faults test_soak test_compare test_data_safety"
 
 # A device test names CLREMAT_TEST_DEVICE; with a shared libclremat the
