@@ -252,7 +252,8 @@ def attention_section(rounds, quick, measure_max):
             f(meas.get("plain"), "%d"), f(meas.get("memory_efficient"), "%d"), f(ms.get("plain"), "%.0f"),
             f(ms.get("memory_efficient"), "%.0f"), f(tp, "%.0f"), f(ts, "%.0f")))
     print("(peaks in bytes, fixed bytes included; meas = the pool's measured high-water, equal to the prediction "
-          "or the run fails; '-' = not run: T above --attention-max-t)")
+          "or the run fails; '-' = not run: T above --attention-max-t; sdpa nan: PyTorch < 2.0 has no "
+          "scaled_dot_product_attention)")
     print()
 
 
@@ -263,6 +264,8 @@ def torch_step_long(name, T, steps):
     for blas_threads in ("1", "2"):
         env = dict(os.environ, OPENBLAS_NUM_THREADS=blas_threads, OMP_NUM_THREADS="2")
         t = json.loads(run(cmd, env=env).strip().splitlines()[-1])["step_ms_median"]
+        if t is None:  # not available in this PyTorch (printed as "n/a")
+            return float("nan")
         best = t if best is None else min(best, t)
     return best
 

@@ -127,6 +127,11 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
+    if a.model == "long_sdpa" and not hasattr(F, "scaled_dot_product_attention"):
+        # PyTorch < 2.0 (Debian 12 ships 1.13) has no scaled_dot_product_attention
+        print(json.dumps({"step_ms_median": None, "unavailable": "torch %s has no "
+                          "F.scaled_dot_product_attention" % torch.__version__}))
+        return
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     if a.model == "mlp":
