@@ -120,7 +120,7 @@ static int attn_flash_tiles(clremat_ctx *ctx, const char *lname, int64_t T, int6
 {
     static const char *const kn[3] = {"flash_attn_fwd", "flash_attn_bwd_dkdv", "flash_attn_bwd_dq"};
     cl_ulong local_mem = 0, used[3] = {0, 0, 0};
-    size_t dev_wg = 0, item_max[3] = {0, 0, 0}, wg = 64;
+    size_t dev_wg = 0, item_max[16] = {0}, wg = 64; /* item sizes: one per dimension (3 or more) */
     int64_t t;
     cl_int e;
     e = clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local_mem, &local_mem, NULL);
@@ -174,7 +174,9 @@ static int attn_flash_tiles(clremat_ctx *ctx, const char *lname, int64_t T, int6
     return CLREMAT_OK;
 }
 
-/* Dropout key and geometry arguments shared by the tiled kernels. */
+/* Geometry and dropout-key arguments shared by the tiled kernels (reads the
+ * layer call c in scope for the key): T, H, KVH, dh, qkv width, q/k/v column
+ * offsets, ldo, causal, scale, BR, BC, rate, seed, step, layer, B*H. */
 #define FLASH_GEOM(a, L, sc, t)                                                                              \
     SEQ_I((a).T), SEQ_I((a).H), SEQ_I((a).KVH), SEQ_I((a).dh), SEQ_I((a).W), SEQ_I(0), SEQ_I((a).H * (a).dh), \
         SEQ_I(((a).H + (a).KVH) * (a).dh), SEQ_I((a).D), SEQ_I((L)->causal != 0), SEQ_F(sc), SEQ_I(t),         \
