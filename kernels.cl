@@ -1333,3 +1333,254 @@ __kernel void emb_backward_table_acc(const int ntok, const int dim, const int vo
             g[d] += src[d];
     }
 }
+
+
+/* ------------------------------------------------------------------------
+ * Memory-efficient attention (backend/attention_flash.c): the FlashAttention
+ * recurrence. The T x T probabilities are never stored: the forward keeps
+ * per row the running maximum m and the sum of exponentials l (the "stats"
+ * slot: m of every (batch, head, row) first, then every l); the backward
+ * recomputes the scores tile by tile from q, k and the stats.
+ * Geometry shared by the kernels: qkv rows hold ld floats; head h's query
+ * starts at column qo + h*dh; query heads share kv heads in groups of
+ * H / KVH, so head h reads kv head g = h / (H / KVH), its key at column
+ * ko + g*dh and its value at vo + g*dh. O and dO rows hold ldo floats, head
+ * h at column h*dh. Tiles live in local memory sized by the launcher from
+ * the device's limits: BR query rows, BC key rows. Dropout on the
+ * probabilities regenerates the plain layer's mask: element (bh*T+i)*T+j.
+ * Every sum runs in a fixed order, so results are deterministic. */
+
+/* Forward: one work-group of BR items per (query block, batch*head); item r
+ * owns query row i = block*BR + r. O = softmax(q k^T * scale) v. */
+__kernel void flash_attn_fwd(const int T, const int H, const int KVH, const int dh, const int ld, const int qo,
+                             const int ko, const int vo, const int ldo, const int causal, const float scale,
+                             const int BR, const int BC, const float rate, const uint slo, const uint shi,
+                             const uint step, const uint layer, const uint eoff, const int nbh, __global const float *qkv,
+                             __global float *O, __global float *stats, __local float *Qs, __local float *Ks,
+                             __local float *Vs, __local float *S, __local float *Acc)
+{
+    const int r = get_local_id(0), i0 = get_group_id(0) * BR, bh = get_group_id(1);
+    const int b = bh / H, h = bh % H, g = h / (H / KVH);
+    const int i = i0 + r, valid = i < T;
+    const int kend = causal ? min(T, i0 + BR) : T;
+    __local float *q = Qs + r * dh, *acc = Acc + r * dh, *s = S + r * BC;
+    float m = -INFINITY, l = 0.0f;
+    if (valid) {
+        __global const float *src = qkv + (size_t)(b * T + i) * ld + qo + h * dh;
+        for (int d = 0; d < dh; d++) {
+            q[d] = src[d];
+            acc[d] = 0.0f;
+        }
+    }
+    for (int j0 = 0; j0 < kend; j0 += BC) {
+        const int nc = min(BC, kend - j0);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int e = r; e < nc * dh; e += BR) {
+            const int jj = e / dh, d = e - jj * dh;
+            const size_t row = (size_t)(b * T + j0 + jj) * ld;
+            Ks[e] = qkv[row + ko + g * dh + d];
+            Vs[e] = qkv[row + vo + g * dh + d];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (valid) {
+            const int lim = causal ? min(nc, i - j0 + 1) : nc;
+            if (lim > 0) {
+                float mt = m;
+                for (int jj = 0; jj < lim; jj++) {
+                    float dot = 0.0f;
+                    for (int d = 0; d < dh; d++)
+                        dot += q[d] * Ks[jj * dh + d];
+                    s[jj] = dot * scale;
+                    mt = fmax(mt, s[jj]);
+                }
+                if (mt > m) {
+                    const float alpha = exp(m - mt);
+                    l *= alpha;
+                    for (int d = 0; d < dh; d++)
+                        acc[d] *= alpha;
+                    m = mt;
+                }
+                for (int jj = 0; jj < lim; jj++) {
+                    float p = exp(s[jj] - m);
+                    l += p;
+                    if (rate > 0.0f)
+                        p *= attn_keep(rate, slo, shi, step, layer, (uint)(((size_t)bh * T + i) * T + j0 + jj) + eoff);
+                    for (int d = 0; d < dh; d++)
+                        acc[d] += p * Vs[jj * dh + d];
+                }
+            }
+        }
+    }
+    if (valid) {
+        const float inv = 1.0f / l;
+        __global float *dst = O + (size_t)(b * T + i) * ldo + h * dh;
+        for (int d = 0; d < dh; d++)
+            dst[d] = acc[d] * inv;
+        stats[(size_t)bh * T + i] = m;
+        stats[(size_t)nbh * T + (size_t)bh * T + i] = l;
+    }
+}
+
+/* The backward kernels read dO and write Dv and dqkv at float offsets
+ * off_do, off_dv, off_dq into their buffers (parts of one workspace). */
+
+/* Backward, first pass: Dv[bh*T+i] = sum_d dO[i, d] * O[i, d] (the rowsum
+ * of dO * O, equal to sum_j P_ij dP_ij), one item per (batch*head, row). */
+__kernel void flash_attn_bwd_dot(const int n, const int T, const int H, const int dh, const int ldo,
+                                 const int off_do, const int off_dv, __global const float *dO,
+                                 __global const float *O, __global float *Dv)
+{
+    const int idx = get_global_id(0);
+    if (idx >= n)
+        return;
+    dO += off_do;
+    Dv += off_dv;
+    const int bh = idx / T, i = idx - bh * T, b = bh / H, h = bh % H;
+    const size_t row = (size_t)(b * T + i) * ldo + h * dh;
+    float s = 0.0f;
+    for (int d = 0; d < dh; d++)
+        s += dO[row + d] * O[row + d];
+    Dv[idx] = s;
+}
+
+/* Backward, dk and dv: one work-group of BC items per (key block,
+ * batch*kv head); item c owns key row j and sums over every query head of
+ * its group and every query tile: dv_j += P_ij keep_ij dO_i,
+ * dk_j += scale * P_ij (keep_ij dO_i.v_j - D_i) q_i. */
+__kernel void flash_attn_bwd_dkdv(const int T, const int H, const int KVH, const int dh, const int ld, const int qo,
+                                  const int ko, const int vo, const int ldo, const int causal, const float scale,
+                                  const int BR, const int BC, const float rate, const uint slo, const uint shi,
+                                  const uint step, const uint layer, const uint eoff, const int nbh, const int off_do, const int off_dv, const int off_dq,
+                                  __global const float *qkv,
+                                  __global const float *dO, __global const float *stats, __global const float *Dv,
+                                  __global float *dqkv, __local float *Kj, __local float *Vj, __local float *dK,
+                                  __local float *dV, __local float *Qs, __local float *dOs, __local float *Rs)
+{
+    dO += off_do;
+    Dv += off_dv;
+    dqkv += off_dq;
+    const int c = get_local_id(0), j0 = get_group_id(0) * BC, bg = get_group_id(1);
+    const int b = bg / KVH, g = bg % KVH, G = H / KVH;
+    const int j = j0 + c, valid = j < T;
+    const int istart = causal ? (j0 / BR) * BR : 0;
+    __local float *k = Kj + c * dh, *v = Vj + c * dh, *dk = dK + c * dh, *dv = dV + c * dh;
+    if (valid) {
+        const size_t row = (size_t)(b * T + j) * ld;
+        for (int d = 0; d < dh; d++) {
+            k[d] = qkv[row + ko + g * dh + d];
+            v[d] = qkv[row + vo + g * dh + d];
+            dk[d] = 0.0f;
+            dv[d] = 0.0f;
+        }
+    }
+    for (int hh = 0; hh < G; hh++) {
+        const int h = g * G + hh, bh = b * H + h;
+        for (int i0 = istart; i0 < T; i0 += BR) {
+            const int nr = min(BR, T - i0);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int e = c; e < nr * dh; e += BC) {
+                const int ii = e / dh, d = e - ii * dh;
+                Qs[e] = qkv[(size_t)(b * T + i0 + ii) * ld + qo + h * dh + d];
+                dOs[e] = dO[(size_t)(b * T + i0 + ii) * ldo + h * dh + d];
+            }
+            for (int e = c; e < nr; e += BC) {
+                Rs[e] = stats[(size_t)bh * T + i0 + e];
+                Rs[BR + e] = 1.0f / stats[(size_t)nbh * T + (size_t)bh * T + i0 + e];
+                Rs[2 * BR + e] = Dv[(size_t)bh * T + i0 + e];
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (!valid)
+                continue;
+            for (int ii = causal ? max(0, j - i0) : 0; ii < nr; ii++) {
+                const int i = i0 + ii;
+                float sd = 0.0f, dpd = 0.0f, kf = 1.0f;
+                for (int d = 0; d < dh; d++) {
+                    sd += Qs[ii * dh + d] * k[d];
+                    dpd += dOs[ii * dh + d] * v[d];
+                }
+                const float sv = sd * scale;
+                const float p = exp(sv - Rs[ii]) * Rs[BR + ii];
+                if (rate > 0.0f)
+                    kf = attn_keep(rate, slo, shi, step, layer, (uint)(((size_t)bh * T + i) * T + j) + eoff);
+                const float pd = p * kf, ds = scale * p * (dpd * kf - Rs[2 * BR + ii]);
+                for (int d = 0; d < dh; d++) {
+                    dv[d] += pd * dOs[ii * dh + d];
+                    dk[d] += ds * Qs[ii * dh + d];
+                }
+            }
+        }
+    }
+    if (valid) {
+        const size_t row = (size_t)(b * T + j) * ld;
+        for (int d = 0; d < dh; d++) {
+            dqkv[row + ko + g * dh + d] = dk[d];
+            dqkv[row + vo + g * dh + d] = dv[d];
+        }
+    }
+}
+
+/* Backward, dq: one work-group of BR items per (query block, batch*head);
+ * item r owns query row i: dq_i = scale * sum_j P_ij (keep_ij dO_i.v_j - D_i) k_j. */
+__kernel void flash_attn_bwd_dq(const int T, const int H, const int KVH, const int dh, const int ld, const int qo,
+                                const int ko, const int vo, const int ldo, const int causal, const float scale,
+                                const int BR, const int BC, const float rate, const uint slo, const uint shi,
+                                const uint step, const uint layer, const uint eoff, const int nbh, const int off_do, const int off_dv, const int off_dq,
+                                  __global const float *qkv,
+                                __global const float *dO, __global const float *stats, __global const float *Dv,
+                                __global float *dqkv, __local float *Qs, __local float *dOs, __local float *dQ,
+                                __local float *Ks, __local float *Vs)
+{
+    dO += off_do;
+    Dv += off_dv;
+    dqkv += off_dq;
+    const int r = get_local_id(0), i0 = get_group_id(0) * BR, bh = get_group_id(1);
+    const int b = bh / H, h = bh % H, g = h / (H / KVH);
+    const int i = i0 + r, valid = i < T;
+    const int kend = causal ? min(T, i0 + BR) : T;
+    __local float *q = Qs + r * dh, *dor = dOs + r * dh, *dq = dQ + r * dh;
+    float mi = 0.0f, inv = 0.0f, Di = 0.0f;
+    if (valid) {
+        const size_t row = (size_t)(b * T + i);
+        for (int d = 0; d < dh; d++) {
+            q[d] = qkv[row * ld + qo + h * dh + d];
+            dor[d] = dO[row * ldo + h * dh + d];
+            dq[d] = 0.0f;
+        }
+        mi = stats[(size_t)bh * T + i];
+        inv = 1.0f / stats[(size_t)nbh * T + (size_t)bh * T + i];
+        Di = Dv[(size_t)bh * T + i];
+    }
+    for (int j0 = 0; j0 < kend; j0 += BC) {
+        const int nc = min(BC, kend - j0);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int e = r; e < nc * dh; e += BR) {
+            const int jj = e / dh, d = e - jj * dh;
+            const size_t row = (size_t)(b * T + j0 + jj) * ld;
+            Ks[e] = qkv[row + ko + g * dh + d];
+            Vs[e] = qkv[row + vo + g * dh + d];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (!valid)
+            continue;
+        const int lim = causal ? min(nc, i - j0 + 1) : nc;
+        for (int jj = 0; jj < lim; jj++) {
+            float sd = 0.0f, dpd = 0.0f, kf = 1.0f;
+            for (int d = 0; d < dh; d++) {
+                sd += q[d] * Ks[jj * dh + d];
+                dpd += dor[d] * Vs[jj * dh + d];
+            }
+            const float sv = sd * scale;
+            const float p = exp(sv - mi) * inv;
+            if (rate > 0.0f)
+                kf = attn_keep(rate, slo, shi, step, layer, (uint)(((size_t)bh * T + i) * T + j0 + jj) + eoff);
+            const float ds = scale * p * (dpd * kf - Di);
+            for (int d = 0; d < dh; d++)
+                dq[d] += ds * Ks[jj * dh + d];
+        }
+    }
+    if (valid) {
+        const size_t row = (size_t)(b * T + i) * ld + qo + h * dh;
+        for (int d = 0; d < dh; d++)
+            dqkv[row + d] = dq[d];
+    }
+}

@@ -33,4 +33,8 @@ extern const clremat_layer_impl clremat_impl_lora;       /**< dense with a LoRA 
 /** clremat_layer_fuses_update for a dense layer. */
 int clremat_dense_fuses_update(clremat_ctx *ctx, const clremat_graph *g, int l, int p, int64_t batch);
 
+/** Attention in its memory-efficient mode (backend/attention_flash.c):
+ * layers.c sends an attention layer here when clremat_attn_is_mem_eff. */
+extern const clremat_layer_impl clremat_impl_attention_flash;
+
 #endif

@@ -23,6 +23,8 @@ static const clremat_layer_impl *impl_of(const clremat_graph *g, int l)
 {
     if (!g || l < 0 || l >= g->n_layers || (unsigned)g->layers[l].type >= CLREMAT_LAYER_TYPE_COUNT)
         return NULL;
+    if (clremat_attn_is_mem_eff(&g->layers[l]))
+        return &clremat_impl_attention_flash;
     /* dense variants of issue 13: tied to an embedding's table, LoRA adapter */
     if (g->layers[l].type == CLREMAT_DENSE && g->layers[l].tie)
         return &clremat_impl_dense_tied;

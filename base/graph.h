@@ -106,7 +106,24 @@ typedef struct clremat_layer {
     clremat_param params[CLREMAT_MAX_PARAMS];
     /* where the model file declared it, for error messages (0 if built in C) */
     int src_line, src_col;
+    int attn_mode;              /**< attention: clremat_attn_mode (default 0: plain) */
 } clremat_layer;
+
+/** How an attention layer computes (its "attention" field). */
+typedef enum clremat_attn_mode {
+    CLREMAT_ATTN_DEFAULT = 0,           /**< field absent: plain */
+    CLREMAT_ATTN_PLAIN = 1,             /**< "plain": keeps the T x T probabilities (fixed) */
+    CLREMAT_ATTN_MEMORY_EFFICIENT = 2,  /**< "memory_efficient": keeps row statistics only (fixed) */
+    CLREMAT_ATTN_AUTO = 3               /**< "auto": plain, unless budget:/auto choose memory_efficient */
+} clremat_attn_mode;
+
+/** 1 when attention layer L runs memory-efficient (memory_efficient, set
+ * in the model file or by the planner in the executor's copy of an "auto"
+ * layer), 0 otherwise ("auto" runs plain unless resolved). */
+static inline int clremat_attn_is_mem_eff(const clremat_layer *L)
+{
+    return L->type == CLREMAT_ATTENTION && L->attn_mode == CLREMAT_ATTN_MEMORY_EFFICIENT;
+}
 
 /** A named group of consecutive layers; blocks nest. */
 typedef struct clremat_block {

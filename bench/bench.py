@@ -33,6 +33,7 @@ round so that background load hits both. Nothing here is part of make check.
 import argparse
 import json
 import os
+import tempfile
 import statistics
 import subprocess
 import sys
@@ -381,14 +382,83 @@ def mpi_section(rounds, quick):
     print()
 
 
+def attention_section(rounds, quick, measure_max):
+    """Plain against memory-efficient attention on models/long_context.json
+    at sequence lengths 512..4096, batch 1, Adam: the planner's predicted
+    peak of the none plan for both modes (no device needed), and where the
+    step runs in reasonable time on the device (T <= measure_max) the
+    measured peak (asserted equal to the prediction) and the step time of
+    both, beside PyTorch CPU's step on the same network with the softmax
+    written out and with F.scaled_dot_product_attention (its flash kernel)."""
+    print("== Attention: plain vs memory_efficient, models/long_context.json at batch 1 (Adam), none plan; "
+          "step times median of %d rounds" % rounds)
+    src = json.load(open(os.path.join(ROOT, "models", "long_context.json")))
+    tmp = tempfile.mkdtemp(prefix="clremat-bench-")
+    steps = 2 if quick else 3
+    print("%6s %14s %14s %7s %14s %14s %10s %10s %10s %10s" % (
+        "T", "plain peak", "mem-eff peak", "ratio", "plain meas", "mem-eff meas", "plain ms", "mem-eff ms",
+        "torch ms", "sdpa ms"))
+    for T in (512, 1024, 2048, 4096):
+        peaks, meas, ms = {}, {}, {}
+        for mode in ("plain", "memory_efficient"):
+            m = json.loads(json.dumps(src))
+            m["input"]["shape"] = [T]
+            for blk in m["layers"]:
+                for L in blk.get("layers", []):
+                    if L.get("type") == "attention":
+                        L["attention"] = mode
+            path = os.path.join(tmp, "long_%s_%d.json" % (mode, T))
+            with open(path, "w") as f:
+                json.dump(m, f)
+            j = json.loads(run([TOOL, "plan", path, "--batch", "1", "--remat", "none", "--json"]))
+            peaks[mode] = j["memory"]["predicted_peak_bytes"]
+            if T <= measure_max:
+                t = []
+                for _ in range(rounds):
+                    r = clremat_step(path, ["--batch", "1", "--data", "sequence"], steps, 1)
+                    meas[mode] = r["memory"]["measured_peak_bytes"]
+                    t.append(r["step_time_ms"]["median"])
+                ms[mode] = med(t)
+        tp = ts = None
+        if T <= measure_max:
+            tp = med([torch_step_long("long", T, steps) for _ in range(rounds)])
+            ts = med([torch_step_long("long_sdpa", T, steps) for _ in range(rounds)])
+
+        def f(v, fmt):
+            return fmt % v if v is not None else "-"
+        print("%6d %14d %14d %6.1fx %14s %14s %10s %10s %10s %10s" % (
+            T, peaks["plain"], peaks["memory_efficient"], peaks["plain"] / peaks["memory_efficient"],
+            f(meas.get("plain"), "%d"), f(meas.get("memory_efficient"), "%d"), f(ms.get("plain"), "%.0f"),
+            f(ms.get("memory_efficient"), "%.0f"), f(tp, "%.0f"), f(ts, "%.0f")))
+    print("(peaks in bytes, fixed bytes included; meas = the pool's measured high-water, equal to the prediction "
+          "or the run fails; '-' = not run: T above --attention-max-t; sdpa nan: PyTorch < 2.0 has no "
+          "scaled_dot_product_attention)")
+    print()
+
+
+def torch_step_long(name, T, steps):
+    cmd = [PY, os.path.join(ROOT, "bench", "torch_models.py"), name, "--T", str(T), "--steps", str(steps),
+           "--warmup", "1", "--threads", "2"]
+    best = None
+    for blas_threads in ("1", "2"):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=blas_threads, OMP_NUM_THREADS="2")
+        t = json.loads(run(cmd, env=env).strip().splitlines()[-1])["step_ms_median"]
+        if t is None:  # not available in this PyTorch (printed as "n/a")
+            return float("nan")
+        best = t if best is None else min(best, t)
+    return best
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", action="append", choices=["gemm", "mlp", "transformer", "llama", "remat", "stream",
-                                                        "fused", "mpi"])
+                                                        "fused", "mpi", "attention"])
+    ap.add_argument("--attention-max-t", type=int, default=1024,
+                    help="attention section: largest T run on the device (larger T: planned peaks only)")
     ap.add_argument("--rounds", type=int, default=3, help="repetitions of each comparison (median reported)")
     ap.add_argument("--quick", action="store_true", help="1 round, fewer steps (a smoke run)")
     a = ap.parse_args()
-    sections = a.only or ["gemm", "mlp", "transformer", "llama", "remat", "stream", "fused", "mpi"]
+    sections = a.only or ["gemm", "mlp", "transformer", "llama", "remat", "stream", "fused", "mpi", "attention"]
     rounds = 1 if a.quick else a.rounds
     os.chdir(ROOT)
     dev = run([TOOL, "devices"]).strip().splitlines()
@@ -418,6 +488,8 @@ def main():
         fused_section(rounds)
     if "mpi" in sections:
         mpi_section(rounds, a.quick)
+    if "attention" in sections:
+        attention_section(rounds, a.quick, 512 if a.quick else a.attention_max_t)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """torch_models.py: the PyTorch twins of the clremat benchmark models, for
 bench/bench.py: the MLP of bench/mlp1024.json, the transformer of
-models/transformer.json and the Llama-style decoder of
-models/llama_tiny.json (at T = 256), same shapes, same optimizer settings, optional
+models/transformer.json, the Llama-style decoder of models/llama_tiny.json
+(at T = 256) and the causal decoder of models/long_context.json at sequence
+length --T (long: softmax written out; long_sdpa: PyTorch's
+scaled_dot_product_attention), same shapes, same optimizer settings, optional
 torch.utils.checkpoint.checkpoint_sequential over 4 segments. Prints one
 JSON line: {"step_ms_median": ..., "steps": ..., "threads": ...}."""
 import argparse
@@ -133,6 +135,48 @@ def llama_model():
     emb = nn.Embedding(64, 128)
     nn.init.normal_(emb.weight, std=0.02)
     return nn.Sequential(emb, LlamaBlock(), LlamaBlock(), LlamaBlock(), LlamaBlock(), LlamaHead(emb))
+class CausalBlock(nn.Module):
+    """One pre-norm decoder block as models/long_context.json's
+    decoder_block: ln1, causal attention (qkv projection, 4 heads, output
+    projection), residual, ln2, ff1 (gelu tanh), ff2, residual. sdpa=False:
+    the softmax written out (the T x T probabilities kept, like clremat's
+    "plain"); sdpa=True: F.scaled_dot_product_attention, whose CPU kernel is
+    a flash-attention (memory-efficient) implementation."""
+
+    def __init__(self, d=64, heads=4, ff=256, sdpa=False):
+        super().__init__()
+        self.heads, self.sdpa = heads, sdpa
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.wo = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.ff1 = nn.Linear(d, ff)
+        self.ff2 = nn.Linear(ff, d)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        h = self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(D, dim=-1)
+        q = q.view(B, T, h, D // h).transpose(1, 2)
+        k = k.view(B, T, h, D // h).transpose(1, 2)
+        v = v.view(B, T, h, D // h).transpose(1, 2)
+        if self.sdpa:
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            s = q @ k.transpose(-1, -2) / (D // h) ** 0.5
+            s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+            a = torch.softmax(s, dim=-1) @ v
+        r1 = self.wo(a.transpose(1, 2).reshape(B, T, D)) + x
+        return self.ff2(F.gelu(self.ff1(self.ln2(r1)), approximate="tanh")) + r1
+
+
+class TokEmbed(nn.Module):
+    def __init__(self, vocab=64, d=64):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+
+    def forward(self, ids):
+        return self.tok(ids)
 
 
 def mlp_model():
@@ -145,14 +189,20 @@ def mlp_model():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=["mlp", "transformer", "llama"])
+    ap.add_argument("model", choices=["mlp", "transformer", "llama", "long", "long_sdpa"])
     ap.add_argument("--batch", type=int, default=0, help="llama: batch (default 8)")
     ap.add_argument("--seq", type=int, default=256, help="llama: sequence length")
+    ap.add_argument("--T", type=int, default=1024, help="long, long_sdpa: sequence length")
     ap.add_argument("--checkpoint", action="store_true", help="checkpoint_sequential over 4 segments")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
+    if a.model == "long_sdpa" and not hasattr(F, "scaled_dot_product_attention"):
+        # PyTorch < 2.0 (Debian 12 ships 1.13) has no scaled_dot_product_attention
+        print(json.dumps({"step_ms_median": None, "unavailable": "torch %s has no "
+                          "F.scaled_dot_product_attention" % torch.__version__}))
+        return
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     if a.model == "mlp":
@@ -164,6 +214,12 @@ def main():
         model, batch = llama_model(), a.batch or 8
         x = torch.randint(0, 64, (batch, a.seq + 1))
         x, y = x[:, :-1], x[:, 1:]
+    elif a.model in ("long", "long_sdpa"):
+        sdpa = a.model == "long_sdpa"
+        model, batch = nn.Sequential(TokEmbed(), CausalBlock(sdpa=sdpa), CausalBlock(sdpa=sdpa),
+                                     Head(64, 64)), 1
+        x = torch.randint(0, 64, (batch, a.T))
+        y = torch.roll(x, 1, dims=1)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-8)
     else:
         model, batch = nn.Sequential(Embed(), Block(), Block(), Head()), 32
@@ -177,7 +233,7 @@ def main():
         opt.zero_grad(set_to_none=True)
         if a.checkpoint:
             inp = x
-            if a.model == "transformer":
+            if a.model != "mlp":
                 # token ids cannot carry gradients: the embedding runs outside, the
                 # blocks and head are checkpointed (3 segments, one per module)
                 out = checkpoint_sequential(model[1:], 3, model[0](x))

@@ -5,6 +5,7 @@
 #include "executor.h"
 #include "fused_update.h"
 #include "dp.h"
+#include "attn_variants.h"
 #include "init.h"
 #include "gemm.h"
 #include "transfer.h"
@@ -177,7 +178,11 @@ int clremat_plan_for_offload(clremat_ctx *ctx, const clremat_graph *g, int64_t b
         if (clremat_transfer_calibrate(ctx, &tc) == CLREMAT_OK)
             in.offload_cost_per_byte = clremat_transfer_cost_per_byte(&tc, layer_cost != NULL);
     }
-    if (p->kind == CLREMAT_POLICY_AUTO) {
+    if (clremat_attn_choice_applies(g, p)) {
+        /* "attention": "auto" layers: the planner also chooses their mode */
+        st = clremat_attn_plan_choose(ctx, &in, p, limit, ws_fwd_out ? *ws_fwd_out : NULL,
+                                      ws_bwd_out ? *ws_bwd_out : NULL, out);
+    } else if (p->kind == CLREMAT_POLICY_AUTO) {
         if (limit == 0)
             st = clremat_set_error(CLREMAT_ERR_PLAN, "--remat auto needs a memory limit (a device or --memory-limit)");
         else if ((st = clremat_plan_auto(&in, limit, out)) == CLREMAT_OK && in.offload_cost_per_byte > 0 &&
@@ -416,6 +421,7 @@ void clremat_trainer_free(clremat_trainer *t)
         free(t->eval_g->blocks);
         free(t->eval_g);
     }
+    clremat_graph_free(t->own_g);
     free(t);
 }
 
@@ -663,6 +669,13 @@ int clremat_trainer_new_accum(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
         if ((st = clremat_ctx_open_queue(ctx, 0, &t->copy_queue, &fell)))
             goto fail;
     }
+    if (clremat_attn_choice_applies(g, p)) { /* run the attention modes the plan chose */
+        if (!(t->own_g = clremat_attn_resolved_graph(g, &t->plan))) {
+            st = clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+            goto fail;
+        }
+        t->g = t->own_g;
+    }
     if (overlap) {
         int fell = 0;
         if ((st = clremat_ctx_open_queue(ctx, CL_QUEUE_PROFILING_ENABLE, &t->side_queue, &fell)))
@@ -682,7 +695,7 @@ int clremat_trainer_new_accum(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
                           (unsigned long long)(limit - live), (unsigned long long)limit, hint);
         goto fail;
     }
-    t->eval_g = eval_copy(g);
+    t->eval_g = eval_copy(t->g);
     t->eval_costs = calloc((size_t)g->n_layers, sizeof *t->eval_costs);
     t->eval_gemm_ws = calloc((size_t)g->n_layers, sizeof *t->eval_gemm_ws);
     if (!t->eval_g || !t->eval_costs || !t->eval_gemm_ws) {

@@ -83,6 +83,7 @@ typedef struct clremat_trainer {
     cl_command_queue copy_queue;        /**< the queue of the copies to and from the host */
     void **host;                        /**< [layer * CLREMAT_MAX_SLOTS + slot] host copy while offloaded */
     struct clremat_dp_state *dp;        /**< data-parallel gradient averaging (host/dp.h); NULL: one process */
+    clremat_graph *own_g;               /**< g with the plan's attention modes resolved (owned; NULL: none) */
 } clremat_trainer;
 
 /** Kinds of a layer's tensors for clremat_trainer_tag, after its slots. */

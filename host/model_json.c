@@ -339,7 +339,7 @@ static const char *const *type_fields(int t)
     static const char *const ln[] = {"name", "type", "inputs", "eps", "trainable", NULL};
     static const char *const emb[] = {"name", "type", "inputs", "vocab", "dim", "positions", "trainable", NULL};
     static const char *const att[] = {"name", "type", "inputs", "heads", "causal", "rate", "kv_heads", "use_bias",
-                                      "rope", "trainable", NULL};
+                                      "rope", "attention", "trainable", NULL};
     static const char *const rms[] = {"name", "type", "inputs", "eps", "trainable", NULL};
     static const char *const rope[] = {"name", "type", "inputs", "theta", "head_dim", "trainable", NULL};
     static const char *const resh[] = {"name", "type", "inputs", "shape", "trainable", NULL};
@@ -397,6 +397,29 @@ static int get_attn_rope(const loader *ld, const json_t *obj, const char *what, 
     return get_num(ld, v, w, "theta", 0, 0.0, 1, 1e12, 0, 10000.0, "a number with 0 < theta <= 1e12", theta);
 }
 
+/* Reads an attention layer's "attention" field: "plain" (also when
+ * absent), "memory_efficient", or "auto" (budget:/auto choose). */
+static int get_attn_mode(const loader *ld, const json_t *obj, const char *what, int *out)
+{
+    static const char *const expect = "\"plain\", \"memory_efficient\" or \"auto\"";
+    json_t *v = json_object_get(obj, "attention");
+    *out = CLREMAT_ATTN_DEFAULT;
+    if (!v)
+        return CLREMAT_OK;
+    if (!json_is_string(v))
+        return bad_field(ld, obj, what, "attention", expect);
+    if (!strcmp(json_string_value(v), "plain"))
+        *out = CLREMAT_ATTN_PLAIN;
+    else if (!strcmp(json_string_value(v), "memory_efficient"))
+        *out = CLREMAT_ATTN_MEMORY_EFFICIENT;
+    else if (!strcmp(json_string_value(v), "auto"))
+        *out = CLREMAT_ATTN_AUTO;
+    else
+        return lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, obj, "attention"), "%s: unknown attention mode '%.64s'; "
+                     "known modes: plain, memory_efficient, auto", what, json_string_value(v));
+    return CLREMAT_OK;
+}
+
 /* Reads the type-specific fields of a layer into L (pass 2). */
 static int read_settings(const loader *ld, const json_t *obj, const char *what, int t, clremat_layer *L)
 {
@@ -432,11 +455,20 @@ static int read_settings(const loader *ld, const json_t *obj, const char *what, 
         L->heads = (int)x;
         if ((st = get_int(ld, obj, what, "kv_heads", 0, 1, 1 << 16, x, "a positive integer dividing heads", &x)) ||
             (st = get_bool(ld, obj, what, "use_bias", 1, &L->use_bias)) ||
-            (st = get_attn_rope(ld, obj, what, &L->rope_theta)))
+            (st = get_attn_rope(ld, obj, what, &L->rope_theta)) ||
+            (st = get_attn_mode(ld, obj, what, &L->attn_mode)))
             return st;
         if (L->heads % (int)x)
             return bad_field(ld, obj, what, "kv_heads", "a positive integer dividing heads");
         L->kv_heads = (int)x;
+        /* the memory-efficient kernels cover the plain multi-head layout */
+        if ((L->attn_mode == CLREMAT_ATTN_MEMORY_EFFICIENT || L->attn_mode == CLREMAT_ATTN_AUTO) &&
+            (L->kv_heads != L->heads || !L->use_bias || L->rope_theta > 0.0))
+            return lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, obj, "attention"),
+                         "%s: \"attention\": \"%s\" supports kv_heads equal to heads, use_bias true and no "
+                         "rope (this layer has kv_heads %d of %d heads, use_bias %s, rope %s); use \"plain\"",
+                         what, L->attn_mode == CLREMAT_ATTN_AUTO ? "auto" : "memory_efficient", L->kv_heads,
+                         L->heads, L->use_bias ? "true" : "false", L->rope_theta > 0.0 ? "on" : "off");
         break;
     case CLREMAT_RMSNORM:
         return get_num(ld, obj, what, "eps", 0, 0.0, 1, 1.0, 0, 1e-6, "a number with 0 < eps <= 1", &L->eps);

@@ -124,6 +124,10 @@ typedef struct clremat_plan {
     uint64_t host_peak_bytes;       /**< predicted high-water of host bytes holding offloaded tensors */
     uint64_t offload_bytes;         /**< bytes copied to the host per step (and as many back) */
     int n_offloads;                 /**< OFFLOAD actions (each with its FETCH) */
+    /** Per layer: 1 where the plan runs the layer's alternative (for an
+     * attention layer with "attention": "auto", memory_efficient) and was
+     * planned with its alternative cost; NULL: none (clremat_plan_variants). */
+    unsigned char *variant;
 } clremat_plan;
 
 /** Builds the plan of policy p: a fixed mode through clremat_plan_fixed,
@@ -351,5 +355,21 @@ typedef struct clremat_pareto_mark {
  * larger_than (threshold 1024), save_dots, and list_of_layers:B for each top-level
  * block B. *out is malloc'ed (free it); *n its length. */
 int clremat_pareto_marks(const clremat_plan_input *in, clremat_pareto_mark **out, int *n);
+
+/* ------------------------------------------------ per-layer variants */
+
+/** budget:BYTES or auto (policy p; limit: the memory limit auto fits) with
+ * a choice per layer (planner/variants.c): alt[l] is layer l's cost when it
+ * runs its alternative (for attention with "attention": "auto", the
+ * memory-efficient mode), alt[l].n_slots == 0 where the layer has none.
+ * Tries the plain costs and growing sets of alternatives, the layers that
+ * save the most bytes first, and returns the plan whose recompute cost plus
+ * the alternatives' extra cost (their extra forward and backward FLOPs, or
+ * in->layer_cost scaled by them) is least within the budget; ties keep
+ * fewer alternatives. out->variant marks the layers switched (NULL: none);
+ * the plan was simulated with their alt costs, so the executor must
+ * allocate and run those. Other policies plan as clremat_plan_build. */
+int clremat_plan_variants(const clremat_plan_input *in, const clremat_layer_cost *alt, const clremat_policy *p,
+                          uint64_t limit, clremat_plan *out);
 
 #endif /* CLREMAT_PLAN_H */

@@ -588,6 +588,8 @@ void clremat_plan_free(clremat_plan *p)
     free(p->act_discard);
     free(p->recomputes);
     free(p->actions);
+    free(p->variant);
+    p->variant = NULL;
     p->wrapped_layer = p->wrapped_block = p->kept = p->act_discard = NULL;
     p->recomputes = NULL;
     p->actions = NULL;

@@ -34,6 +34,7 @@ static const model_case models[] = {
     {"resnet_mlp.json", "res_block_1", "res_block_2/d1", 512},
     {"regression.json", NULL, "h2", 512},
     {"llama_tiny.json", "decoder_block_0", "decoder_block_1/self_attn", 100000},
+    {"transformer_flash.json", "encoder_block_0", "encoder_block_1/attn", 1024},
 };
 #define N_MODELS (sizeof models / sizeof models[0])
 #define STEPS 3

@@ -128,6 +128,16 @@ done:
     return rc;
 }
 
+/* The mode attention layer l runs in under plan: memory_efficient when the
+ * model file says so or the plan switched an "auto" layer, else plain. */
+static const char *attn_mode_name(const clremat_layer *L, const clremat_plan *plan, int l)
+{
+    if (L->attn_mode == CLREMAT_ATTN_MEMORY_EFFICIENT || (L->attn_mode == CLREMAT_ATTN_AUTO && plan->variant &&
+                                                          plan->variant[l]))
+        return "memory_efficient";
+    return "plain";
+}
+
 int cli_plan(const cli_global *g, int argc, char **argv)
 {
     cli_plan_opts o;
@@ -216,6 +226,9 @@ int cli_plan(const cli_global *g, int argc, char **argv)
                 cli_json_string(stdout, gr->blocks[L->block].name);
             else
                 printf("null");
+            if (L->type == CLREMAT_ATTENTION)
+                printf(", \"attention\": \"%s\", \"attention_chosen\": %s", attn_mode_name(L, &plan, l),
+                       L->attn_mode == CLREMAT_ATTN_AUTO ? "true" : "false");
             printf(", \"output_bytes\": %zu, \"saved_bytes\": %llu, \"output\": \"%s\", \"internals\": \"%s\", "
                    "\"wrapped\": %s, \"recomputes\": %d, \"forward_flops\": %.9g}",
                    costs[l].slot_bytes[0], (unsigned long long)saved_bytes(gr, costs, l), out_state(&plan, l),
@@ -290,6 +303,13 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         printf("recompute             %.4g FLOPs = %.1f%% of the step's %.4g FLOPs (%d recompute actions)\n",
                plan.recompute_flops, plan.step_flops > 0 ? 100.0 * plan.recompute_flops / plan.step_flops : 0.0,
                plan.step_flops, plan.n_recompute_actions);
+        for (int l = 0; l < gr->n_layers; l++)
+            if (gr->layers[l].type == CLREMAT_ATTENTION)
+                printf("attention %-11s %s%s\n", gr->layers[l].name, attn_mode_name(&gr->layers[l], &plan, l),
+                       gr->layers[l].attn_mode != CLREMAT_ATTN_AUTO ? ""
+                       : pol.kind == CLREMAT_POLICY_BUDGET || pol.kind == CLREMAT_POLICY_AUTO
+                           ? " (\"auto\": chosen by the plan)"
+                           : " (\"auto\": plain under the fixed remat modes)");
         if (actions) {
             printf("\n%-5s %-22s %-28s %14s %14s\n", "#", "action", "layer", "peak bytes", "live after");
             for (int i = 0; i < plan.n_actions; i++) {
