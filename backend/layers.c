@@ -155,3 +155,12 @@ int clremat_layer_fuses_update(clremat_ctx *ctx, const clremat_graph *g, int l, 
         return clremat_dense_fuses_update(ctx, g, l, p, batch);
     return 0;
 }
+
+size_t clremat_fused_scratch_bytes(clremat_ctx *ctx, const clremat_plan_input *in, const clremat_graph *g, int l)
+{
+    size_t bytes = 0;
+    for (int p = 0; in->fused_update && p < g->layers[l].n_params; p++)
+        if (clremat_fused_update_param(in, l, p) && !clremat_layer_fuses_update(ctx, g, l, p, in->batch))
+            bytes += (size_t)g->layers[l].params[p].elems * sizeof(float);
+    return bytes;
+}

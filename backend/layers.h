@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "graph.h"
 #include "cost.h"
+#include "plan.h"
 
 /** Fills the cost of layer l of finalized graph g at batch size batch. */
 int clremat_layer_cost_of(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *out);
@@ -108,5 +109,13 @@ int clremat_gemm(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t
  * with the update). 0 for every other parameter: the executor then gives
  * the backward a gradient scratch and updates right after it. */
 int clremat_layer_fuses_update(clremat_ctx *ctx, const clremat_graph *g, int l, int p, int64_t batch);
+
+/** Bytes of the gradient scratch layer l's backward takes from its
+ * workspace under the fused update: the parameters the plan does not keep a
+ * gradient for (clremat_fused_update_param of in) whose update the layer's
+ * backward cannot apply itself (clremat_layer_fuses_update on ctx's GEMM
+ * path at in->batch); 0 without the fused update. Every cost of layer l
+ * the planner sees (the plain one, an attention variant's) adds it. */
+size_t clremat_fused_scratch_bytes(clremat_ctx *ctx, const clremat_plan_input *in, const clremat_graph *g, int l);
 
 #endif /* CLREMAT_LAYERS_H */

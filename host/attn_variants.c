@@ -3,6 +3,7 @@
  * context's GEMM path, the planner's choice (planner/variants.c), and the
  * graph copy with the choice written into the layers. */
 #include "attn_variants.h"
+#include "fused_update.h"
 #include "gemm.h"
 #include "layers.h"
 #include <stdlib.h>
@@ -82,6 +83,10 @@ int clremat_attn_plan_choose(clremat_ctx *ctx, const clremat_plan_input *in, con
             alt[l].fwd_temp_bytes += af[l];
             alt[l].bwd_temp_bytes += ab[l];
         }
+    /* the fused update's gradient scratch, as the plain costs have it */
+    for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++)
+        if (is_auto_attn(&g->layers[l]))
+            alt[l].bwd_temp_bytes += clremat_fused_scratch_bytes(ctx, in, ag, l);
     if (st != CLREMAT_OK)
         goto done;
     for (int l = 0; l < g->n_layers; l++)

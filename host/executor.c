@@ -120,9 +120,7 @@ int clremat_plan_input_for(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
     /* the fused update: a gradient the layer's backward cannot consume
      * itself is a scratch of that backward, reused across layers */
     for (int l = 0; in->fused_update && l < g->n_layers; l++)
-        for (int p = 0; p < g->layers[l].n_params; p++)
-            if (clremat_fused_update_param(in, l, p) && !clremat_layer_fuses_update(ctx, g, l, p, batch))
-                costs[l].bwd_temp_bytes += (size_t)g->layers[l].params[p].elems * sizeof(float);
+        costs[l].bwd_temp_bytes += clremat_fused_scratch_bytes(ctx, in, g, l);
     in->scratch_bytes = CLREMAT_SCRATCH_BYTES + clremat_dp_staging_bytes(g); /* data parallel: staging */
     in->layer_cost = layer_cost;
     costs = NULL;

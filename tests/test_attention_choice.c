@@ -186,8 +186,13 @@ START_TEST(test_choice_device)
     ck_assert_uint_eq(ref.measured, ref.predicted);
     {
         clremat_policy p;
+        clremat_opt_config opt;
+        ck_assert_int_eq(clremat_opt_defaults("adam", &opt), 0);
         ck_assert_int_eq(clremat_policy_parse("none", &p), CLREMAT_OK);
-        ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &p, 2, 0, NULL, 0, &mem, NULL, NULL, NULL),
+        /* planned as the trainer runs: with the fused update where it applies */
+        ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &p,
+                                              2 | (clremat_trainer_fused(&opt, 1) ? CLREMAT_PLAN_FUSED_UPDATE : 0), 0,
+                                              NULL, 0, &mem, NULL, NULL, NULL),
                          CLREMAT_OK);
     }
     /* "auto" layers, budget at the memory-efficient none peak */
