@@ -23,5 +23,8 @@ extern const clremat_layer_impl clremat_impl_attention;
 extern const clremat_layer_impl clremat_impl_reshape;
 extern const clremat_layer_impl clremat_impl_softmax_ce;
 extern const clremat_layer_impl clremat_impl_mse;
+/* convolutional networks */
+extern const clremat_layer_impl clremat_impl_conv2d;
+extern const clremat_layer_impl clremat_impl_pool; /* max/avg/global-avg pooling, zero padding */
 
 #endif

@@ -14,6 +14,11 @@ static const clremat_layer_impl *const impls[CLREMAT_LAYER_TYPE_COUNT] = {
     [CLREMAT_RESHAPE] = &clremat_impl_reshape,
     [CLREMAT_SOFTMAX_CE] = &clremat_impl_softmax_ce,
     [CLREMAT_MSE] = &clremat_impl_mse,
+    [CLREMAT_CONV2D] = &clremat_impl_conv2d,
+    [CLREMAT_MAX_POOL2D] = &clremat_impl_pool,
+    [CLREMAT_AVG_POOL2D] = &clremat_impl_pool,
+    [CLREMAT_GLOBAL_AVG_POOL2D] = &clremat_impl_pool,
+    [CLREMAT_ZERO_PAD2D] = &clremat_impl_pool,
 };
 
 static const clremat_layer_impl *impl_of(const clremat_graph *g, int l)

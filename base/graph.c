@@ -4,6 +4,7 @@
  * Errors go to g->error and to the thread's last error. */
 #include "graph.h"
 #include "error.h"
+#include "conv_geom.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,9 @@ static const char *const type_names[CLREMAT_LAYER_TYPE_COUNT] = {
     [CLREMAT_ADD] = "add",               [CLREMAT_EMBEDDING] = "embedding",
     [CLREMAT_ATTENTION] = "attention",   [CLREMAT_RESHAPE] = "reshape",
     [CLREMAT_SOFTMAX_CE] = "softmax_cross_entropy", [CLREMAT_MSE] = "mse",
+    [CLREMAT_CONV2D] = "conv2d",         [CLREMAT_MAX_POOL2D] = "max_pool2d",
+    [CLREMAT_AVG_POOL2D] = "avg_pool2d", [CLREMAT_GLOBAL_AVG_POOL2D] = "global_avg_pool2d",
+    [CLREMAT_ZERO_PAD2D] = "zero_pad2d",
 };
 
 static const char *const act_names[CLREMAT_ACT_COUNT] = {
@@ -375,9 +379,15 @@ static int check_settings(clremat_graph *g, const clremat_layer *L)
         break;
     }
     default:
+        if (clremat_is_conv_type(L->type)) {
+            char why[256];
+            if (clremat_conv_check_settings(L, why, sizeof why))
+                return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': %s", L->name, why);
+        }
         break;
     }
-    if ((L->type == CLREMAT_DENSE || L->type == CLREMAT_ACTIVATION) ? (unsigned)L->act >= CLREMAT_ACT_COUNT
+    if ((L->type == CLREMAT_DENSE || L->type == CLREMAT_ACTIVATION || L->type == CLREMAT_CONV2D)
+            ? (unsigned)L->act >= CLREMAT_ACT_COUNT
                                                                      : L->act != CLREMAT_ACT_NONE)
         return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': activation %d is not valid for a %s layer",
                      L->name, (int)L->act, clremat_layer_type_name(L->type));
@@ -596,6 +606,14 @@ static int infer_layer(clremat_graph *g, int l)
         memset(&out, 0, sizeof out);
         break;
     default:
+        if (clremat_is_conv_type(L->type)) {
+            char cwhy[256];
+            if (clremat_conv_infer(L, cwhy, sizeof cwhy))
+                return SHAPE_FAIL("layer '%s': input has shape %s: %s", L->name,
+                                  clremat_shape_str(in, sa, sizeof sa), cwhy);
+            out = L->out_shape;
+            break;
+        }
         return gfail(g, CLREMAT_ERR_INTERNAL, "layer '%s': unknown type %d", L->name, (int)L->type);
     }
     if (L->type != CLREMAT_SOFTMAX_CE && L->type != CLREMAT_MSE && !shape_valid(&out, why, sizeof why))

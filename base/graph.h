@@ -27,6 +27,12 @@ typedef enum clremat_layer_type {
     CLREMAT_RESHAPE,        /**< same elements, new per-sample shape (flatten = [-1]) */
     CLREMAT_SOFTMAX_CE,     /**< loss: softmax cross-entropy over the last dim vs class ids */
     CLREMAT_MSE,            /**< loss: mean squared error vs targets */
+    /* convolutional networks (NHWC, per-sample [H, W, C]) */
+    CLREMAT_CONV2D,         /**< y = act(conv(x, kernel[kh, kw, C/groups, filters]) + b) */
+    CLREMAT_MAX_POOL2D,     /**< max over pool windows */
+    CLREMAT_AVG_POOL2D,     /**< mean over the real inputs of each pool window */
+    CLREMAT_GLOBAL_AVG_POOL2D, /**< [H, W, C] -> [C], mean over H and W */
+    CLREMAT_ZERO_PAD2D,     /**< zeros around H and W */
     CLREMAT_LAYER_TYPE_COUNT
 } clremat_layer_type;
 
@@ -83,6 +89,15 @@ typedef struct clremat_layer {
     int heads;                  /**< attention */
     int causal;                 /**< attention */
     clremat_shape target;       /**< reshape (may contain one -1 before inference) */
+    /* convolutional layers (conv2d, pools, zero_pad2d) */
+    int64_t filters;            /**< conv2d: output channels (set from depth_multiplier when depthwise) */
+    int ksize[2];               /**< conv2d kernel_size / pools pool_size: [kh, kw] */
+    int strides[2];             /**< conv2d, pools: [sh, sw] */
+    int dilation[2];            /**< conv2d: [dh, dw] (default 1, 1) */
+    int pad_same;               /**< conv2d, pools: 1 for padding "same", 0 for "valid" */
+    int groups;                 /**< conv2d: channel groups (default 1) */
+    int depth_multiplier;       /**< conv2d: > 0 for a depthwise conv (groups = C, filters = C * this) */
+    int zpad[4];                /**< zero_pad2d: [top, bottom, left, right] */
     /* filled by shape inference */
     clremat_shape in_shape[CLREMAT_MAX_INPUTS];
     clremat_shape out_shape;    /**< per sample; losses: rank 0 (a scalar per batch) */
