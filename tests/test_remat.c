@@ -33,6 +33,8 @@ static const model_case models[] = {
     {"transformer.json", "encoder_block_0", "encoder_block_1/attn", 1024},
     {"resnet_mlp.json", "res_block_1", "res_block_2/d1", 512},
     {"regression.json", NULL, "h2", 512},
+    /* convolutional: im2col workspaces in the plan, pooling, blocks of conv layers */
+    {"cnn_small.json", "stage1", "stage2/conv", 8192},
 };
 #define N_MODELS (sizeof models / sizeof models[0])
 #define STEPS 3
