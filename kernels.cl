@@ -1253,3 +1253,121 @@ __kernel void zpad_bwd(const int n, const int acc, const int H, const int W, con
         dx[i] = acc ? dx[i] + d : d;
     }
 }
+
+/* ------------------------------------------------------------------------
+ * Batch normalization over the last dimension (C channels, R rows). One
+ * work item per channel sums its rows in row order (deterministic). */
+
+/* stats[c] = batch mean, stats[C + c] = 1 / sqrt(var + eps), stats[2C + c]
+ * = var (biased, as Keras), two passes. */
+__kernel void bn_stats(const int R, const int C, const float eps, __global const float *x, __global float *stats)
+{
+    const int c = get_global_id(0);
+    if (c < C) {
+        float s = 0.0f, q = 0.0f;
+        for (int r = 0; r < R; r++)
+            s += x[r * C + c];
+        const float mean = s / (float)R;
+        for (int r = 0; r < R; r++) {
+            const float d = x[r * C + c] - mean;
+            q += d * d;
+        }
+        const float var = q / (float)R;
+        stats[c] = mean;
+        stats[C + c] = 1.0f / sqrt(var + eps);
+        stats[2 * C + c] = var;
+    }
+}
+
+/* y = gamma * (x - mean) * rstd + beta; training: mean, rstd from stats;
+ * evaluation (use_moving): mean = mm, rstd = 1 / sqrt(mv + eps). gamma /
+ * beta may be NULL (scale / center off). n = R * C. */
+__kernel void bn_apply(const int n, const int C, const int use_moving, const float eps, __global const float *x,
+                       __global const float *stats, __global const float *mm, __global const float *mv,
+                       __global const float *gamma, __global const float *beta, __global float *y)
+{
+    const int i = get_global_id(0);
+    if (i < n) {
+        const int c = i % C;
+        const float mean = use_moving ? mm[c] : stats[c];
+        const float rstd = use_moving ? 1.0f / sqrt(mv[c] + eps) : stats[C + c];
+        float v = (x[i] - mean) * rstd;
+        if (gamma)
+            v *= gamma[c];
+        if (beta)
+            v += beta[c];
+        y[i] = v;
+    }
+}
+
+/* Per channel: ws[c] = sum dy, ws[C + c] = sum dy * xhat; dgamma / dbeta
+ * written when not NULL; the frozen gradients (moving statistics) zeroed
+ * when not NULL; with update, the moving statistics take one step
+ * m = m * momentum + batch * (1 - momentum) from the saved batch stats. */
+__kernel void bn_bwd_reduce(const int R, const int C, __global const float *x, __global const float *stats,
+                            __global const float *dy, __global float *ws, __global float *dgamma,
+                            __global float *dbeta, const int update, const float momentum, __global float *mm,
+                            __global float *mv, __global float *dmm, __global float *dmv)
+{
+    const int c = get_global_id(0);
+    if (c < C) {
+        const float mean = stats[c], rstd = stats[C + c];
+        float s = 0.0f, sx = 0.0f;
+        for (int r = 0; r < R; r++) {
+            const float d = dy[r * C + c];
+            s += d;
+            sx += d * ((x[r * C + c] - mean) * rstd);
+        }
+        ws[c] = s;
+        ws[C + c] = sx;
+        if (dgamma)
+            dgamma[c] = sx;
+        if (dbeta)
+            dbeta[c] = s;
+        if (dmm)
+            dmm[c] = 0.0f;
+        if (dmv)
+            dmv[c] = 0.0f;
+        if (update) {
+            mm[c] = mm[c] * momentum + mean * (1.0f - momentum);
+            mv[c] = mv[c] * momentum + stats[2 * C + c] * (1.0f - momentum);
+        }
+    }
+}
+
+/* dx (= or +=) gamma * rstd * (dy - (sum dy + xhat * sum dy xhat) / R); n = R * C. */
+__kernel void bn_bwd_dx(const int n, const int C, const int R, const int acc, __global const float *x,
+                        __global const float *stats, __global const float *gamma, __global const float *ws,
+                        __global const float *dy, __global float *dx)
+{
+    const int i = get_global_id(0);
+    if (i < n) {
+        const int c = i % C;
+        const float rstd = stats[C + c], xhat = (x[i] - stats[c]) * rstd;
+        const float g = (gamma ? gamma[c] : 1.0f) * rstd;
+        const float d = g * (dy[i] - (ws[c] + xhat * ws[C + c]) / (float)R);
+        dx[i] = acc ? dx[i] + d : d;
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Concatenation along the last dimension: input i of Ci columns sits at
+ * column offset off of the Ct-column output. n = rows * Ci. */
+__kernel void concat_fwd(const int n, const int Ci, const int Ct, const int off, __global const float *x,
+                         __global float *y)
+{
+    const int i = get_global_id(0);
+    if (i < n)
+        y[(i / Ci) * Ct + off + i % Ci] = x[i];
+}
+
+/* dx (= or +=) the matching columns of dy; n = rows * Ci. */
+__kernel void concat_bwd(const int n, const int acc, const int Ci, const int Ct, const int off,
+                         __global const float *dy, __global float *dx)
+{
+    const int i = get_global_id(0);
+    if (i < n) {
+        const float d = dy[(i / Ci) * Ct + off + i % Ci];
+        dx[i] = acc ? dx[i] + d : d;
+    }
+}

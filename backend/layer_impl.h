@@ -26,5 +26,7 @@ extern const clremat_layer_impl clremat_impl_mse;
 /* convolutional networks */
 extern const clremat_layer_impl clremat_impl_conv2d;
 extern const clremat_layer_impl clremat_impl_pool; /* max/avg/global-avg pooling, zero padding */
+extern const clremat_layer_impl clremat_impl_batchnorm;
+extern const clremat_layer_impl clremat_impl_concat;
 
 #endif

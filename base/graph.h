@@ -11,7 +11,7 @@
 
 #define CLREMAT_NAME_LEN 64
 #define CLREMAT_MAX_RANK 4        /* per-sample rank (batch dimension excluded) */
-#define CLREMAT_MAX_INPUTS 2
+#define CLREMAT_MAX_INPUTS 8      /* add takes 2, concat 2 .. 8 */
 #define CLREMAT_MAX_PARAMS 4
 #define CLREMAT_MAX_SLOTS 4
 
@@ -33,6 +33,8 @@ typedef enum clremat_layer_type {
     CLREMAT_AVG_POOL2D,     /**< mean over the real inputs of each pool window */
     CLREMAT_GLOBAL_AVG_POOL2D, /**< [H, W, C] -> [C], mean over H and W */
     CLREMAT_ZERO_PAD2D,     /**< zeros around H and W */
+    CLREMAT_BATCHNORM,      /**< batch normalization over the last dim, moving statistics as state */
+    CLREMAT_CONCAT,         /**< concatenation of 2 .. CLREMAT_MAX_INPUTS inputs along the last dim */
     CLREMAT_LAYER_TYPE_COUNT
 } clremat_layer_type;
 
@@ -60,6 +62,8 @@ typedef struct clremat_param {
     clremat_shape shape;    /**< full shape (no batch) */
     int64_t elems;
     int init;               /**< clremat_init */
+    int frozen;             /**< 1: non-trainable state (batchnorm's moving statistics): saved and loaded
+                                 with the weights, never touched by the optimizer */
 } clremat_param;
 
 /** How a parameter is initialized (seeded). */
@@ -98,6 +102,9 @@ typedef struct clremat_layer {
     int groups;                 /**< conv2d: channel groups (default 1) */
     int depth_multiplier;       /**< conv2d: > 0 for a depthwise conv (groups = C, filters = C * this) */
     int zpad[4];                /**< zero_pad2d: [top, bottom, left, right] */
+    double momentum;            /**< batchnorm: moving-statistics momentum (default 0.99); eps is epsilon (1e-3) */
+    int center, scale;          /**< batchnorm: learn beta / gamma (default 1, 1) */
+    int bn_eval;                /**< batchnorm: 1 normalizes with the moving statistics (evaluation graph) */
     /* filled by shape inference */
     clremat_shape in_shape[CLREMAT_MAX_INPUTS];
     clremat_shape out_shape;    /**< per sample; losses: rank 0 (a scalar per batch) */

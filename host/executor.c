@@ -172,7 +172,8 @@ int clremat_plan_for(const clremat_graph *g, int64_t batch, const clremat_policy
     return clremat_plan_for_ctx(NULL, g, batch, p, opt_states, limit, layer_cost, 0, out, costs_out, NULL, NULL);
 }
 
-/* A copy of g for evaluation: dropout rates set to zero. */
+/* A copy of g for evaluation: dropout rates set to zero, batchnorm on its
+ * moving statistics. */
 static clremat_graph *eval_copy(const clremat_graph *g)
 {
     clremat_graph *e = malloc(sizeof *e);
@@ -192,8 +193,10 @@ static clremat_graph *eval_copy(const clremat_graph *g)
         memcpy(e->blocks, g->blocks, sizeof *e->blocks * (size_t)g->n_blocks);
     e->cap_layers = g->n_layers;
     e->cap_blocks = g->n_blocks + 1;
-    for (int l = 0; l < e->n_layers; l++)
+    for (int l = 0; l < e->n_layers; l++) {
         e->layers[l].rate = 0.0;
+        e->layers[l].bn_eval = 1;
+    }
     return e;
 }
 
@@ -657,6 +660,8 @@ static int run_update(clremat_trainer *t)
         clremat_ctx_set_label(t->ctx, l, CLREMAT_PHASE_UPDATE);
         for (int p = 0; p < L->n_params && st == CLREMAT_OK; p++) {
             clremat_buf *const state[2] = {t->state[l][2 * p], t->state[l][2 * p + 1]};
+            if (L->params[p].frozen) /* non-trainable state (batchnorm's moving statistics) */
+                continue;
             st = clremat_opt_step(t->ctx, &t->opt, t->step + 1, t->params[l][p], t->grads[l][p], state,
                                   L->params[p].elems);
         }

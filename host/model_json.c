@@ -49,7 +49,7 @@ typedef struct loader {
 
 static const char *const type_list = "dense, activation, dropout, layernorm, add, embedding, attention, "
                                      "reshape, flatten, softmax_cross_entropy, mse, "
-                                     "conv2d, max_pool2d, avg_pool2d, global_avg_pool2d, zero_pad2d";
+                                     "conv2d, max_pool2d, avg_pool2d, global_avg_pool2d, zero_pad2d, batchnorm";
 static const char *const act_list = "relu, gelu, gelu_exact, tanh, sigmoid, silu, linear";
 
 /* ---------------------------------------------------------------- errors */
@@ -347,7 +347,9 @@ static const char *const *type_fields(int t)
                                        NULL};
     static const char *const pool[] = {"name", "type", "inputs", "pool_size", "strides", "padding", NULL};
     static const char *const zpad[] = {"name", "type", "inputs", "padding", NULL};
+    static const char *const bn[] = {"name", "type", "inputs", "momentum", "epsilon", "center", "scale", NULL};
     switch (t) {
+    case CLREMAT_BATCHNORM: return bn;
     case CLREMAT_CONV2D: return conv;
     case CLREMAT_MAX_POOL2D:
     case CLREMAT_AVG_POOL2D: return pool;
@@ -499,6 +501,15 @@ static int read_conv_settings(const loader *ld, const json_t *obj, const char *w
         return CLREMAT_OK;
     case CLREMAT_ZERO_PAD2D:
         return get_zero_pad(ld, obj, what, L->zpad);
+    case CLREMAT_BATCHNORM:
+        if ((st = get_num(ld, obj, what, "momentum", 0, 0.0, 0, 1.0, 0, 0.99, "a number with 0 <= momentum <= 1",
+                          &L->momentum)) ||
+            (st = get_num(ld, obj, what, "epsilon", 0, 0.0, 1, 1.0, 0, 1e-3, "a number with 0 < epsilon <= 1",
+                          &L->eps)) ||
+            (st = get_bool(ld, obj, what, "center", 1, &L->center)) ||
+            (st = get_bool(ld, obj, what, "scale", 1, &L->scale)))
+            return st;
+        return CLREMAT_OK;
     default:
         return CLREMAT_OK;
     }
@@ -545,7 +556,7 @@ static int read_settings(const loader *ld, const json_t *obj, const char *what, 
         L->target.dims[0] = -1;
         break;
     default:
-        if (clremat_is_conv_type((clremat_layer_type)t))
+        if (clremat_is_conv_type((clremat_layer_type)t) || t == CLREMAT_BATCHNORM)
             return read_conv_settings(ld, obj, what, t, L);
         break;
     }
@@ -631,7 +642,12 @@ static int build_layer(loader *ld, const json_t *obj, scope *sc)
         int want = L.type == CLREMAT_ADD ? 2 : 1;
         char ex[96];
         snprintf(ex, sizeof ex, "an array of %d layer name%s (strings)", want, want == 1 ? "" : "s");
-        if (!iv && want == 2)
+        if (L.type == CLREMAT_CONCAT) { /* 2 .. CLREMAT_MAX_INPUTS inputs */
+            snprintf(ex, sizeof ex, "an array of 2 to %d layer names (strings)", CLREMAT_MAX_INPUTS);
+            want = iv && json_is_array(iv) && json_array_size(iv) >= 2 && json_array_size(iv) <= CLREMAT_MAX_INPUTS
+                       ? (int)json_array_size(iv) : 2;
+        }
+        if (!iv && want >= 2)
             return missing(ld, obj, what, "inputs", ex);
         if (iv) {
             if (!json_is_array(iv) || json_array_size(iv) != (size_t)want)

@@ -227,3 +227,115 @@ void ref_zpad_bwd(const lc_io *io, const double *dout, double *din[], double *gr
                         din[0][((b * H + ih) * W + iw) * C + c] =
                             dout[((b * OH + ih + L->zpad[0]) * OW + iw + L->zpad[2]) * C + c];
 }
+
+/* ------------------------------------------------------------ batchnorm */
+
+/* Training-mode batch normalization over the last dim: per channel mean
+ * and biased variance of the R rows. Parameter indices in Keras's order. */
+static void bn_ref_dims(const lc_io *io, int64_t *R, int64_t *C, int *gi, int *bi)
+{
+    const clremat_layer *L = &io->g->layers[io->layer];
+    const clremat_shape *s = &L->in_shape[0];
+    int p = 0;
+    *C = s->dims[s->rank - 1];
+    *R = io->batch;
+    for (int i = 0; i + 1 < s->rank; i++)
+        *R *= s->dims[i];
+    *gi = L->scale ? p++ : -1;
+    *bi = L->center ? p++ : -1;
+}
+
+static void bn_ref_stats(const lc_io *io, int64_t R, int64_t C, int64_t c, double *mean, double *rstd)
+{
+    const double eps = io->g->layers[io->layer].eps;
+    double s = 0, q = 0;
+    for (int64_t r = 0; r < R; r++)
+        s += io->in[0][r * C + c];
+    *mean = s / (double)R;
+    for (int64_t r = 0; r < R; r++)
+        q += (io->in[0][r * C + c] - *mean) * (io->in[0][r * C + c] - *mean);
+    *rstd = 1.0 / sqrt(q / (double)R + eps);
+}
+
+void ref_bn_fwd(const lc_io *io, double *out)
+{
+    int64_t R, C;
+    int gi, bi;
+    bn_ref_dims(io, &R, &C, &gi, &bi);
+    for (int64_t c = 0; c < C; c++) {
+        double mean, rstd;
+        bn_ref_stats(io, R, C, c, &mean, &rstd);
+        for (int64_t r = 0; r < R; r++)
+            out[r * C + c] = (io->in[0][r * C + c] - mean) * rstd * (gi >= 0 ? io->param[gi][c] : 1.0) +
+                             (bi >= 0 ? io->param[bi][c] : 0.0);
+    }
+}
+
+void ref_bn_bwd(const lc_io *io, const double *dout, double *din[], double *grad[])
+{
+    const clremat_layer *L = &io->g->layers[io->layer];
+    int64_t R, C;
+    int gi, bi;
+    bn_ref_dims(io, &R, &C, &gi, &bi);
+    for (int64_t c = 0; c < C; c++) {
+        double mean, rstd, s = 0, sx = 0, g;
+        bn_ref_stats(io, R, C, c, &mean, &rstd);
+        for (int64_t r = 0; r < R; r++) {
+            s += dout[r * C + c];
+            sx += dout[r * C + c] * (io->in[0][r * C + c] - mean) * rstd;
+        }
+        if (gi >= 0)
+            grad[gi][c] = sx;
+        if (bi >= 0)
+            grad[bi][c] = s;
+        /* the moving statistics do not enter the training forward */
+        grad[L->n_params - 2][c] = 0.0;
+        grad[L->n_params - 1][c] = 0.0;
+        g = (gi >= 0 ? io->param[gi][c] : 1.0) * rstd;
+        if (din[0])
+            for (int64_t r = 0; r < R; r++) {
+                const double xhat = (io->in[0][r * C + c] - mean) * rstd;
+                din[0][r * C + c] = g * (dout[r * C + c] - (s + xhat * sx) / (double)R);
+            }
+    }
+}
+
+/* --------------------------------------------------------------- concat */
+
+void ref_concat_fwd(const lc_io *io, double *out)
+{
+    const clremat_layer *L = &io->g->layers[io->layer];
+    const clremat_shape *a = &L->in_shape[0];
+    int64_t rows = io->batch, Ct = 0, off = 0;
+    for (int k = 0; k + 1 < a->rank; k++)
+        rows *= a->dims[k];
+    for (int i = 0; i < L->n_inputs; i++)
+        Ct += L->in_shape[i].dims[a->rank - 1];
+    for (int i = 0; i < L->n_inputs; i++) {
+        const int64_t Ci = L->in_shape[i].dims[a->rank - 1];
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < Ci; j++)
+                out[r * Ct + off + j] = io->in[i][r * Ci + j];
+        off += Ci;
+    }
+}
+
+void ref_concat_bwd(const lc_io *io, const double *dout, double *din[], double *grad[])
+{
+    const clremat_layer *L = &io->g->layers[io->layer];
+    const clremat_shape *a = &L->in_shape[0];
+    int64_t rows = io->batch, Ct = 0, off = 0;
+    (void)grad;
+    for (int k = 0; k + 1 < a->rank; k++)
+        rows *= a->dims[k];
+    for (int i = 0; i < L->n_inputs; i++)
+        Ct += L->in_shape[i].dims[a->rank - 1];
+    for (int i = 0; i < L->n_inputs; i++) {
+        const int64_t Ci = L->in_shape[i].dims[a->rank - 1];
+        if (din[i])
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t j = 0; j < Ci; j++)
+                    din[i][r * Ci + j] = dout[r * Ct + off + j];
+        off += Ci;
+    }
+}

@@ -20,5 +20,12 @@ void ref_gap_fwd(const lc_io *io, double *out);
 void ref_gap_bwd(const lc_io *io, const double *dout, double *din[], double *grad[]);
 void ref_zpad_fwd(const lc_io *io, double *out);
 void ref_zpad_bwd(const lc_io *io, const double *dout, double *din[], double *grad[]);
+/** batchnorm in training mode (batch mean and biased variance); zero
+ * gradients for the moving statistics. */
+void ref_bn_fwd(const lc_io *io, double *out);
+void ref_bn_bwd(const lc_io *io, const double *dout, double *din[], double *grad[]);
+/** concat along the last dimension of every input. */
+void ref_concat_fwd(const lc_io *io, double *out);
+void ref_concat_bwd(const lc_io *io, const double *dout, double *din[], double *grad[]);
 
 #endif

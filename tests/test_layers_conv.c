@@ -3,13 +3,16 @@
  * harness (tests/layercheck.h) against the double references of
  * tests/ref_conv.c on odd shapes: stride 2 with odd sizes, "same" padding's
  * odd split, dilation 2, groups 1 / 2 / depthwise with a depth multiplier,
- * with and without bias and activation; the cost model's slots, workspace
+ * with and without bias and activation; batchnorm in training (with and
+ * without center / scale) and evaluation, its moving statistics untouched
+ * by forwards and moved once by a backward; concat of 2 and 3 inputs; the cost model's slots, workspace
  * and FLOPs; model-file parsing of the new fields and its errors. Skips
  * (77) without a device for the device tests. */
 #include "testutil.h"
 #include "layercheck.h"
 #include "ref_conv.h"
 #include "conv_geom.h"
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -153,6 +156,163 @@ START_TEST(test_pool_layers)
     ck_assert_int_eq(L.out_shape.dims[0], 8);
     ck_assert_int_eq(L.out_shape.dims[1], 6);
     check(ctx, &L, 2, ref_zpad_fwd, ref_zpad_bwd);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
+/* A hand-built batchnorm on a per-sample shape, parameters in Keras's order. */
+static void make_bn(clremat_layer *L, const char *name, int rank, const int64_t *dims, int center, int scale)
+{
+    const int64_t C = dims[rank - 1];
+    int p = 0;
+    memset(L, 0, sizeof *L);
+    snprintf(L->name, sizeof L->name, "%s", name);
+    L->type = CLREMAT_BATCHNORM;
+    L->n_inputs = 1;
+    L->in_shape[0] = lc_shape(rank, dims);
+    L->out_shape = L->in_shape[0];
+    L->eps = 1e-3;
+    L->momentum = 0.99;
+    L->center = center;
+    L->scale = scale;
+    if (scale)
+        lc_set_param(L, p++, "gamma", 1, &C);
+    if (center)
+        lc_set_param(L, p++, "beta", 1, &C);
+    lc_set_param(L, p, "moving_mean", 1, &C);
+    L->params[p++].frozen = 1;
+    lc_set_param(L, p, "moving_variance", 1, &C);
+    L->params[p++].frozen = 1;
+    L->n_params = p;
+}
+
+/* Training mode against the double reference and finite differences, with
+ * and without center / scale; evaluation mode normalizes with the moving
+ * statistics and leaves them alone; the backward moves them one step. */
+START_TEST(test_batchnorm_layer)
+{
+    const int64_t d3[] = {5, 3, 7}, d1[] = {9};
+    clremat_ctx *ctx;
+    clremat_layer L;
+    clremat_graph g;
+    clremat_layer_call c;
+    clremat_buf *x, *y, *st, *par[4], *grd[4], *dy, *ws, *dx;
+    enum { B = 3, N = B * 9 };
+    float hx[N], hy[N], hp[4][9], hd[N], mm[9], mv[9];
+    TEST_OPEN_CTX(ctx, 0);
+    for (int cs = 0; cs < 4; cs++) {
+        make_bn(&L, "bn3", 3, d3, cs & 1, cs >> 1);
+        check(ctx, &L, 2, ref_bn_fwd, ref_bn_bwd);
+    }
+    make_bn(&L, "bn1", 1, d1, 1, 1);
+    check(ctx, &L, 5, ref_bn_fwd, ref_bn_bwd);
+
+    /* direct launches on [9] at batch 3 */
+    make_bn(&L, "bn_state", 1, d1, 1, 1);
+    lc_graph_of_layer(&g, &L);
+    for (int i = 0; i < N; i++) {
+        hx[i] = (float)((i * 37) % 11) * 0.3f - 1.2f;
+        hd[i] = (float)((i * 13) % 7) * 0.1f - 0.3f;
+    }
+    for (int k = 0; k < 9; k++) {
+        hp[0][k] = 1.0f + 0.1f * (float)k;  /* gamma */
+        hp[1][k] = -0.2f * (float)k;        /* beta */
+        hp[2][k] = 0.05f * (float)k;        /* moving mean */
+        hp[3][k] = 0.5f + 0.25f * (float)k; /* moving variance */
+    }
+    ck_assert_int_eq(clremat_pool_alloc(ctx->pool, sizeof hx, "x", &x), CLREMAT_OK);
+    ck_assert_int_eq(clremat_pool_alloc(ctx->pool, sizeof hx, "y", &y), CLREMAT_OK);
+    ck_assert_int_eq(clremat_pool_alloc(ctx->pool, sizeof hx, "dy", &dy), CLREMAT_OK);
+    ck_assert_int_eq(clremat_pool_alloc(ctx->pool, sizeof hx, "dx", &dx), CLREMAT_OK);
+    ck_assert_int_eq(clremat_pool_alloc(ctx->pool, 27 * sizeof(float), "stats", &st), CLREMAT_OK);
+    ck_assert_int_eq(clremat_pool_alloc(ctx->pool, 18 * sizeof(float), "ws", &ws), CLREMAT_OK);
+    for (int p = 0; p < 4; p++) {
+        ck_assert_int_eq(clremat_pool_alloc(ctx->pool, sizeof hp[p], "param", &par[p]), CLREMAT_OK);
+        ck_assert_int_eq(clremat_pool_alloc(ctx->pool, sizeof hp[p], "grad", &grd[p]), CLREMAT_OK);
+        ck_assert_int_eq(clremat_write(ctx, par[p], 0, sizeof hp[p], hp[p]), CLREMAT_OK);
+    }
+    ck_assert_int_eq(clremat_write(ctx, x, 0, sizeof hx, hx), CLREMAT_OK);
+    ck_assert_int_eq(clremat_write(ctx, dy, 0, sizeof hd, hd), CLREMAT_OK);
+    memset(&c, 0, sizeof c);
+    c.ctx = ctx;
+    c.g = &g;
+    c.batch = B;
+    c.in[0] = x;
+    c.slot[0] = y;
+    c.slot[1] = st;
+    for (int p = 0; p < 4; p++) {
+        c.param[p] = par[p];
+        c.grad[p] = grd[p];
+    }
+    /* evaluation: (x - mm) / sqrt(mv + eps) * gamma + beta, state untouched */
+    L.bn_eval = 1;
+    ck_assert_int_eq(clremat_layer_forward(&c), CLREMAT_OK);
+    ck_assert_int_eq(clremat_read(ctx, y, 0, sizeof hy, hy), CLREMAT_OK);
+    for (int i = 0; i < N; i++) {
+        const int k = i % 9;
+        const double want = (hx[i] - hp[2][k]) / sqrt(hp[3][k] + 1e-3) * hp[0][k] + hp[1][k];
+        ck_assert_msg(fabs(hy[i] - want) <= 1e-5 * (1 + fabs(want)), "eval %d: %g, want %g", i, (double)hy[i], want);
+    }
+    /* training forward twice (as a recomputation would): the state stays; one backward moves it once */
+    L.bn_eval = 0;
+    ck_assert_int_eq(clremat_layer_forward(&c), CLREMAT_OK);
+    ck_assert_int_eq(clremat_layer_forward(&c), CLREMAT_OK);
+    ck_assert_int_eq(clremat_read(ctx, par[2], 0, sizeof mm, mm), CLREMAT_OK);
+    ck_assert_int_eq(memcmp(mm, hp[2], sizeof mm), 0);
+    c.dout = dy;
+    c.din[0] = dx;
+    c.temp = ws;
+    ck_assert_int_eq(clremat_layer_backward(&c), CLREMAT_OK);
+    ck_assert_int_eq(clremat_read(ctx, par[2], 0, sizeof mm, mm), CLREMAT_OK);
+    ck_assert_int_eq(clremat_read(ctx, par[3], 0, sizeof mv, mv), CLREMAT_OK);
+    for (int k = 0; k < 9; k++) {
+        double mean = 0, var = 0;
+        for (int b = 0; b < B; b++)
+            mean += hx[b * 9 + k] / (double)B;
+        for (int b = 0; b < B; b++)
+            var += (hx[b * 9 + k] - mean) * (hx[b * 9 + k] - mean) / (double)B;
+        ck_assert_msg(fabs(mm[k] - (0.99 * hp[2][k] + 0.01 * mean)) < 1e-6, "moving mean %d: %g", k, (double)mm[k]);
+        ck_assert_msg(fabs(mv[k] - (0.99 * hp[3][k] + 0.01 * var)) < 1e-6, "moving var %d: %g", k, (double)mv[k]);
+    }
+    clremat_pool_release(ctx->pool, x);
+    clremat_pool_release(ctx->pool, y);
+    clremat_pool_release(ctx->pool, dy);
+    clremat_pool_release(ctx->pool, dx);
+    clremat_pool_release(ctx->pool, st);
+    clremat_pool_release(ctx->pool, ws);
+    for (int p = 0; p < 4; p++) {
+        clremat_pool_release(ctx->pool, par[p]);
+        clremat_pool_release(ctx->pool, grd[p]);
+    }
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
+/* concat of 2 and of 3 inputs of different widths, ranks 3 and 1. */
+START_TEST(test_concat_layer)
+{
+    const int64_t a[] = {4, 3, 2}, b[] = {4, 3, 5}, c1[] = {4, 3, 1}, v[] = {3}, w[] = {7};
+    const int64_t o3[] = {4, 3, 8}, o1[] = {10};
+    clremat_ctx *ctx;
+    clremat_layer L;
+    TEST_OPEN_CTX(ctx, 0);
+    memset(&L, 0, sizeof L);
+    snprintf(L.name, sizeof L.name, "cat3");
+    L.type = CLREMAT_CONCAT;
+    L.n_inputs = 3;
+    L.in_shape[0] = lc_shape(3, a);
+    L.in_shape[1] = lc_shape(3, b);
+    L.in_shape[2] = lc_shape(3, c1);
+    L.out_shape = lc_shape(3, o3);
+    check(ctx, &L, 2, ref_concat_fwd, ref_concat_bwd);
+    memset(&L, 0, sizeof L);
+    snprintf(L.name, sizeof L.name, "cat2");
+    L.type = CLREMAT_CONCAT;
+    L.n_inputs = 2;
+    L.in_shape[0] = lc_shape(1, v);
+    L.in_shape[1] = lc_shape(1, w);
+    L.out_shape = lc_shape(1, o1);
+    check(ctx, &L, 3, ref_concat_fwd, ref_concat_bwd);
     clremat_ctx_destroy(ctx);
 }
 END_TEST
@@ -304,5 +464,7 @@ int main(void)
     tcase_add_test(tc, test_conv_model_file);
     tcase_add_test(tc, test_conv2d_layers);
     tcase_add_test(tc, test_pool_layers);
+    tcase_add_test(tc, test_batchnorm_layer);
+    tcase_add_test(tc, test_concat_layer);
     return test_run_device_suite(s);
 }

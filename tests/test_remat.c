@@ -196,6 +196,88 @@ START_TEST(test_modes_bitwise_and_exact_peak)
 }
 END_TEST
 
+/* Batch normalization under remat (PyTorch issue 96136: recomputing a
+ * block with batchnorm updates its moving statistics twice). A batchnorm on
+ * the model input, inside a block with a conv: its batch statistics are the
+ * data's, so the moving statistics after STEPS steps are known on the host
+ * (one update per step, momentum 0.99). Under every mode, those recomputing
+ * the batchnorm included, they must equal that value and be bitwise the
+ * same as without remat (with every other parameter and loss). */
+START_TEST(test_batchnorm_moving_stats_across_modes)
+{
+    static const char *json =
+        "{\"name\": \"bn_remat\", \"input\": {\"shape\": [6, 5, 3]}, \"layers\": [\n"
+        " {\"block\": \"blk\", \"layers\": [\n"
+        "  {\"name\": \"bn\", \"type\": \"batchnorm\"},\n"
+        "  {\"name\": \"conv\", \"type\": \"conv2d\", \"filters\": 4, \"kernel_size\": 3, \"padding\": \"same\", "
+        "\"activation\": \"relu\"},\n"
+        "  {\"name\": \"bn2\", \"type\": \"batchnorm\", \"momentum\": 0.9}]},\n"
+        " {\"name\": \"gap\", \"type\": \"global_avg_pool2d\"},\n"
+        " {\"name\": \"logits\", \"type\": \"dense\", \"units\": 3},\n"
+        " {\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}";
+    static const char *const modes[] = {"full", "activations", "larger_than:64", "list_of_layers:blk",
+                                        "list_of_layers:blk/bn", "list_of_layers:blk+overlap", "save_dots"};
+    clremat_graph *g = NULL;
+    clremat_ctx *ctx;
+    clremat_dataset d;
+    run_out base, r;
+    const int64_t C = 3, R = BATCH * 6 * 5;
+    size_t pbytes;
+    float *x;
+    ck_assert_msg(clremat_graph_load_string(json, "bn_remat.json", &g) == CLREMAT_OK, "%s", clremat_last_error());
+    pbytes = (size_t)clremat_graph_param_elems(g) * sizeof(float);
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_int_eq(clremat_data_synthetic(g, NULL, 7, 256, 32, &d), CLREMAT_OK);
+    run_mode(ctx, g, &d, "none", &base);
+    ck_assert_uint_eq(base.measured, base.predicted);
+    /* params: bn gamma, beta, moving_mean, moving_variance (3 each) first */
+    x = malloc(sizeof(float) * (size_t)(BATCH * d.train.x_elems));
+    for (int64_t c = 0; c < C; c++) {
+        double mm = 0.0, mv = 1.0;
+        for (int s = 0; s < STEPS; s++) {
+            double mean = 0, var = 0;
+            clremat_data_batch(&d.train, 7, s, BATCH, x, NULL);
+            for (int64_t q = 0; q < R; q++)
+                mean += x[q * C + c] / (double)R;
+            for (int64_t q = 0; q < R; q++)
+                var += (x[q * C + c] - mean) * (x[q * C + c] - mean) / (double)R;
+            mm = 0.99 * mm + 0.01 * mean;
+            mv = 0.99 * mv + 0.01 * var;
+        }
+        ck_assert_msg(fabs(base.params[6 + c] - mm) < 1e-5, "moving mean %lld: %.9g, one update per step gives %.9g",
+                      (long long)c, (double)base.params[6 + c], mm);
+        ck_assert_msg(fabs(base.params[9 + c] - mv) < 1e-5,
+                      "moving variance %lld: %.9g, one update per step gives %.9g", (long long)c,
+                      (double)base.params[9 + c], mv);
+    }
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        run_mode(ctx, g, &d, modes[i], &r);
+        fprintf(stderr, "bn_remat %s: %d recompute actions, peak %llu (predicted %llu)\n", modes[i],
+                r.n_recompute_actions, (unsigned long long)r.measured, (unsigned long long)r.predicted);
+        if (strcmp(modes[i], "save_dots"))
+            ck_assert_msg(r.n_recompute_actions > 0, "%s: nothing recomputed", modes[i]);
+        ck_assert_msg(r.measured == r.predicted, "%s: measured %llu, predicted %llu", modes[i],
+                      (unsigned long long)r.measured, (unsigned long long)r.predicted);
+        ck_assert_msg(memcmp(r.loss, base.loss, sizeof r.loss) == 0, "%s: losses differ", modes[i]);
+        if (!strcmp(modes[i], "full") || !strcmp(modes[i], "list_of_layers:blk/bn"))
+            ck_assert_msg(r.profile[0].launches[CLREMAT_PHASE_RECOMPUTE] > 0, "%s: the batchnorm was not recomputed",
+                          modes[i]);
+        for (size_t k = 0; k < pbytes / sizeof(float); k++)
+            ck_assert_msg(memcmp(&r.params[k], &base.params[k], sizeof(float)) == 0,
+                          "%s: parameter %zu (moving statistics: 6..11 and the second batchnorm's) %.9g, none %.9g",
+                          modes[i], k, (double)r.params[k], (double)base.params[k]);
+        free(r.params);
+        free(r.profile);
+    }
+    free(x);
+    free(base.params);
+    free(base.profile);
+    clremat_data_free(&d);
+    clremat_graph_free(g);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
 /* A limit between full's peak and none's: none is refused with the numbers
  * and the modes that fit; full runs and stays within it. */
 START_TEST(test_memory_limit)
@@ -504,6 +586,7 @@ int main(void)
     Suite *s = test_suite("remat", 600, &tc);
     tcase_add_loop_test(tc, test_modes_bitwise_and_exact_peak, 0, (int)N_MODELS);
     tcase_add_test(tc, test_memory_limit);
+    tcase_add_test(tc, test_batchnorm_moving_stats_across_modes);
     tcase_add_loop_test(tc, test_budget_plans_on_device, 0, (int)N_MODELS);
     tcase_add_test(tc, test_deep_chain_sqrt_budget);
     tcase_add_loop_test(tc, test_save_dots_and_partial_keeps_on_device, 0, (int)N_MODELS);
