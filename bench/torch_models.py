@@ -1,6 +1,6 @@
 """torch_models.py: the PyTorch twins of the clremat benchmark models, for
-bench/bench.py: the MLP of bench/mlp1024.json and the transformer of
-models/transformer.json, same shapes, same optimizer settings, optional
+bench/bench.py: the MLP of bench/mlp1024.json, the transformer of
+models/transformer.json and the ResNet-20 of models/resnet20.json, same shapes, same optimizer settings, optional
 torch.utils.checkpoint.checkpoint_sequential over 4 segments. Prints one
 JSON line: {"step_ms_median": ..., "steps": ..., "threads": ...}."""
 import argparse
@@ -64,6 +64,40 @@ class Head(nn.Module):
         return self.logits(self.ln(x))
 
 
+class ResBlock(nn.Module):
+    """One block of models/resnet20.json: conv1 (3x3, stride s, no bias), bn,
+    relu, conv2 (3x3, no bias), bn, + shortcut (identity, or a 1x1 stride-s
+    conv + bn projection), relu. Batchnorm as Keras's: momentum 0.99
+    (PyTorch's momentum is 1 - Keras's), epsilon 1e-3."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout, eps=1e-3, momentum=0.01)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout, eps=1e-3, momentum=0.01)
+        self.proj = None
+        if stride != 1 or cin != cout:
+            self.proj = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, 0, bias=False),
+                                      nn.BatchNorm2d(cout, eps=1e-3, momentum=0.01))
+
+    def forward(self, x):
+        h = F.relu(self.bn1(self.conv1(x)))
+        h = self.bn2(self.conv2(h))
+        return F.relu(h + (self.proj(x) if self.proj is not None else x))
+
+
+def resnet20_model():
+    layers = [nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16, eps=1e-3, momentum=0.01), nn.ReLU()]
+    cin = 16
+    for cout, stride in ((16, 1), (32, 2), (64, 2)):
+        for b in range(3):
+            layers.append(ResBlock(cin, cout, stride if b == 0 else 1))
+            cin = cout
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)]
+    return nn.Sequential(*layers)
+
+
 def mlp_model():
     layers = []
     for i in range(8):
@@ -74,7 +108,7 @@ def mlp_model():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=["mlp", "transformer"])
+    ap.add_argument("model", choices=["mlp", "transformer", "resnet20"])
     ap.add_argument("--checkpoint", action="store_true", help="checkpoint_sequential over 4 segments")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
@@ -85,6 +119,12 @@ def main():
     if a.model == "mlp":
         model, batch = mlp_model(), 256
         x = torch.randn(batch, 1024)
+        y = torch.randint(0, 10, (batch,))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    elif a.model == "resnet20":
+        # channels_last: the NHWC layout clremat uses, and PyTorch's faster CPU convolution path
+        model, batch = resnet20_model().to(memory_format=torch.channels_last), 64
+        x = torch.randn(batch, 3, 32, 32).to(memory_format=torch.channels_last)
         y = torch.randint(0, 10, (batch,))
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     else:
@@ -99,7 +139,9 @@ def main():
         opt.zero_grad(set_to_none=True)
         if a.checkpoint:
             inp = x
-            if a.model == "transformer":
+            if a.model == "resnet20":
+                out = checkpoint_sequential(model, 4, inp.requires_grad_())
+            elif a.model == "transformer":
                 # token ids cannot carry gradients: the embedding runs outside, the
                 # blocks and head are checkpointed (3 segments, one per module)
                 out = checkpoint_sequential(model[1:], 3, model[0](x))

@@ -22,6 +22,7 @@ typedef struct model_case {
     const char *block;      /* a block name for list_of_layers */
     const char *layer;      /* a layer name for list_of_layers */
     int threshold;          /* for larger_than: below the largest layer output at BATCH, so something is wrapped */
+    int batch;              /* the batch this model runs at (0: 8); the 32x32 convnets run at 2 to keep the suite short */
 } model_case;
 
 /* At BATCH 8 the default larger_than:1024 wraps nothing in mlp_deep,
@@ -29,16 +30,24 @@ typedef struct model_case {
  * elements), which would compare none with itself; every mode below is
  * asserted to plan recomputation and keep fewer bytes than none. */
 static const model_case models[] = {
-    {"mlp_deep.json", NULL, "dense_5", 512},
-    {"transformer.json", "encoder_block_0", "encoder_block_1/attn", 1024},
-    {"resnet_mlp.json", "res_block_1", "res_block_2/d1", 512},
-    {"regression.json", NULL, "h2", 512},
-    /* convolutional: im2col workspaces in the plan, pooling, blocks of conv layers */
-    {"cnn_small.json", "stage1", "stage2/conv", 8192},
+    {"mlp_deep.json", NULL, "dense_5", 512, 0},
+    {"transformer.json", "encoder_block_0", "encoder_block_1/attn", 1024, 0},
+    {"resnet_mlp.json", "res_block_1", "res_block_2/d1", 512, 0},
+    {"regression.json", NULL, "h2", 512, 0},
+    /* the bundled CIFAR-size convnets (im2col workspaces in the plan, batchnorm's moving statistics among
+     * the parameters compared). cnn_small is not here: it has so few layers that on CLBlast with the
+     * indirect kernels forced (remat_clblast.sh) its peak is one conv's im2col and GEMM workspace in the
+     * forward, which no remat mode can lower, so "full lowers the peak" cannot hold for it there. */
+    {"resnet20.json", "stage2", "stage3/down/conv1", 16384, 2},
+    {"densenet.json", "dense2", "trans1/conv", 16384, 2},
+    {"mobilenet.json", "dws3", "dws5/pw", 16384, 2},
 };
 #define N_MODELS (sizeof models / sizeof models[0])
 #define STEPS 3
-#define BATCH 8
+/* The batch of the running test (Check runs each test in its own process):
+ * 8, or the model's own batch in the tests that loop over the models. */
+static int64_t cur_batch = 8;
+#define BATCH cur_batch
 
 static clremat_graph *load_model(const char *file)
 {
@@ -192,6 +201,8 @@ static void check_model(const model_case *m)
 
 START_TEST(test_modes_bitwise_and_exact_peak)
 {
+    if (models[_i].batch)
+        cur_batch = models[_i].batch;
     check_model(&models[_i]);
 }
 END_TEST
@@ -336,6 +347,8 @@ END_TEST
 START_TEST(test_budget_plans_on_device)
 {
     const model_case *m = &models[_i];
+    if (m->batch)
+        cur_batch = m->batch;
     clremat_ctx *ctx;
     clremat_graph *g = load_model(m->file);
     clremat_dataset d;
@@ -395,6 +408,8 @@ END_TEST
 START_TEST(test_save_dots_and_partial_keeps_on_device)
 {
     const model_case *m = &models[_i];
+    if (m->batch)
+        cur_batch = m->batch;
     clremat_ctx *ctx;
     clremat_graph *g = load_model(m->file);
     clremat_dataset d;
