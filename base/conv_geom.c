@@ -37,7 +37,18 @@ static int axis_of(clremat_conv_axis *a, int64_t in, int k, int s, int d, int sa
     return a->out >= 1 ? 0 : -1;
 }
 
-static const char *tname(const clremat_layer *L) { return clremat_layer_type_name(L->type); }
+/* The type's model-file name (local: graph.c calls this file, not the reverse). */
+static const char *tname(const clremat_layer *L)
+{
+    switch (L->type) {
+    case CLREMAT_CONV2D: return "conv2d";
+    case CLREMAT_MAX_POOL2D: return "max_pool2d";
+    case CLREMAT_AVG_POOL2D: return "avg_pool2d";
+    case CLREMAT_GLOBAL_AVG_POOL2D: return "global_avg_pool2d";
+    case CLREMAT_ZERO_PAD2D: return "zero_pad2d";
+    default: return "convolutional";
+    }
+}
 
 int clremat_conv_geom_of(const clremat_layer *L, clremat_conv_geom *geo, char *why, size_t len)
 {
