@@ -1584,3 +1584,308 @@ __kernel void flash_attn_bwd_dq(const int T, const int H, const int KVH, const i
             dqkv[row + d] = dq[d];
     }
 }
+
+
+/* ------------------------------------------------------------------------
+ * Convolutional layers (NHWC): conv2d's im2col and its adjoint col2im,
+ * max/avg pooling, global average pooling, zero padding. Every kernel
+ * gathers (one work item per output element, sums in a fixed order), so
+ * results are deterministic without atomics. Geometry: H, W, C input;
+ * OH, OW output; KH, KW window; SH, SW strides; DH, DW dilation; PH, PW
+ * padding before (Keras "same": the odd pixel after). */
+
+/* col[r][g][k] for r = (n, oh, ow), k = (kh, kw, ci): the input pixel the
+ * tap reads, 0 in the padding. G groups of CG channels; n = rows * G * K. */
+__kernel void conv_im2col(const int n, const int H, const int W, const int C, const int OH, const int OW,
+                          const int KH, const int KW, const int SH, const int SW, const int DH, const int DW,
+                          const int PH, const int PW, const int G, const int CG, __global const float *x,
+                          __global float *col)
+{
+    const int i = get_global_id(0);
+    if (i < n) {
+        const int K = KH * KW * CG;
+        const int k = i % K, rg = i / K;
+        const int ci = k % CG, t = k / CG, kw = t % KW, kh = t / KW;
+        const int g = rg % G, r = rg / G;
+        const int ow = r % OW, r2 = r / OW, oh = r2 % OH, b = r2 / OH;
+        const int ih = oh * SH - PH + kh * DH, iw = ow * SW - PW + kw * DW;
+        col[i] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? x[((b * H + ih) * W + iw) * C + g * CG + ci] : 0.0f;
+    }
+}
+
+/* dx[b, ih, iw, c] (= or +=) the sum of the dcol entries that read it, taps
+ * in (kh, kw) order. n = batch * H * W * C. */
+__kernel void conv_col2im(const int n, const int acc, const int H, const int W, const int C, const int OH,
+                          const int OW, const int KH, const int KW, const int SH, const int SW, const int DH,
+                          const int DW, const int PH, const int PW, const int G, const int CG,
+                          __global const float *dcol, __global float *dx)
+{
+    const int i = get_global_id(0);
+    if (i < n) {
+        const int c = i % C, p = i / C, iw = p % W, p2 = p / W, ih = p2 % H, b = p2 / H;
+        const int g = c / CG, ci = c % CG, K = KH * KW * CG;
+        float s = 0.0f;
+        for (int kh = 0; kh < KH; kh++) {
+            const int th = ih + PH - kh * DH;
+            if (th < 0 || th % SH != 0 || th / SH >= OH)
+                continue;
+            for (int kw = 0; kw < KW; kw++) {
+                const int tw = iw + PW - kw * DW;
+                if (tw < 0 || tw % SW != 0 || tw / SW >= OW)
+                    continue;
+                s += dcol[((((b * OH + th / SH) * OW + tw / SW) * G + g) * K) + (kh * KW + kw) * CG + ci];
+            }
+        }
+        dx[i] = acc ? dx[i] + s : s;
+    }
+}
+
+/* Max / average pooling forward; avg divides by the window's real inputs
+ * (Keras "same"). mode 0 max, 1 avg. n = batch * OH * OW * C. */
+__kernel void pool2d_fwd(const int n, const int mode, const int H, const int W, const int C, const int OH,
+                         const int OW, const int KH, const int KW, const int SH, const int SW, const int PH,
+                         const int PW, __global const float *x, __global float *y)
+{
+    const int i = get_global_id(0);
+    if (i < n) {
+        const int c = i % C, p = i / C, ow = p % OW, p2 = p / OW, oh = p2 % OH, b = p2 / OH;
+        float s = mode ? 0.0f : -INFINITY;
+        int cnt = 0;
+        for (int kh = 0; kh < KH; kh++) {
+            const int ih = oh * SH - PH + kh;
+            if (ih < 0 || ih >= H)
+                continue;
+            for (int kw = 0; kw < KW; kw++) {
+                const int iw = ow * SW - PW + kw;
+                if (iw < 0 || iw >= W)
+                    continue;
+                const float v = x[((b * H + ih) * W + iw) * C + c];
+                s = mode ? s + v : fmax(s, v);
+                cnt++;
+            }
+        }
+        y[i] = mode ? s / (float)cnt : s;
+    }
+}
+
+/* Pooling backward, gathered per input element: avg adds dy / count of
+ * every window holding it; max adds dy of every window whose first maximum
+ * (scan order kh, kw) is this element. n = batch * H * W * C. */
+__kernel void pool2d_bwd(const int n, const int mode, const int acc, const int H, const int W, const int C,
+                         const int OH, const int OW, const int KH, const int KW, const int SH, const int SW,
+                         const int PH, const int PW, __global const float *x, __global const float *dy,
+                         __global float *dx)
+{
+    const int i = get_global_id(0);
+    if (i < n) {
+        const int c = i % C, p = i / C, iw = p % W, p2 = p / W, ih = p2 % H, b = p2 / H;
+        float s = 0.0f;
+        for (int kh = 0; kh < KH; kh++) {
+            const int th = ih + PH - kh;
+            if (th < 0 || th % SH != 0 || th / SH >= OH)
+                continue;
+            const int oh = th / SH;
+            for (int kw = 0; kw < KW; kw++) {
+                const int tw = iw + PW - kw;
+                if (tw < 0 || tw % SW != 0 || tw / SW >= OW)
+                    continue;
+                const int ow = tw / SW;
+                /* the window (oh, ow): its count of real inputs, or its first maximum */
+                int cnt = 0, arg = -1;
+                float best = -INFINITY;
+                for (int a = 0; a < KH; a++) {
+                    const int jh = oh * SH - PH + a;
+                    if (jh < 0 || jh >= H)
+                        continue;
+                    for (int e = 0; e < KW; e++) {
+                        const int jw = ow * SW - PW + e;
+                        if (jw < 0 || jw >= W)
+                            continue;
+                        cnt++;
+                        if (!mode) {
+                            const float v = x[((b * H + jh) * W + jw) * C + c];
+                            if (arg < 0 || v > best) {
+                                best = v;
+                                arg = jh * W + jw;
+                            }
+                        }
+                    }
+                }
+                const float d = dy[((b * OH + oh) * OW + ow) * C + c];
+                if (mode)
+                    s += d / (float)cnt;
+                else if (arg == ih * W + iw)
+                    s += d;
+            }
+        }
+        dx[i] = acc ? dx[i] + s : s;
+    }
+}
+
+/* Global average pooling: y[b, c] = mean over HW of x[b, :, :, c]; n = batch * C. */
+__kernel void gap_fwd(const int n, const int HW, const int C, __global const float *x, __global float *y)
+{
+    const int i = get_global_id(0);
+    if (i < n) {
+        const int c = i % C, b = i / C;
+        float s = 0.0f;
+        for (int p = 0; p < HW; p++)
+            s += x[(b * HW + p) * C + c];
+        y[i] = s / (float)HW;
+    }
+}
+
+/* dx[b, p, c] (= or +=) dy[b, c] / HW; n = batch * HW * C. */
+__kernel void gap_bwd(const int n, const int acc, const int HW, const int C, __global const float *dy,
+                      __global float *dx)
+{
+    const int i = get_global_id(0);
+    if (i < n) {
+        const int c = i % C, b = i / (HW * C);
+        const float d = dy[b * C + c] / (float)HW;
+        dx[i] = acc ? dx[i] + d : d;
+    }
+}
+
+/* Zero padding: y[b, oh, ow, c] = x[b, oh - PT, ow - PL, c] or 0;
+ * n = batch * OH * OW * C. */
+__kernel void zpad_fwd(const int n, const int H, const int W, const int C, const int OH, const int OW,
+                       const int PT, const int PL, __global const float *x, __global float *y)
+{
+    const int i = get_global_id(0);
+    if (i < n) {
+        const int c = i % C, p = i / C, ow = p % OW, p2 = p / OW, oh = p2 % OH, b = p2 / OH;
+        const int ih = oh - PT, iw = ow - PL;
+        y[i] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? x[((b * H + ih) * W + iw) * C + c] : 0.0f;
+    }
+}
+
+/* Zero padding backward: dx (= or +=) the matching dy; n = batch * H * W * C. */
+__kernel void zpad_bwd(const int n, const int acc, const int H, const int W, const int C, const int OH,
+                       const int OW, const int PT, const int PL, __global const float *dy, __global float *dx)
+{
+    const int i = get_global_id(0);
+    if (i < n) {
+        const int c = i % C, p = i / C, iw = p % W, p2 = p / W, ih = p2 % H, b = p2 / H;
+        const float d = dy[((b * OH + ih + PT) * OW + iw + PL) * C + c];
+        dx[i] = acc ? dx[i] + d : d;
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Batch normalization over the last dimension (C channels, R rows). One
+ * work item per channel sums its rows in row order (deterministic). */
+
+/* stats[c] = batch mean, stats[C + c] = 1 / sqrt(var + eps), stats[2C + c]
+ * = var (biased, as Keras), two passes. */
+__kernel void bn_stats(const int R, const int C, const float eps, __global const float *x, __global float *stats)
+{
+    const int c = get_global_id(0);
+    if (c < C) {
+        float s = 0.0f, q = 0.0f;
+        for (int r = 0; r < R; r++)
+            s += x[r * C + c];
+        const float mean = s / (float)R;
+        for (int r = 0; r < R; r++) {
+            const float d = x[r * C + c] - mean;
+            q += d * d;
+        }
+        const float var = q / (float)R;
+        stats[c] = mean;
+        stats[C + c] = 1.0f / sqrt(var + eps);
+        stats[2 * C + c] = var;
+    }
+}
+
+/* y = gamma * (x - mean) * rstd + beta; training: mean, rstd from stats;
+ * evaluation (use_moving): mean = mm, rstd = 1 / sqrt(mv + eps). gamma /
+ * beta may be NULL (scale / center off). n = R * C. */
+__kernel void bn_apply(const int n, const int C, const int use_moving, const float eps, __global const float *x,
+                       __global const float *stats, __global const float *mm, __global const float *mv,
+                       __global const float *gamma, __global const float *beta, __global float *y)
+{
+    const int i = get_global_id(0);
+    if (i < n) {
+        const int c = i % C;
+        const float mean = use_moving ? mm[c] : stats[c];
+        const float rstd = use_moving ? 1.0f / sqrt(mv[c] + eps) : stats[C + c];
+        float v = (x[i] - mean) * rstd;
+        if (gamma)
+            v *= gamma[c];
+        if (beta)
+            v += beta[c];
+        y[i] = v;
+    }
+}
+
+/* Per channel: ws[c] = sum dy, ws[C + c] = sum dy * xhat; dgamma / dbeta
+ * written when not NULL; the frozen gradients (moving statistics) zeroed
+ * when not NULL; with update, the moving statistics take one step
+ * m = m * momentum + batch * (1 - momentum) from the saved batch stats. */
+__kernel void bn_bwd_reduce(const int R, const int C, __global const float *x, __global const float *stats,
+                            __global const float *dy, __global float *ws, __global float *dgamma,
+                            __global float *dbeta, const int update, const float momentum, __global float *mm,
+                            __global float *mv, __global float *dmm, __global float *dmv)
+{
+    const int c = get_global_id(0);
+    if (c < C) {
+        const float mean = stats[c], rstd = stats[C + c];
+        float s = 0.0f, sx = 0.0f;
+        for (int r = 0; r < R; r++) {
+            const float d = dy[r * C + c];
+            s += d;
+            sx += d * ((x[r * C + c] - mean) * rstd);
+        }
+        ws[c] = s;
+        ws[C + c] = sx;
+        if (dgamma)
+            dgamma[c] = sx;
+        if (dbeta)
+            dbeta[c] = s;
+        if (dmm)
+            dmm[c] = 0.0f;
+        if (dmv)
+            dmv[c] = 0.0f;
+        if (update) {
+            mm[c] = mm[c] * momentum + mean * (1.0f - momentum);
+            mv[c] = mv[c] * momentum + stats[2 * C + c] * (1.0f - momentum);
+        }
+    }
+}
+
+/* dx (= or +=) gamma * rstd * (dy - (sum dy + xhat * sum dy xhat) / R); n = R * C. */
+__kernel void bn_bwd_dx(const int n, const int C, const int R, const int acc, __global const float *x,
+                        __global const float *stats, __global const float *gamma, __global const float *ws,
+                        __global const float *dy, __global float *dx)
+{
+    const int i = get_global_id(0);
+    if (i < n) {
+        const int c = i % C;
+        const float rstd = stats[C + c], xhat = (x[i] - stats[c]) * rstd;
+        const float g = (gamma ? gamma[c] : 1.0f) * rstd;
+        const float d = g * (dy[i] - (ws[c] + xhat * ws[C + c]) / (float)R);
+        dx[i] = acc ? dx[i] + d : d;
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Concatenation along the last dimension: input i of Ci columns sits at
+ * column offset off of the Ct-column output. n = rows * Ci. */
+__kernel void concat_fwd(const int n, const int Ci, const int Ct, const int off, __global const float *x,
+                         __global float *y)
+{
+    const int i = get_global_id(0);
+    if (i < n)
+        y[(i / Ci) * Ct + off + i % Ci] = x[i];
+}
+
+/* dx (= or +=) the matching columns of dy; n = rows * Ci. */
+__kernel void concat_bwd(const int n, const int acc, const int Ci, const int Ct, const int off,
+                         __global const float *dy, __global float *dx)
+{
+    const int i = get_global_id(0);
+    if (i < n) {
+        const float d = dy[(i / Ci) * Ct + off + i % Ci];
+        dx[i] = acc ? dx[i] + d : d;
+    }
+}

@@ -36,5 +36,10 @@ int clremat_dense_fuses_update(clremat_ctx *ctx, const clremat_graph *g, int l, 
 /** Attention in its memory-efficient mode (backend/attention_flash.c):
  * layers.c sends an attention layer here when clremat_attn_is_mem_eff. */
 extern const clremat_layer_impl clremat_impl_attention_flash;
+/* convolutional networks */
+extern const clremat_layer_impl clremat_impl_conv2d;
+extern const clremat_layer_impl clremat_impl_pool; /* max/avg/global-avg pooling, zero padding */
+extern const clremat_layer_impl clremat_impl_batchnorm;
+extern const clremat_layer_impl clremat_impl_concat;
 
 #endif

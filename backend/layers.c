@@ -17,6 +17,13 @@ static const clremat_layer_impl *const impls[CLREMAT_LAYER_TYPE_COUNT] = {
     [CLREMAT_RMSNORM] = &clremat_impl_rmsnorm,
     [CLREMAT_ROPE] = &clremat_impl_rope,
     [CLREMAT_MULTIPLY] = &clremat_impl_multiply,
+    [CLREMAT_CONV2D] = &clremat_impl_conv2d,
+    [CLREMAT_MAX_POOL2D] = &clremat_impl_pool,
+    [CLREMAT_AVG_POOL2D] = &clremat_impl_pool,
+    [CLREMAT_GLOBAL_AVG_POOL2D] = &clremat_impl_pool,
+    [CLREMAT_ZERO_PAD2D] = &clremat_impl_pool,
+    [CLREMAT_BATCHNORM] = &clremat_impl_batchnorm,
+    [CLREMAT_CONCAT] = &clremat_impl_concat,
 };
 
 static const clremat_layer_impl *impl_of(const clremat_graph *g, int l)

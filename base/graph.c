@@ -4,6 +4,7 @@
  * Errors go to g->error and to the thread's last error. */
 #include "graph.h"
 #include "error.h"
+#include "conv_geom.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,10 @@ static const char *const type_names[CLREMAT_LAYER_TYPE_COUNT] = {
     [CLREMAT_SOFTMAX_CE] = "softmax_cross_entropy", [CLREMAT_MSE] = "mse",
     [CLREMAT_RMSNORM] = "rmsnorm",       [CLREMAT_ROPE] = "rope",
     [CLREMAT_MULTIPLY] = "multiply",
+    [CLREMAT_CONV2D] = "conv2d",         [CLREMAT_MAX_POOL2D] = "max_pool2d",
+    [CLREMAT_AVG_POOL2D] = "avg_pool2d", [CLREMAT_GLOBAL_AVG_POOL2D] = "global_avg_pool2d",
+    [CLREMAT_ZERO_PAD2D] = "zero_pad2d",  [CLREMAT_BATCHNORM] = "batchnorm",
+    [CLREMAT_CONCAT] = "concat",
 };
 
 static const char *const act_names[CLREMAT_ACT_COUNT] = {
@@ -397,10 +402,21 @@ static int check_settings(clremat_graph *g, const clremat_layer *L)
                          "(at most one)", L->name, neg);
         break;
     }
+    case CLREMAT_BATCHNORM:
+        if (!(L->eps > 0.0) || !(L->momentum >= 0.0 && L->momentum <= 1.0))
+            return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': batchnorm needs epsilon > 0 and 0 <= "
+                         "momentum <= 1, got epsilon %g, momentum %g", L->name, L->eps, L->momentum);
+        break;
     default:
+        if (clremat_is_conv_type(L->type)) {
+            char why[256];
+            if (clremat_conv_check_settings(L, why, sizeof why))
+                return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': %s", L->name, why);
+        }
         break;
     }
-    if ((L->type == CLREMAT_DENSE || L->type == CLREMAT_ACTIVATION) ? (unsigned)L->act >= CLREMAT_ACT_COUNT
+    if ((L->type == CLREMAT_DENSE || L->type == CLREMAT_ACTIVATION || L->type == CLREMAT_CONV2D)
+            ? (unsigned)L->act >= CLREMAT_ACT_COUNT
                                                                      : L->act != CLREMAT_ACT_NONE)
         return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': activation %d is not valid for a %s layer",
                      L->name, (int)L->act, clremat_layer_type_name(L->type));
@@ -443,6 +459,17 @@ int clremat_graph_add_layer(clremat_graph *g, const clremat_layer *layer)
     if (L.n_inputs == 0) {
         L.n_inputs = 1;
         L.inputs[0] = g->n_layers - 1;
+    }
+    if (L.type == CLREMAT_CONCAT) {
+        if (L.n_inputs < 2 || L.n_inputs > CLREMAT_MAX_INPUTS)
+            return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': a concat layer takes 2 to %d inputs, got %d",
+                         L.name, CLREMAT_MAX_INPUTS, L.n_inputs);
+        for (int i = 0; i < L.n_inputs; i++)
+            for (int k = 0; k < i; k++)
+                if (L.inputs[i] == L.inputs[k])
+                    return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': concat input %d repeats input %d "
+                                 "(each input at most once)", L.name, i, k);
+        want = L.n_inputs;
     }
     if (L.n_inputs != want)
         return gfail(g, CLREMAT_ERR_INVALID_ARGUMENT, "layer '%s': a %s layer takes %d input%s, got %d", L.name,
@@ -670,7 +697,43 @@ static int infer_layer(clremat_graph *g, int l)
         g->io.classes = 0;
         memset(&out, 0, sizeof out);
         break;
+    case CLREMAT_CONCAT:
+        out.dims[out.rank - 1] = 0;
+        for (int i = 0; i < L->n_inputs; i++) {
+            const clremat_shape *b = &L->in_shape[i];
+            int ok = b->rank == in->rank && b->rank >= 1;
+            for (int k = 0; ok && k + 1 < in->rank; k++)
+                ok = b->dims[k] == in->dims[k];
+            if (!ok)
+                return SHAPE_FAIL("layer '%s': input has shape %s but input %d has shape %s (concat needs equal "
+                                  "shapes but for the last dimension)", L->name, clremat_shape_str(in, sa, sizeof sa),
+                                  i, clremat_shape_str(b, sb, sizeof sb));
+            out.dims[out.rank - 1] += b->dims[b->rank - 1];
+        }
+        break;
+    case CLREMAT_BATCHNORM:
+        if (in->rank < 1 || last < 1)
+            return SHAPE_FAIL("layer '%s': input has shape %s but batchnorm needs rank >= 1", L->name,
+                              clremat_shape_str(in, sa, sizeof sa));
+        /* Keras's order: gamma (scale), beta (center), moving_mean, moving_variance */
+        if (L->scale)
+            add_param(L, "gamma", 1, last, 0, CLREMAT_INIT_ONES);
+        if (L->center)
+            add_param(L, "beta", 1, last, 0, CLREMAT_INIT_ZEROS);
+        add_param(L, "moving_mean", 1, last, 0, CLREMAT_INIT_ZEROS);
+        L->params[L->n_params - 1].frozen = 1;
+        add_param(L, "moving_variance", 1, last, 0, CLREMAT_INIT_ONES);
+        L->params[L->n_params - 1].frozen = 1;
+        break;
     default:
+        if (clremat_is_conv_type(L->type)) {
+            char cwhy[256];
+            if (clremat_conv_infer(L, cwhy, sizeof cwhy))
+                return SHAPE_FAIL("layer '%s': input has shape %s: %s", L->name,
+                                  clremat_shape_str(in, sa, sizeof sa), cwhy);
+            out = L->out_shape;
+            break;
+        }
         return gfail(g, CLREMAT_ERR_INTERNAL, "layer '%s': unknown type %d", L->name, (int)L->type);
     }
     /* "trainable": false freezes the layer's weights; LoRA adapters stay trained */

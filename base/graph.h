@@ -11,7 +11,7 @@
 
 #define CLREMAT_NAME_LEN 64
 #define CLREMAT_MAX_RANK 4        /* per-sample rank (batch dimension excluded) */
-#define CLREMAT_MAX_INPUTS 2
+#define CLREMAT_MAX_INPUTS 8      /* add takes 2, concat 2 .. 8 */
 #define CLREMAT_MAX_PARAMS 4
 #define CLREMAT_MAX_SLOTS 4
 
@@ -31,6 +31,14 @@ typedef enum clremat_layer_type {
     CLREMAT_RMSNORM,        /**< y = scale * x / sqrt(mean(x^2) + eps), last dim */
     CLREMAT_ROPE,           /**< rotary position embedding over [T, D], half-split per head_dim chunk */
     CLREMAT_MULTIPLY,       /**< y = a * b elementwise; equal shapes */
+    /* convolutional networks (NHWC, per-sample [H, W, C]) */
+    CLREMAT_CONV2D,         /**< y = act(conv(x, kernel[kh, kw, C/groups, filters]) + b) */
+    CLREMAT_MAX_POOL2D,     /**< max over pool windows */
+    CLREMAT_AVG_POOL2D,     /**< mean over the real inputs of each pool window */
+    CLREMAT_GLOBAL_AVG_POOL2D, /**< [H, W, C] -> [C], mean over H and W */
+    CLREMAT_ZERO_PAD2D,     /**< zeros around H and W */
+    CLREMAT_BATCHNORM,      /**< batch normalization over the last dim, moving statistics as state */
+    CLREMAT_CONCAT,         /**< concatenation of 2 .. CLREMAT_MAX_INPUTS inputs along the last dim */
     CLREMAT_LAYER_TYPE_COUNT
 } clremat_layer_type;
 
@@ -58,7 +66,9 @@ typedef struct clremat_param {
     clremat_shape shape;    /**< full shape (no batch) */
     int64_t elems;
     int init;               /**< clremat_init */
-    int frozen;             /**< 1: not trained (no gradient, no optimizer state, no update) */
+    int frozen;             /**< 1: not trained (no gradient, no optimizer state, no update): "trainable":
+                                 false, LoRA's base kernel, batchnorm's moving statistics (saved and loaded
+                                 with the weights; batchnorm's backward updates them itself) */
 } clremat_param;
 
 /** How a parameter is initialized (seeded). */
@@ -99,6 +109,18 @@ typedef struct clremat_layer {
                                      kernel (tied embeddings; the dense layer then has no parameters); 0 none */
     int lora_rank;              /**< dense: LoRA rank r (0 none): kernel and bias frozen, adds lora_a, lora_b */
     double lora_alpha;          /**< dense with LoRA: the update is scaled by alpha / r */
+    /* convolutional layers (conv2d, pools, zero_pad2d) */
+    int64_t filters;            /**< conv2d: output channels (set from depth_multiplier when depthwise) */
+    int ksize[2];               /**< conv2d kernel_size / pools pool_size: [kh, kw] */
+    int strides[2];             /**< conv2d, pools: [sh, sw] */
+    int dilation[2];            /**< conv2d: [dh, dw] (default 1, 1) */
+    int pad_same;               /**< conv2d, pools: 1 for padding "same", 0 for "valid" */
+    int groups;                 /**< conv2d: channel groups (default 1) */
+    int depth_multiplier;       /**< conv2d: > 0 for a depthwise conv (groups = C, filters = C * this) */
+    int zpad[4];                /**< zero_pad2d: [top, bottom, left, right] */
+    double momentum;            /**< batchnorm: moving-statistics momentum (default 0.99); eps is epsilon (1e-3) */
+    int center, scale;          /**< batchnorm: learn beta / gamma (default 1, 1) */
+    int bn_eval;                /**< batchnorm: 1 normalizes with the moving statistics (evaluation graph) */
     /* filled by shape inference */
     clremat_shape in_shape[CLREMAT_MAX_INPUTS];
     clremat_shape out_shape;    /**< per sample; losses: rank 0 (a scalar per batch) */

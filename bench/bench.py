@@ -12,6 +12,9 @@ Sections (all by default; --only picks some):
   llama        the same for models/llama_tiny.json at T = 256 (batch 8, Adam;
                checkpointing: clremat list_of_layers:decoder_block, PyTorch
                checkpoint_sequential with a decoder block per segment)
+  resnet20     the same for models/resnet20.json (batch 64, SGD momentum
+               0.9; PyTorch in channels_last), plus the convolutions' share
+               of clremat's step from --profile
   remat        step-time overhead of each remat mode against the recompute
                FLOPs the planner predicted (bench/remat_pair: paired steps
                of every mode in one process)
@@ -233,6 +236,45 @@ def model_section(name, model, clargs, remat_args, torch_name, rounds, steps, wa
     print()
 
 
+def conv_layer_names(model):
+    """Last path components of the conv2d layers of a model file (blocks and
+    repeats expanded by the tool keep them as the last component)."""
+    names = set()
+
+    def walk(items):
+        for it in items:
+            if "block" in it:
+                walk(it["layers"])
+            elif it.get("type") == "conv2d":
+                names.add(it["name"])
+    with open(model) as f:
+        walk(json.load(f)["layers"])
+    return names
+
+
+def conv_share(model, args, steps):
+    """The conv2d layers' share of the device time of the last profiled step
+    (clremat train --profile's per-layer table: forward, backward, recompute,
+    update ms)."""
+    out = run([TOOL, "train", model, "--quiet", "--profile", "--steps", str(steps), "--warmup", "1"] + args)
+    convs, conv_ms, total = conv_layer_names(model), 0.0, 0.0
+    in_table = False
+    for line in out.splitlines():
+        f = line.split()
+        if f[:2] == ["layer", "forward"]:
+            in_table = True
+            continue
+        if not in_table or not f:
+            continue
+        if f[0] == "total":
+            break
+        ms = sum(float(v) for v in f[1:5])
+        total += ms
+        if f[0].split("/")[-1] in convs:
+            conv_ms += ms
+    return conv_ms / total if total > 0 else 0.0
+
+
 PAIR = os.path.join(ROOT, "bench", "remat_pair")
 
 
@@ -451,14 +493,15 @@ def torch_step_long(name, T, steps):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", action="append", choices=["gemm", "mlp", "transformer", "llama", "remat", "stream",
-                                                        "fused", "mpi", "attention"])
+    ap.add_argument("--only", action="append", choices=["gemm", "mlp", "transformer", "llama", "resnet20", "remat",
+                                                        "stream", "fused", "mpi", "attention"])
     ap.add_argument("--attention-max-t", type=int, default=1024,
                     help="attention section: largest T run on the device (larger T: planned peaks only)")
     ap.add_argument("--rounds", type=int, default=3, help="repetitions of each comparison (median reported)")
     ap.add_argument("--quick", action="store_true", help="1 round, fewer steps (a smoke run)")
     a = ap.parse_args()
-    sections = a.only or ["gemm", "mlp", "transformer", "llama", "remat", "stream", "fused", "mpi", "attention"]
+    sections = a.only or ["gemm", "mlp", "transformer", "llama", "resnet20", "remat", "stream", "fused", "mpi",
+                          "attention"]
     rounds = 1 if a.quick else a.rounds
     os.chdir(ROOT)
     dev = run([TOOL, "devices"]).strip().splitlines()
@@ -480,6 +523,13 @@ def main():
         model_section("llama_tiny (models/llama_tiny.json) at T = 256, batch 8, Adam", llama_256(),
                       ["--batch", "8", "--data", "language"], ["--remat", "list_of_layers:decoder_block"], "llama",
                       rounds, 4 if a.quick else 10, 2)
+    if "resnet20" in sections:
+        args = ["--batch", "64", "--optimizer", "sgd"]
+        model_section("ResNet-20 (models/resnet20.json), batch 64, SGD", "models/resnet20.json", args,
+                      ["--remat", "list_of_layers:stage1,stage2,stage3"], "resnet20", rounds, 4 if a.quick else 10, 2)
+        print("conv2d layers' share of clremat's device time per step (--profile): %.1f%%" %
+              (100 * conv_share("models/resnet20.json", args, 3)))
+        print()
     if "remat" in sections:
         remat_section(rounds)
     if "stream" in sections:

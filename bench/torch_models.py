@@ -1,9 +1,10 @@
 """torch_models.py: the PyTorch twins of the clremat benchmark models, for
 bench/bench.py: the MLP of bench/mlp1024.json, the transformer of
 models/transformer.json, the Llama-style decoder of models/llama_tiny.json
-(at T = 256) and the causal decoder of models/long_context.json at sequence
+(at T = 256), the causal decoder of models/long_context.json at sequence
 length --T (long: softmax written out; long_sdpa: PyTorch's
-scaled_dot_product_attention), same shapes, same optimizer settings, optional
+scaled_dot_product_attention) and the ResNet-20 of models/resnet20.json,
+same shapes, same optimizer settings, optional
 torch.utils.checkpoint.checkpoint_sequential over 4 segments. Prints one
 JSON line: {"step_ms_median": ..., "steps": ..., "threads": ...}."""
 import argparse
@@ -135,6 +136,8 @@ def llama_model():
     emb = nn.Embedding(64, 128)
     nn.init.normal_(emb.weight, std=0.02)
     return nn.Sequential(emb, LlamaBlock(), LlamaBlock(), LlamaBlock(), LlamaBlock(), LlamaHead(emb))
+
+
 class CausalBlock(nn.Module):
     """One pre-norm decoder block as models/long_context.json's
     decoder_block: ln1, causal attention (qkv projection, 4 heads, output
@@ -177,6 +180,38 @@ class TokEmbed(nn.Module):
 
     def forward(self, ids):
         return self.tok(ids)
+class ResBlock(nn.Module):
+    """One block of models/resnet20.json: conv1 (3x3, stride s, no bias), bn,
+    relu, conv2 (3x3, no bias), bn, + shortcut (identity, or a 1x1 stride-s
+    conv + bn projection), relu. Batchnorm as Keras's: momentum 0.99
+    (PyTorch's momentum is 1 - Keras's), epsilon 1e-3."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout, eps=1e-3, momentum=0.01)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout, eps=1e-3, momentum=0.01)
+        self.proj = None
+        if stride != 1 or cin != cout:
+            self.proj = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, 0, bias=False),
+                                      nn.BatchNorm2d(cout, eps=1e-3, momentum=0.01))
+
+    def forward(self, x):
+        h = F.relu(self.bn1(self.conv1(x)))
+        h = self.bn2(self.conv2(h))
+        return F.relu(h + (self.proj(x) if self.proj is not None else x))
+
+
+def resnet20_model():
+    layers = [nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16, eps=1e-3, momentum=0.01), nn.ReLU()]
+    cin = 16
+    for cout, stride in ((16, 1), (32, 2), (64, 2)):
+        for b in range(3):
+            layers.append(ResBlock(cin, cout, stride if b == 0 else 1))
+            cin = cout
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)]
+    return nn.Sequential(*layers)
 
 
 def mlp_model():
@@ -189,7 +224,7 @@ def mlp_model():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=["mlp", "transformer", "llama", "long", "long_sdpa"])
+    ap.add_argument("model", choices=["mlp", "transformer", "llama", "long", "long_sdpa", "resnet20"])
     ap.add_argument("--batch", type=int, default=0, help="llama: batch (default 8)")
     ap.add_argument("--seq", type=int, default=256, help="llama: sequence length")
     ap.add_argument("--T", type=int, default=1024, help="long, long_sdpa: sequence length")
@@ -221,6 +256,12 @@ def main():
         x = torch.randint(0, 64, (batch, a.T))
         y = torch.roll(x, 1, dims=1)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-8)
+    elif a.model == "resnet20":
+        # channels_last: the NHWC layout clremat uses, and PyTorch's faster CPU convolution path
+        model, batch = resnet20_model().to(memory_format=torch.channels_last), 64
+        x = torch.randn(batch, 3, 32, 32).to(memory_format=torch.channels_last)
+        y = torch.randint(0, 10, (batch,))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     else:
         model, batch = nn.Sequential(Embed(), Block(), Block(), Head()), 32
         x = torch.randint(0, 16, (batch, 16))
@@ -233,13 +274,15 @@ def main():
         opt.zero_grad(set_to_none=True)
         if a.checkpoint:
             inp = x
-            if a.model != "mlp":
-                # token ids cannot carry gradients: the embedding runs outside, the
-                # blocks and head are checkpointed (3 segments, one per module)
-                out = checkpoint_sequential(model[1:], 3, model[0](x))
+            if a.model == "resnet20":
+                out = checkpoint_sequential(model, 4, inp.requires_grad_())
             elif a.model == "llama":
                 # the embedding outside; each decoder block a segment, the head in the last
                 out = checkpoint_sequential(model[1:], 4, model[0](x))
+            elif a.model != "mlp":
+                # token ids cannot carry gradients: the embedding runs outside, the
+                # blocks and head are checkpointed (3 segments, one per module)
+                out = checkpoint_sequential(model[1:], 3, model[0](x))
             else:
                 # the input must require grad, or the reentrant checkpoint drops the segments' gradients
                 out = checkpoint_sequential(model, 4, inp.requires_grad_())

@@ -1,5 +1,5 @@
 /* data.c: training and validation data for a model: seeded synthetic tasks
- * (clusters, sequence/copy/sort, language, regression) built to fit the model's io,
+ * (clusters, sequence/copy/sort, language, regression, images) built to fit the model's io,
  * user data from safetensors files checked against it, and deterministic
  * shuffled batches. Every random draw is clremat_hash of (seed, stream tag,
  * index, element), so splits and batches are reproducible and independent. */
@@ -30,7 +30,7 @@
 #define CENTRE_TRIES 100
 #define REGRESSION_SCALE 1.0
 
-typedef enum task_kind { TASK_CLUSTERS, TASK_REVERSE, TASK_COPY, TASK_SORT, TASK_REGRESSION, TASK_LANGUAGE } task_kind;
+typedef enum task_kind { TASK_CLUSTERS, TASK_REVERSE, TASK_COPY, TASK_SORT, TASK_REGRESSION, TASK_LANGUAGE, TASK_IMAGES } task_kind;
 
 static const struct {
     const char *name;
@@ -39,7 +39,13 @@ static const struct {
     {"clusters", TASK_CLUSTERS}, {"sequence", TASK_REVERSE}, {"reverse", TASK_REVERSE},
     {"copy", TASK_COPY},         {"sort", TASK_SORT},        {"regression", TASK_REGRESSION},
     {"language", TASK_LANGUAGE},
+    {"images", TASK_IMAGES},
 };
+
+/* "images": class c is a grating of orientation pi * c / K and period
+ * 4 + 2 * (c % 2) pixels at a random phase and gain, in N(0, 1) * 0.6 noise,
+ * the same on every channel: only texture tells the classes apart. */
+#define IMAGE_NOISE 0.6
 
 /* ------------------------------------------------------------- helpers */
 
@@ -191,6 +197,16 @@ static int check_task(const clremat_graph *g, const char *task, task_kind kind)
                                      task, (long long)vocab, (long long)io->classes);
         return CLREMAT_OK;
     }
+    case TASK_IMAGES:
+        if (io->input_ids || io->input.rank != 3)
+            return clremat_set_error(CLREMAT_ERR_MISMATCH,
+                                     "task '%s' needs float image input [H, W, C] but the model's input is %s", task,
+                                     in);
+        if (!io->labels_ids || shape_elems(&io->labels) != 1 || io->classes < 2)
+            return clremat_set_error(CLREMAT_ERR_MISMATCH,
+                                     "task '%s' needs one class id per sample (2 classes or more) but the model's "
+                                     "labels are %s", task, lab);
+        return CLREMAT_OK;
     case TASK_REGRESSION:
         if (io->input_ids)
             return clremat_set_error(CLREMAT_ERR_MISMATCH,
@@ -299,6 +315,23 @@ static void fill_split(const clremat_graph *g, task_kind kind, uint64_t seed, ui
             }
             break;
         }
+        case TASK_IMAGES: {
+            const int64_t H = io->input.dims[0], W = io->input.dims[1], C = io->input.dims[2];
+            const int64_t c = below(hash_at(seed, tag + SUB_LABEL, i, 0), io->classes);
+            const double th = M_PI * (double)c / (double)io->classes, k = 2.0 * M_PI / (4.0 + 2.0 * (double)(c % 2));
+            const double phase = 2.0 * M_PI * clremat_uniform(hash_at(seed, tag + SUB_LABEL, i, 1));
+            const double gain = 0.75 + 0.5 * clremat_uniform(hash_at(seed, tag + SUB_LABEL, i, 2));
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t w = 0; w < W; w++) {
+                    const double v = gain * cos(k * ((double)h * cos(th) + (double)w * sin(th)) + phase);
+                    for (int64_t ch = 0; ch < C; ch++) {
+                        const int64_t d = (h * W + w) * C + ch;
+                        x[d] = (float)(v + IMAGE_NOISE * normal_at(seed, tag + SUB_VALUE, i, (uint32_t)d));
+                    }
+                }
+            y[0] = (float)c;
+            break;
+        }
         case TASK_REGRESSION:
             for (int64_t d = 0; d < D; d++)
                 x[d] = (float)normal_at(seed, tag + SUB_VALUE, i, (uint32_t)d);
@@ -328,7 +361,10 @@ int clremat_data_synthetic(const clremat_graph *g, const char *task, uint64_t se
                                  "synthetic data needs n_train > 0 and n_val >= 0 (got %lld and %lld)",
                                  (long long)n_train, (long long)n_val);
     if (!task)
-        task = g->io.input_ids ? "sequence" : g->io.labels_ids ? "clusters" : "regression";
+        task = g->io.input_ids              ? "sequence"
+               : !g->io.labels_ids           ? "regression"
+               : g->io.input.rank == 3       ? "images"
+                                             : "clusters";
     for (size_t i = 0; i < sizeof task_names / sizeof task_names[0]; i++)
         if (strcmp(task, task_names[i].name) == 0) {
             kind = task_names[i].kind;
@@ -337,7 +373,7 @@ int clremat_data_synthetic(const clremat_graph *g, const char *task, uint64_t se
     if (!found)
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT,
                                  "unknown task '%s' (known: clusters, sequence (= reverse), copy, sort, language, "
-                                 "regression)",
+                                 "regression, images)",
                                  task);
     if ((st = check_task(g, task, kind)) != CLREMAT_OK)
         return st;

@@ -41,8 +41,12 @@ typedef struct clremat_dataset {
  *    the unigram entropy (about ln vocab).
  *  - "regression": float input (D elements) x ~ N(0, 1), float targets (M
  *    elements) y = tanh(x A), A a fixed seeded D x M matrix N(0, 1/D).
- * task NULL picks "sequence" for token-id input, else "clusters" for class
- * labels, else "regression". Train and validation samples come from
+ *  - "images": float input [H, W, C], one class id per sample, K >= 2
+ *    classes: class c is a cosine grating of orientation pi c / K and period
+ *    4 + 2 (c % 2) pixels, random phase and gain, the same on every channel,
+ *    plus N(0, 1) * 0.6 noise per element (texture alone tells classes apart).
+ * task NULL picks "sequence" for token-id input, "regression" for float
+ * targets, "images" for [H, W, C] input with class labels, else "clusters". Train and validation samples come from
  * disjoint hash streams; sample i is the same whatever n_train is. A task
  * that does not fit the model: CLREMAT_ERR_MISMATCH naming both (e.g. "task
  * 'sequence' needs token-id input [T] but the model's input is [32]

@@ -234,7 +234,8 @@ int clremat_plan_for(const clremat_graph *g, int64_t batch, const clremat_policy
     return clremat_plan_for_ctx(NULL, g, batch, p, opt_states, limit, layer_cost, 0, out, costs_out, NULL, NULL);
 }
 
-/* A copy of g for evaluation: dropout rates set to zero. */
+/* A copy of g for evaluation: dropout rates set to zero, batchnorm on its
+ * moving statistics. */
 static clremat_graph *eval_copy(const clremat_graph *g)
 {
     clremat_graph *e = malloc(sizeof *e);
@@ -254,8 +255,10 @@ static clremat_graph *eval_copy(const clremat_graph *g)
         memcpy(e->blocks, g->blocks, sizeof *e->blocks * (size_t)g->n_blocks);
     e->cap_layers = g->n_layers;
     e->cap_blocks = g->n_blocks + 1;
-    for (int l = 0; l < e->n_layers; l++)
+    for (int l = 0; l < e->n_layers; l++) {
         e->layers[l].rate = 0.0;
+        e->layers[l].bn_eval = 1;
+    }
     return e;
 }
 

@@ -8,6 +8,7 @@
 #include "graph.h"
 #include "error.h"
 #include "json_pos.h"
+#include "conv_geom.h"
 #include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
@@ -48,7 +49,8 @@ typedef struct loader {
 } loader;
 
 static const char *const type_list = "dense, activation, dropout, layernorm, add, embedding, attention, "
-                                     "reshape, flatten, softmax_cross_entropy, mse, rmsnorm, rope, multiply";
+                                     "reshape, flatten, softmax_cross_entropy, mse, rmsnorm, rope, multiply, "
+                                     "conv2d, max_pool2d, avg_pool2d, global_avg_pool2d, zero_pad2d, batchnorm, concat";
 static const char *const act_list = "relu, gelu, gelu_exact, tanh, sigmoid, silu, linear";
 
 /* ---------------------------------------------------------------- errors */
@@ -344,7 +346,19 @@ static const char *const *type_fields(int t)
     static const char *const rope[] = {"name", "type", "inputs", "theta", "head_dim", "trainable", NULL};
     static const char *const resh[] = {"name", "type", "inputs", "shape", "trainable", NULL};
     static const char *const plain[] = {"name", "type", "inputs", "trainable", NULL};
+    /* convolutional networks */
+    static const char *const conv[] = {"name", "type", "inputs", "filters", "kernel_size", "strides", "padding",
+                                       "dilation_rate", "groups", "depth_multiplier", "use_bias", "activation",
+                                       "trainable", NULL};
+    static const char *const pool[] = {"name", "type", "inputs", "pool_size", "strides", "padding", "trainable", NULL};
+    static const char *const zpad[] = {"name", "type", "inputs", "padding", "trainable", NULL};
+    static const char *const bn[] = {"name", "type", "inputs", "momentum", "epsilon", "center", "scale", "trainable", NULL};
     switch (t) {
+    case CLREMAT_BATCHNORM: return bn;
+    case CLREMAT_CONV2D: return conv;
+    case CLREMAT_MAX_POOL2D:
+    case CLREMAT_AVG_POOL2D: return pool;
+    case CLREMAT_ZERO_PAD2D: return zpad;
     case CLREMAT_DENSE: return dense;
     case CLREMAT_ACTIVATION: return act;
     case CLREMAT_DROPOUT: return drop;
@@ -420,6 +434,135 @@ static int get_attn_mode(const loader *ld, const json_t *obj, const char *what, 
     return CLREMAT_OK;
 }
 
+/* Convolutional layers: an integer in [lo, hi] or an array of two of them
+ * into out[0..1] (def for both when absent). */
+static int get_pair(const loader *ld, const json_t *obj, const char *what, const char *key, int def, int lo, int hi,
+                    int *out)
+{
+    json_t *v = json_object_get(obj, key);
+    char expect[96];
+    snprintf(expect, sizeof expect, "an integer from %d to %d or an array of two", lo, hi);
+    if (!v) {
+        out[0] = out[1] = def;
+        return CLREMAT_OK;
+    }
+    if (json_is_integer(v) && json_integer_value(v) >= lo && json_integer_value(v) <= hi) {
+        out[0] = out[1] = (int)json_integer_value(v);
+        return CLREMAT_OK;
+    }
+    if (!json_is_array(v) || json_array_size(v) != 2)
+        return bad_field(ld, obj, what, key, expect);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *e = json_array_get(v, i);
+        if (!json_is_integer(e) || json_integer_value(e) < lo || json_integer_value(e) > hi)
+            return bad_field(ld, obj, what, key, expect);
+        out[i] = (int)json_integer_value(e);
+    }
+    return CLREMAT_OK;
+}
+
+/* "padding": "valid" (default) or "same". */
+static int get_padding(const loader *ld, const json_t *obj, const char *what, int *same)
+{
+    json_t *v = json_object_get(obj, "padding");
+    *same = 0;
+    if (!v)
+        return CLREMAT_OK;
+    if (!json_is_string(v) || (strcmp(json_string_value(v), "valid") && strcmp(json_string_value(v), "same")))
+        return bad_field(ld, obj, what, "padding", "\"valid\" or \"same\"");
+    *same = !strcmp(json_string_value(v), "same");
+    return CLREMAT_OK;
+}
+
+/* zero_pad2d "padding": n (all sides), [h, w] (symmetric) or [[top, bottom],
+ * [left, right]] as in Keras; default 1. */
+static int get_zero_pad(const loader *ld, const json_t *obj, const char *what, int *pad)
+{
+    static const char *const expect = "an integer, [h, w] or [[top, bottom], [left, right]] of integers 0 .. 65536";
+    json_t *v = json_object_get(obj, "padding");
+    int pair[2];
+    if (!v) {
+        pad[0] = pad[1] = pad[2] = pad[3] = 1;
+        return CLREMAT_OK;
+    }
+    if (json_is_array(v) && json_array_size(v) == 2 && json_is_array(json_array_get(v, 0))) {
+        for (size_t a = 0; a < 2; a++) {
+            json_t *e = json_array_get(v, a);
+            if (!json_is_array(e) || json_array_size(e) != 2)
+                return bad_field(ld, obj, what, "padding", expect);
+            for (size_t b = 0; b < 2; b++) {
+                json_t *x = json_array_get(e, b);
+                if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > 65536)
+                    return bad_field(ld, obj, what, "padding", expect);
+                pad[2 * a + b] = (int)json_integer_value(x);
+            }
+        }
+        return CLREMAT_OK;
+    }
+    if (get_pair(ld, obj, what, "padding", 1, 0, 65536, pair) != CLREMAT_OK)
+        return bad_field(ld, obj, what, "padding", expect);
+    pad[0] = pad[1] = pair[0];
+    pad[2] = pad[3] = pair[1];
+    return CLREMAT_OK;
+}
+
+/* The fields of the convolutional layer types (read_settings). */
+static int read_conv_settings(const loader *ld, const json_t *obj, const char *what, int t, clremat_layer *L)
+{
+    int st;
+    int64_t x;
+    switch (t) {
+    case CLREMAT_CONV2D:
+        if ((st = get_int(ld, obj, what, "depth_multiplier", 0, 1, 65536, 0, "a positive integer", &x)))
+            return st;
+        L->depth_multiplier = (int)x;
+        if ((st = get_int(ld, obj, what, "filters", !L->depth_multiplier, 1, MAX_DIM, 0,
+                          "a positive integer (or depth_multiplier for a depthwise conv2d)", &L->filters)))
+            return st;
+        if ((st = get_int(ld, obj, what, "groups", 0, 1, 65536, 1, "a positive integer", &x)))
+            return st;
+        L->groups = (int)x;
+        if (!json_object_get(obj, "kernel_size"))
+            return missing(ld, obj, what, "kernel_size", "an integer or an array of two");
+        if ((st = get_pair(ld, obj, what, "kernel_size", 1, 1, 1024, L->ksize)) ||
+            (st = get_pair(ld, obj, what, "strides", 1, 1, 1024, L->strides)) ||
+            (st = get_pair(ld, obj, what, "dilation_rate", 1, 1, 1024, L->dilation)) ||
+            (st = get_padding(ld, obj, what, &L->pad_same)) || (st = get_activation(ld, obj, what, 0, &L->act)) ||
+            (st = get_bool(ld, obj, what, "use_bias", 1, &L->use_bias)))
+            return st;
+        if (L->depth_multiplier && (json_object_get(obj, "filters") || json_object_get(obj, "groups")))
+            return lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, obj, "depth_multiplier"), "%s: depth_multiplier makes a "
+                         "depthwise conv2d (groups = input channels, filters = channels * depth_multiplier) and "
+                         "cannot be given with filters or groups", what);
+        return CLREMAT_OK;
+    case CLREMAT_MAX_POOL2D:
+    case CLREMAT_AVG_POOL2D:
+        if ((st = get_pair(ld, obj, what, "pool_size", 2, 1, 1024, L->ksize)) ||
+            (st = get_pair(ld, obj, what, "strides", 0, 1, 1024, L->strides)) ||
+            (st = get_padding(ld, obj, what, &L->pad_same)))
+            return st;
+        if (!json_object_get(obj, "strides")) { /* Keras: strides default to pool_size */
+            L->strides[0] = L->ksize[0];
+            L->strides[1] = L->ksize[1];
+        }
+        L->dilation[0] = L->dilation[1] = 1;
+        return CLREMAT_OK;
+    case CLREMAT_ZERO_PAD2D:
+        return get_zero_pad(ld, obj, what, L->zpad);
+    case CLREMAT_BATCHNORM:
+        if ((st = get_num(ld, obj, what, "momentum", 0, 0.0, 0, 1.0, 0, 0.99, "a number with 0 <= momentum <= 1",
+                          &L->momentum)) ||
+            (st = get_num(ld, obj, what, "epsilon", 0, 0.0, 1, 1.0, 0, 1e-3, "a number with 0 < epsilon <= 1",
+                          &L->eps)) ||
+            (st = get_bool(ld, obj, what, "center", 1, &L->center)) ||
+            (st = get_bool(ld, obj, what, "scale", 1, &L->scale)))
+            return st;
+        return CLREMAT_OK;
+    default:
+        return CLREMAT_OK;
+    }
+}
+
 /* Reads the type-specific fields of a layer into L (pass 2). */
 static int read_settings(const loader *ld, const json_t *obj, const char *what, int t, clremat_layer *L)
 {
@@ -487,6 +630,8 @@ static int read_settings(const loader *ld, const json_t *obj, const char *what, 
         L->target.dims[0] = -1;
         break;
     default:
+        if (clremat_is_conv_type((clremat_layer_type)t) || t == CLREMAT_BATCHNORM)
+            return read_conv_settings(ld, obj, what, t, L);
         break;
     }
     return st;
@@ -545,7 +690,7 @@ static clremat_jpos layer_pos(const loader *ld, int l)
 static int build_layer(loader *ld, const json_t *obj, scope *sc)
 {
     json_t *tv = json_object_get(obj, "type"), *nv = json_object_get(obj, "name"), *iv;
-    char full[CLREMAT_NAME_LEN], what[CLREMAT_NAME_LEN + 16], autoname[48], expect[256];
+    char full[CLREMAT_NAME_LEN], what[CLREMAT_NAME_LEN + 16], autoname[48], expect[512];
     const char *name;
     clremat_layer L;
     clremat_jpos here = opos(ld, obj);
@@ -611,7 +756,12 @@ static int build_layer(loader *ld, const json_t *obj, scope *sc)
         int want = L.type == CLREMAT_ADD || L.type == CLREMAT_MULTIPLY ? 2 : 1;
         char ex[96];
         snprintf(ex, sizeof ex, "an array of %d layer name%s (strings)", want, want == 1 ? "" : "s");
-        if (!iv && want == 2)
+        if (L.type == CLREMAT_CONCAT) { /* 2 .. CLREMAT_MAX_INPUTS inputs */
+            snprintf(ex, sizeof ex, "an array of 2 to %d layer names (strings)", CLREMAT_MAX_INPUTS);
+            want = iv && json_is_array(iv) && json_array_size(iv) >= 2 && json_array_size(iv) <= CLREMAT_MAX_INPUTS
+                       ? (int)json_array_size(iv) : 2;
+        }
+        if (!iv && want >= 2)
             return missing(ld, obj, what, "inputs", ex);
         if (iv) {
             if (!json_is_array(iv) || json_array_size(iv) != (size_t)want)

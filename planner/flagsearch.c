@@ -183,7 +183,7 @@ static unsigned char product_pin(const clremat_plan_input *in, int l)
     unsigned all = (1u << c->n_slots) - 1u;
     if (in->g->layers[l].type == CLREMAT_ATTENTION)
         return (unsigned char)all;
-    if (in->g->layers[l].type != CLREMAT_DENSE)
+    if (in->g->layers[l].type != CLREMAT_DENSE && in->g->layers[l].type != CLREMAT_CONV2D)
         return 0;
     return (unsigned char)(c->act_source >= 0 && !c->act_from_input ? all & ~1u : all);
 }

@@ -43,7 +43,7 @@ void clremat_save_dots_flags(const clremat_plan_input *in, unsigned char *wl, un
         unsigned all = (1u << c->n_slots) - 1u;
         if (g->layers[l].type == CLREMAT_ATTENTION) {
             pin[l] = (unsigned char)all;
-        } else if (g->layers[l].type == CLREMAT_DENSE) {
+        } else if (g->layers[l].type == CLREMAT_DENSE || g->layers[l].type == CLREMAT_CONV2D) {
             /* the product is the pre-activation when there is an activation */
             if (c->act_source >= 0 && !c->act_from_input) {
                 pin[l] = (unsigned char)(all & ~1u);

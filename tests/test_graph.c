@@ -150,7 +150,10 @@ static int layer(const clremat_graph *g, const char *name)
 START_TEST(test_names_and_shapes)
 {
     static const char *types[] = {"dense", "activation", "dropout", "layernorm", "add", "embedding", "attention",
-                                  "reshape", "softmax_cross_entropy", "mse", "rmsnorm", "rope", "multiply"};
+                                  "reshape", "softmax_cross_entropy", "mse", "rmsnorm", "rope", "multiply",
+                                  /* convolutional networks */
+                                  "conv2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d", "zero_pad2d",
+                                  "batchnorm", "concat"};
     static const char *acts[] = {"linear", "relu", "gelu", "gelu_exact", "tanh", "sigmoid", "silu"};
     char buf[64];
     clremat_shape s = shp(3, 2, 3, 5), z = shp(0, 0, 0, 0);
@@ -159,7 +162,7 @@ START_TEST(test_names_and_shapes)
         ck_assert_int_eq(clremat_layer_type_from_name(types[t]), t);
     }
     ck_assert_int_eq(clremat_layer_type_from_name("flatten"), CLREMAT_RESHAPE);
-    ck_assert_int_eq(clremat_layer_type_from_name("conv2d"), -1);
+    ck_assert_int_eq(clremat_layer_type_from_name("conv3d"), -1);
     for (int a = 0; a < CLREMAT_ACT_COUNT; a++) {
         ck_assert_str_eq(clremat_act_name((clremat_act)a), acts[a]);
         ck_assert_int_eq(clremat_act_from_name(acts[a]), a);

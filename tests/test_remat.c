@@ -22,26 +22,51 @@ typedef struct model_case {
     const char *block;      /* a block name for list_of_layers */
     const char *layer;      /* a layer name for list_of_layers */
     int threshold;          /* for larger_than: below the largest layer output at BATCH, so something is wrapped */
+    int batch;              /* the batch this model runs at (0: 8); the 32x32 convnets run at 2 to keep the suite short */
+    unsigned known;         /* measured properties of the model that waive one comparison (KNOWN_*) */
 } model_case;
+
+/* larger_than keeps MORE activation bytes than none: wrapping an add or a
+ * concat (their outputs are as large as everything else in a stage) keeps
+ * their inputs, which none frees (add and concat save nothing for their
+ * backward); seen on resnet20 and densenet at every threshold that wraps
+ * anything. The plan still differs from none's (recompute actions > 0) and
+ * stays bitwise and byte-exact. */
+#define KNOWN_LARGER_THAN_KEEPS_MORE 1u
+/* save_dots recomputes but does not lower the peak (densenet at batch 2:
+ * the peak step holds a concat chain save_dots keeps). */
+#define KNOWN_SAVE_DOTS_SAME_PEAK 2u
 
 /* At BATCH 8 the default larger_than:1024 wraps nothing in mlp_deep,
  * resnet_mlp and regression (their largest outputs have 768 or 1024
  * elements), which would compare none with itself; every mode below is
  * asserted to plan recomputation and keep fewer bytes than none. */
 static const model_case models[] = {
-    {"mlp_deep.json", NULL, "dense_5", 512},
-    {"transformer.json", "encoder_block_0", "encoder_block_1/attn", 1024},
-    {"resnet_mlp.json", "res_block_1", "res_block_2/d1", 512},
-    {"regression.json", NULL, "h2", 512},
-    {"llama_tiny.json", "decoder_block_0", "decoder_block_1/self_attn", 100000},
-    {"transformer_flash.json", "encoder_block_0", "encoder_block_1/attn", 1024},
+    {"mlp_deep.json", NULL, "dense_5", 512, 0, 0},
+    {"transformer.json", "encoder_block_0", "encoder_block_1/attn", 1024, 0, 0},
+    {"resnet_mlp.json", "res_block_1", "res_block_2/d1", 512, 0, 0},
+    {"regression.json", NULL, "h2", 512, 0, 0},
+    {"transformer_flash.json", "encoder_block_0", "encoder_block_1/attn", 1024, 0, 0},
+    /* the models below are N_SLOW_MODELS, left out on reduced (slow) devices */
+    {"llama_tiny.json", "decoder_block_0", "decoder_block_1/self_attn", 100000, 0, 0},
+    /* the bundled CIFAR-size convnets (im2col workspaces in the plan, batchnorm's moving statistics among
+     * the parameters compared). cnn_small is not here: it has so few layers that on CLBlast with the
+     * indirect kernels forced (remat_clblast.sh) its peak is one conv's im2col and GEMM workspace in the
+     * forward, which no remat mode can lower, so "full lowers the peak" cannot hold for it there. */
+    {"resnet20.json", "stage2", "stage3/down/conv1_bn", 16384, 2, KNOWN_LARGER_THAN_KEEPS_MORE},
+    {"densenet.json", "dense2", "trans1/bn", 16384, 2, KNOWN_LARGER_THAN_KEEPS_MORE | KNOWN_SAVE_DOTS_SAME_PEAK},
+    {"mobilenet.json", "dws3", "dws5/pw_bn", 16384, 2, 0},
 };
 #define N_MODELS (sizeof models / sizeof models[0])
+#define N_SLOW_MODELS 4
 #define STEPS 3
-#define BATCH 8
 /* the planner's opt_states for the trainers here: Adam, whose update the
  * trainer fuses into the backward by default */
 #define OPT_STATES (2 | CLREMAT_PLAN_FUSED_UPDATE)
+/* The batch of the running test (Check runs each test in its own process):
+ * 8, or the model's own batch in the tests that loop over the models. */
+static int64_t cur_batch = 8;
+#define BATCH cur_batch
 
 static clremat_graph *load_model(const char *file)
 {
@@ -149,9 +174,10 @@ static void check_model(const model_case *m)
                 (unsigned long long)base.kept_act_bytes, (unsigned long long)r.measured,
                 (unsigned long long)base.measured);
         ck_assert_msg(r.n_recomputes > 0, "%s %s: no recomputation planned", m->file, modes[i]);
-        ck_assert_msg(r.kept_act_bytes < base.kept_act_bytes, "%s %s: keeps %llu activation bytes, none %llu",
-                      m->file, modes[i], (unsigned long long)r.kept_act_bytes,
-                      (unsigned long long)base.kept_act_bytes);
+        if (!((m->known & KNOWN_LARGER_THAN_KEEPS_MORE) && !strncmp(modes[i], "larger_than", 11)))
+            ck_assert_msg(r.kept_act_bytes < base.kept_act_bytes, "%s %s: keeps %llu activation bytes, none %llu",
+                          m->file, modes[i], (unsigned long long)r.kept_act_bytes,
+                          (unsigned long long)base.kept_act_bytes);
         for (int s = 0; s < STEPS; s++)
             ck_assert_msg(memcmp(&r.loss[s], &base.loss[s], sizeof(float)) == 0,
                           "%s %s step %d: loss %.9g differs from none's %.9g", m->file, modes[i], s,
@@ -197,7 +223,91 @@ static void check_model(const model_case *m)
 
 START_TEST(test_modes_bitwise_and_exact_peak)
 {
+    if (models[_i].batch)
+        cur_batch = models[_i].batch;
     check_model(&models[_i]);
+}
+END_TEST
+
+/* Batch normalization under remat (PyTorch issue 96136: recomputing a
+ * block with batchnorm updates its moving statistics twice). A batchnorm on
+ * the model input, inside a block with a conv: its batch statistics are the
+ * data's, so the moving statistics after STEPS steps are known on the host
+ * (one update per step, momentum 0.99). Under every mode, those recomputing
+ * the batchnorm included, they must equal that value and be bitwise the
+ * same as without remat (with every other parameter and loss). */
+START_TEST(test_batchnorm_moving_stats_across_modes)
+{
+    static const char *json =
+        "{\"name\": \"bn_remat\", \"input\": {\"shape\": [6, 5, 3]}, \"layers\": [\n"
+        " {\"block\": \"blk\", \"layers\": [\n"
+        "  {\"name\": \"bn\", \"type\": \"batchnorm\"},\n"
+        "  {\"name\": \"conv\", \"type\": \"conv2d\", \"filters\": 4, \"kernel_size\": 3, \"padding\": \"same\", "
+        "\"activation\": \"relu\"},\n"
+        "  {\"name\": \"bn2\", \"type\": \"batchnorm\", \"momentum\": 0.9}]},\n"
+        " {\"name\": \"gap\", \"type\": \"global_avg_pool2d\"},\n"
+        " {\"name\": \"logits\", \"type\": \"dense\", \"units\": 3},\n"
+        " {\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}";
+    static const char *const modes[] = {"full", "activations", "larger_than:64", "list_of_layers:blk",
+                                        "list_of_layers:blk/bn", "list_of_layers:blk+overlap", "save_dots"};
+    clremat_graph *g = NULL;
+    clremat_ctx *ctx;
+    clremat_dataset d;
+    run_out base, r;
+    const int64_t C = 3, R = BATCH * 6 * 5;
+    size_t pbytes;
+    float *x;
+    ck_assert_msg(clremat_graph_load_string(json, "bn_remat.json", &g) == CLREMAT_OK, "%s", clremat_last_error());
+    pbytes = (size_t)clremat_graph_param_elems(g) * sizeof(float);
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_int_eq(clremat_data_synthetic(g, NULL, 7, 256, 32, &d), CLREMAT_OK);
+    run_mode(ctx, g, &d, "none", &base);
+    ck_assert_uint_eq(base.measured, base.predicted);
+    /* params: bn gamma, beta, moving_mean, moving_variance (3 each) first */
+    x = malloc(sizeof(float) * (size_t)(BATCH * d.train.x_elems));
+    for (int64_t c = 0; c < C; c++) {
+        double mm = 0.0, mv = 1.0;
+        for (int s = 0; s < STEPS; s++) {
+            double mean = 0, var = 0;
+            clremat_data_batch(&d.train, 7, s, BATCH, x, NULL);
+            for (int64_t q = 0; q < R; q++)
+                mean += x[q * C + c] / (double)R;
+            for (int64_t q = 0; q < R; q++)
+                var += (x[q * C + c] - mean) * (x[q * C + c] - mean) / (double)R;
+            mm = 0.99 * mm + 0.01 * mean;
+            mv = 0.99 * mv + 0.01 * var;
+        }
+        ck_assert_msg(fabs(base.params[6 + c] - mm) < 1e-5, "moving mean %lld: %.9g, one update per step gives %.9g",
+                      (long long)c, (double)base.params[6 + c], mm);
+        ck_assert_msg(fabs(base.params[9 + c] - mv) < 1e-5,
+                      "moving variance %lld: %.9g, one update per step gives %.9g", (long long)c,
+                      (double)base.params[9 + c], mv);
+    }
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        run_mode(ctx, g, &d, modes[i], &r);
+        fprintf(stderr, "bn_remat %s: %d recompute actions, peak %llu (predicted %llu)\n", modes[i],
+                r.n_recompute_actions, (unsigned long long)r.measured, (unsigned long long)r.predicted);
+        if (strcmp(modes[i], "save_dots"))
+            ck_assert_msg(r.n_recompute_actions > 0, "%s: nothing recomputed", modes[i]);
+        ck_assert_msg(r.measured == r.predicted, "%s: measured %llu, predicted %llu", modes[i],
+                      (unsigned long long)r.measured, (unsigned long long)r.predicted);
+        ck_assert_msg(memcmp(r.loss, base.loss, sizeof r.loss) == 0, "%s: losses differ", modes[i]);
+        if (!strcmp(modes[i], "full") || !strcmp(modes[i], "list_of_layers:blk/bn"))
+            ck_assert_msg(r.profile[0].launches[CLREMAT_PHASE_RECOMPUTE] > 0, "%s: the batchnorm was not recomputed",
+                          modes[i]);
+        for (size_t k = 0; k < pbytes / sizeof(float); k++)
+            ck_assert_msg(memcmp(&r.params[k], &base.params[k], sizeof(float)) == 0,
+                          "%s: parameter %zu (moving statistics: 6..11 and the second batchnorm's) %.9g, none %.9g",
+                          modes[i], k, (double)r.params[k], (double)base.params[k]);
+        free(r.params);
+        free(r.profile);
+    }
+    free(x);
+    free(base.params);
+    free(base.profile);
+    clremat_data_free(&d);
+    clremat_graph_free(g);
+    clremat_ctx_destroy(ctx);
 }
 END_TEST
 
@@ -259,6 +369,8 @@ END_TEST
 START_TEST(test_budget_plans_on_device)
 {
     const model_case *m = &models[_i];
+    if (m->batch)
+        cur_batch = m->batch;
     clremat_ctx *ctx;
     clremat_graph *g = load_model(m->file);
     clremat_dataset d;
@@ -318,6 +430,8 @@ END_TEST
 START_TEST(test_save_dots_and_partial_keeps_on_device)
 {
     const model_case *m = &models[_i];
+    if (m->batch)
+        cur_batch = m->batch;
     clremat_ctx *ctx;
     clremat_graph *g = load_model(m->file);
     clremat_dataset d;
@@ -349,8 +463,9 @@ START_TEST(test_save_dots_and_partial_keeps_on_device)
                       (unsigned long long)r.measured, (unsigned long long)r.predicted);
         if (i == 0 && g->n_blocks > 0) {
             ck_assert_msg(r.n_recomputes > 0, "%s save_dots: nothing recomputed", m->file);
-            ck_assert_msg(r.measured < base.measured, "%s save_dots: peak %llu not below none's %llu", m->file,
-                          (unsigned long long)r.measured, (unsigned long long)base.measured);
+            if (!(m->known & KNOWN_SAVE_DOTS_SAME_PEAK))
+                ck_assert_msg(r.measured < base.measured, "%s save_dots: peak %llu not below none's %llu", m->file,
+                              (unsigned long long)r.measured, (unsigned long long)base.measured);
         }
         if (i >= 2)
             ck_assert_uint_le(r.measured, strtoull(modes[i] + 7, NULL, 10));
@@ -509,9 +624,10 @@ int main(void)
     Suite *s = test_suite("remat", 600, &tc);
     /* llama_tiny (the last model) is left out on slow implementations: a
      * step there takes about 100 times as long */
-    const int n_models = (int)N_MODELS - (test_reduced() ? 1 : 0);
+    const int n_models = (int)N_MODELS - (test_reduced() ? N_SLOW_MODELS : 0);
     tcase_add_loop_test(tc, test_modes_bitwise_and_exact_peak, 0, n_models);
     tcase_add_test(tc, test_memory_limit);
+    tcase_add_test(tc, test_batchnorm_moving_stats_across_modes);
     tcase_add_loop_test(tc, test_budget_plans_on_device, 0, n_models);
     tcase_add_test(tc, test_deep_chain_sqrt_budget);
     tcase_add_loop_test(tc, test_save_dots_and_partial_keeps_on_device, 0, n_models);

@@ -51,6 +51,7 @@ static const learn_case learn[] = {
     {"transformer.json", 250, 0.4},     /* 16 tokens: chance 0.0625 */
     {"resnet_mlp.json", 100, 0.6},      /* 8 classes */
     {"regression.json", 150, NAN},
+    {"cnn_small.json", 100, 0.6},       /* 10 grating textures (the images task): chance 0.1 */
 };
 
 START_TEST(test_model_learns)

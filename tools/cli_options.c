@@ -118,7 +118,7 @@ static int train_usage(FILE *f)
         "  --weight-decay X     >= 0: L2 for sgd and adam, decoupled for adamw (sgd, adam 0; adamw 0.01)\n"
         "                       (with --load, hyperparameters not given keep their saved values)\n"
         "  --seed N             seed of data, initialization and dropout (1)\n"
-        "  --data TASK|FILE     synthetic task (clusters, sequence, copy, sort, language, regression) or a\n"
+        "  --data TASK|FILE     synthetic task (clusters, sequence, copy, sort, language, regression, images) or a\n"
         "                       safetensors file with train_x, train_y, val_x, val_y\n"
         "  --load FILE          initial weights (safetensors); when the file holds optimizer state,\n"
         "                       training continues from it: moments, step count and data position\n"
