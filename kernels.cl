@@ -322,9 +322,10 @@ __kernel void clremat_colsum(const int rows, const int cols, __global const floa
 }
 
 /* Dropout (forward on x, or backward on dout): y = keep ? x * scale : 0,
- * keep = clremat_uniform(clremat_hash(seed, step, layer, eoff + i)) >= rate;
- * acc: y += instead. eoff: the tensor's first element in the global batch
- * (data parallel: rank * n; else 0). */
+ * keep = clremat_uniform(clremat_hash(seed, step, layer, i + off)) >= rate;
+ * acc: y += instead. off: the tensor's first element in the step's global
+ * batch (the layer call's sample0 times a sample's elements: a micro-batch's
+ * offset with accumulation, a rank's shard with data parallelism; else 0). */
 __kernel void clremat_dropout(const int n, const int acc, const float rate, const float scale, const uint seed_lo,
                               const uint seed_hi, const uint step, const uint layer, __global const float *x,
                               __global float *y, const uint off)
@@ -555,8 +556,9 @@ float attn_keep(const float rate, const uint slo, const uint shi, const uint ste
     return clremat_uniform(clremat_hash(slo, shi, step, layer, e)) >= rate ? 1.0f / (1.0f - rate) : 0.0f;
 }
 
-/* Attention dropout: out[e] = P[e] * keep(eoff + e); regenerated from the
- * key (eoff: data parallel, the shard's first element in the global batch). */
+/* Attention dropout: out[e] = P[e] * keep(e + off); regenerated from the
+ * key (off: this call's first element in the step's global batch, from the
+ * layer call's sample0: a micro-batch's offset, a data-parallel rank's shard). */
 __kernel void attn_dropout_fwd(const int n, const float rate, const uint slo, const uint shi, const uint step,
                                const uint layer, __global const float *P, __global float *out, const uint off)
 {
