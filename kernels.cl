@@ -1350,7 +1350,8 @@ __kernel void emb_backward_table_acc(const int ntok, const int dim, const int vo
  * h at column h*dh. Tiles live in local memory sized by the launcher from
  * the device's limits: BR query rows, BC key rows. Dropout on the
  * probabilities regenerates the plain layer's mask: element (bh*T+i)*T+j.
- * Every sum runs in a fixed order, so results are deterministic. */
+ * Every sum runs in a fixed order, so results are deterministic (the dk/dv
+ * kernel sums the H / KVH query heads of its kv head in head order). */
 
 /* Forward: one work-group of BR items per (query block, batch*head); item r
  * owns query row i = block*BR + r. O = softmax(q k^T * scale) v. */

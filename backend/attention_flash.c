@@ -10,11 +10,18 @@
  *   stats = (m, l)              slot "stats"  2 x B x H x T
  *   ctx = softmax(q k^T / sqrt(dh) [+ causal]) [* dropout] v   slot "ctx" rows x D
  *   out = ctx wo + bo           slot 0
- * Query heads share key/value heads in groups of H / KVH (KVH = H today:
- * the kernels take the mapping as an argument). Backward workspace:
+ * The plain layer's issue-13 fields, laid out exactly as there: with
+ * kv_heads = KVH < H (grouped-query; 1 = multi-query) qkv rows are
+ * q | k | v of widths H dh, KVH dh, KVH dh and query head h uses kv head
+ * h / (H / KVH) (the dk/dv kernel sums a kv head's query heads in head
+ * order, in registers: no atomics); use_bias false drops bqkv and bo
+ * (parameters wqkv, wo); with rope, q and k are rotated in place in the
+ * qkv slot after the projection (layer_rope.h) and dq, dk rotated back
+ * before the input projection's backward. Backward workspace:
  * [Dv: B*H*T | dctx: rows*D | dqkv: rows*(H + 2 KVH) dh]. Tiles: local
  * memory and work-group sizes come from the device (attn_flash_tiles). */
 #include "layer_seq.h"
+#include "layer_rope.h"
 #include "gemm.h"
 #include <math.h>
 #include <stdlib.h>
@@ -22,12 +29,14 @@
 /* Sizes of one memory-efficient attention layer at a batch size. */
 typedef struct flash_dims {
     int64_t B, T, D, H, KVH, dh, rows, W, S;    /* W = qkv width; S = B*H*T */
+    int bias;                                   /* 1: bqkv and bo present */
+    int iwo;                                    /* index of wo in the parameters */
 } flash_dims;
 
-/* Key/value heads of layer L (grouped-query attention wires its setting here). */
+/* Key/value heads of layer L (kv_heads, 0 meaning heads, as the plain layer). */
 static int64_t flash_kv_heads(const clremat_layer *L)
 {
-    return L->heads;
+    return L->kv_heads > 0 ? L->kv_heads : L->heads;
 }
 
 static int flash_get_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batch, flash_dims *a)
@@ -35,9 +44,9 @@ static int flash_get_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64
     const clremat_layer *L = &g->layers[l];
     const clremat_shape *s = &L->in_shape[0];
     int st;
-    if (s->rank < 2 || L->n_params < 4 || L->heads <= 0)
+    if (s->rank < 2 || (L->n_params != 4 && L->n_params != 2) || L->heads <= 0)
         return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: needs an input [T, D], heads >= 1 and "
-                            "wqkv, bqkv, wo, bo", L->name);
+                            "wqkv, bqkv, wo, bo (or wqkv, wo without biases)", L->name);
     a->T = s->dims[s->rank - 2];
     a->D = s->dims[s->rank - 1];
     if (a->T < 1 || a->D < 1)
@@ -51,10 +60,15 @@ static int flash_get_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64
         return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: width %lld, %lld heads and %lld kv heads do "
                             "not divide", L->name, (long long)a->D, (long long)a->H, (long long)a->KVH);
     a->dh = a->D / a->H;
+    if (L->rope_theta > 0.0 && a->dh % 2)
+        return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: RoPE on an odd head width %lld", L->name,
+                            (long long)a->dh);
     a->W = (a->H + 2 * a->KVH) * a->dh;
     a->S = a->B * a->H * a->T;
-    if (L->params[0].elems != a->D * a->W || L->params[1].elems != a->W || L->params[2].elems != a->D * a->D ||
-        L->params[3].elems != a->D)
+    a->bias = L->n_params == 4;
+    a->iwo = a->bias ? 2 : 1;
+    if (L->params[0].elems != a->D * a->W || (a->bias && L->params[1].elems != a->W) ||
+        L->params[a->iwo].elems != a->D * a->D || (a->bias && L->params[3].elems != a->D))
         return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: parameters do not match width %lld (wqkv "
                             "[D, %lld], bqkv [%lld], wo [D, D], bo [D] expected)", L->name, (long long)a->D,
                             (long long)a->W, (long long)a->W);
@@ -73,7 +87,7 @@ static int flash_get_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64
 int clremat_attn_flash_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
 {
     flash_dims a;
-    double rows, D, P, dh, W;
+    double rows, D, P, dh, W, rope, bias;
     int drop;
     int st = flash_get_dims(NULL, g, l, batch, &a);
     if (st != CLREMAT_OK)
@@ -83,6 +97,9 @@ int clremat_attn_flash_cost(const clremat_graph *g, int l, int64_t batch, clrema
      * T (T + 1) / 2 unmasked ones (whole tiles above the diagonal are skipped) */
     P = g->layers[l].causal ? (double)a.S * (double)(a.T + 1) / 2.0 : (double)a.S * (double)a.T;
     drop = g->layers[l].rate > 0.0;
+    /* RoPE on q and k forward, on dq and dk backward (as the plain layer counts it) */
+    rope = g->layers[l].rope_theta > 0.0 ? 5.0 * rows * (double)(a.D + a.KVH * a.dh) : 0.0;
+    bias = a.bias ? rows * (W + D) : 0.0;
     c->n_slots = 4;
     c->slot_bytes[0] = seq_fbytes(a.rows * a.D);
     c->slot_name[0] = "out";
@@ -98,14 +115,14 @@ int clremat_attn_flash_cost(const clremat_graph *g, int l, int64_t batch, clrema
     c->bwd_temp_bytes = seq_fbytes(a.S + a.rows * a.D + a.rows * a.W);
     /* qkv 2*rows*D*W; scores and P v 2*P*dh each; out 2*rows*D*D; biases
      * rows*(W + D); online softmax ~5 per score; dropout 1 per score */
-    c->fwd_flops = 2.0 * rows * D * W + 4.0 * P * dh + 2.0 * rows * D * D + rows * (W + D) + 5.0 * P +
-                   (drop ? P : 0.0);
+    c->fwd_flops = 2.0 * rows * D * W + 4.0 * P * dh + 2.0 * rows * D * D + bias + 5.0 * P + (drop ? P : 0.0) +
+                   rope;
     /* grad wo and dctx 4*rows*D*D; D term 2*rows*D; dk/dv pass: scores,
      * dP, dv, dk 8*P*dh; dq pass: scores, dP, dq 6*P*dh; ~10 per score for
      * the two exponentials and products (+2 dropout); grad wqkv and din
      * 4*rows*D*W; bias sums rows*(W + D) */
-    c->bwd_flops = 4.0 * rows * D * D + 2.0 * rows * D + 14.0 * P * dh + 10.0 * P + 4.0 * rows * D * W +
-                   rows * (W + D) + (drop ? 2.0 * P : 0.0);
+    c->bwd_flops = 4.0 * rows * D * D + 2.0 * rows * D + 14.0 * P * dh + 10.0 * P + 4.0 * rows * D * W + bias +
+                   (drop ? 2.0 * P : 0.0) + rope;
     c->param_bytes = seq_param_bytes(&g->layers[l]);
     return CLREMAT_OK;
 }
@@ -202,13 +219,18 @@ static int flash_forward(clremat_layer_call *c)
         (st = clremat_check_buf(ctx, L->name, "stats", c->slot[2], 2 * a.S)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "ctx", c->slot[3], a.rows * a.D)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "wqkv", c->param[0], a.D * a.W)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "bqkv", c->param[1], a.W)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "wo", c->param[2], a.D * a.D)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "bo", c->param[3], a.D)) != CLREMAT_OK)
+        (a.bias && (st = clremat_check_buf(ctx, L->name, "bqkv", c->param[1], a.W)) != CLREMAT_OK) ||
+        (st = clremat_check_buf(ctx, L->name, "wo", c->param[a.iwo], a.D * a.D)) != CLREMAT_OK ||
+        (a.bias && (st = clremat_check_buf(ctx, L->name, "bo", c->param[3], a.D)) != CLREMAT_OK))
         return st;
     scale = (float)(1.0 / sqrt((double)a.dh));
     /* qkv = x wqkv + bqkv */
-    st = clremat_gemm_dense(ctx, a.rows, a.D, a.W, c->in[0], c->param[0], c->param[1], 0, c->slot[1], NULL);
+    st = clremat_gemm_dense(ctx, a.rows, a.D, a.W, c->in[0], c->param[0], a.bias ? c->param[1] : NULL, 0,
+                            c->slot[1], NULL);
+    /* RoPE: q and k (adjacent: H + KVH chunks of dh) rotated in place */
+    if (st == CLREMAT_OK && L->rope_theta > 0.0)
+        st = clremat_rope_run(ctx, a.rows, a.T, a.H + a.KVH, a.dh, L->rope_theta, 0, 0, c->slot[1], 0, a.W,
+                              c->slot[1], 0, a.W);
     if (st == CLREMAT_OK && !ctx->dry_run)
         st = attn_flash_tiles(ctx, L->name, a.T, a.dh, &t);
     if (st == CLREMAT_OK) {
@@ -219,7 +241,8 @@ static int flash_forward(clremat_layer_call *c)
     }
     /* out = ctx wo + bo */
     if (st == CLREMAT_OK)
-        st = clremat_gemm_dense(ctx, a.rows, a.D, a.D, c->slot[3], c->param[2], c->param[3], 0, c->slot[0], NULL);
+        st = clremat_gemm_dense(ctx, a.rows, a.D, a.D, c->slot[3], c->param[a.iwo], a.bias ? c->param[3] : NULL, 0,
+                                c->slot[0], NULL);
     return st;
 }
 
@@ -245,27 +268,28 @@ static int flash_backward(clremat_layer_call *c)
         (st = clremat_check_buf(ctx, L->name, "stats", c->slot[2], 2 * a.S)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "ctx", c->slot[3], a.rows * D)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "wqkv", c->param[0], D * a.W)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "wo", c->param[2], D * D)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "wo", c->param[a.iwo], D * D)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "backward workspace", Wk, off_dqkv + a.rows * a.W)) != CLREMAT_OK)
         return st;
     if (c->din[0] && (st = clremat_check_buf(ctx, L->name, "din", c->din[0], a.rows * D)) != CLREMAT_OK)
         return st;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < L->n_params; i++) {
         static const char *const names[4] = {"grad wqkv", "grad bqkv", "grad wo", "grad bo"};
         if (c->grad[i] &&
-            (st = clremat_check_buf(ctx, L->name, names[i], c->grad[i], L->params[i].elems)) != CLREMAT_OK)
+            (st = clremat_check_buf(ctx, L->name, names[a.bias || i == 0 ? i : 2], c->grad[i],
+                                    L->params[i].elems)) != CLREMAT_OK)
             return st;
     }
     scale = (float)(1.0 / sqrt((double)a.dh));
 
     /* output projection: grad bo, grad wo = ctx^T dout, dctx = dout wo^T */
-    if (c->grad[3] && (st = clremat_run1d(ctx, "seq_col_sum", D, SEQ_I(a.rows), SEQ_I(D), SEQ_I(D), SEQ_I(0),
+    if (a.bias && c->grad[3] && (st = clremat_run1d(ctx, "seq_col_sum", D, SEQ_I(a.rows), SEQ_I(D), SEQ_I(D), SEQ_I(0),
                                           SEQ_M(c->dout), SEQ_M(c->grad[3]), SEQ_END)) != CLREMAT_OK)
         return st;
-    if (c->grad[2] && (st = clremat_gemm(ctx, 1, 0, D, D, a.rows, 1.0f, c->slot[3], 0, D, 0, c->dout, 0, D, 0,
-                                         0.0f, c->grad[2], 0, D, 0, 1)) != CLREMAT_OK)
+    if (c->grad[a.iwo] && (st = clremat_gemm(ctx, 1, 0, D, D, a.rows, 1.0f, c->slot[3], 0, D, 0, c->dout, 0, D, 0,
+                                             0.0f, c->grad[a.iwo], 0, D, 0, 1)) != CLREMAT_OK)
         return st;
-    st = clremat_gemm(ctx, 0, 1, a.rows, D, D, 1.0f, c->dout, 0, D, 0, c->param[2], 0, D, 0, 0.0f, Wk, off_dctx,
+    st = clremat_gemm(ctx, 0, 1, a.rows, D, D, 1.0f, c->dout, 0, D, 0, c->param[a.iwo], 0, D, 0, 0.0f, Wk, off_dctx,
                       D, 0, 1);
     if (st == CLREMAT_OK && !ctx->dry_run)
         st = attn_flash_tiles(ctx, L->name, a.T, a.dh, &t);
@@ -289,10 +313,14 @@ static int flash_backward(clremat_layer_call *c)
                          SEQ_M(Wk), FLASH_LOCAL(t * a.dh), FLASH_LOCAL(t * a.dh), FLASH_LOCAL(t * a.dh),
                          FLASH_LOCAL(t * a.dh), FLASH_LOCAL(t * a.dh), SEQ_END);
     }
+    /* RoPE: dq and dk rotated back (the rotation's transpose) */
+    if (st == CLREMAT_OK && L->rope_theta > 0.0)
+        st = clremat_rope_run(ctx, a.rows, a.T, a.H + a.KVH, a.dh, L->rope_theta, 1, 0, Wk, off_dqkv, a.W, Wk,
+                              off_dqkv, a.W);
     if (st != CLREMAT_OK)
         return st;
     /* input projection: grad bqkv, grad wqkv = x^T dqkv, din = dqkv wqkv^T */
-    if (c->grad[1] &&
+    if (a.bias && c->grad[1] &&
         (st = clremat_run1d(ctx, "seq_col_sum", a.W, SEQ_I(a.rows), SEQ_I(a.W), SEQ_I(a.W), SEQ_I(off_dqkv),
                             SEQ_M(Wk), SEQ_M(c->grad[1]), SEQ_END)) != CLREMAT_OK)
         return st;

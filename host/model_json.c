@@ -604,14 +604,6 @@ static int read_settings(const loader *ld, const json_t *obj, const char *what, 
         if (L->heads % (int)x)
             return bad_field(ld, obj, what, "kv_heads", "a positive integer dividing heads");
         L->kv_heads = (int)x;
-        /* the memory-efficient kernels cover the plain multi-head layout */
-        if ((L->attn_mode == CLREMAT_ATTN_MEMORY_EFFICIENT || L->attn_mode == CLREMAT_ATTN_AUTO) &&
-            (L->kv_heads != L->heads || !L->use_bias || L->rope_theta > 0.0))
-            return lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, obj, "attention"),
-                         "%s: \"attention\": \"%s\" supports kv_heads equal to heads, use_bias true and no "
-                         "rope (this layer has kv_heads %d of %d heads, use_bias %s, rope %s); use \"plain\"",
-                         what, L->attn_mode == CLREMAT_ATTN_AUTO ? "auto" : "memory_efficient", L->kv_heads,
-                         L->heads, L->use_bias ? "true" : "false", L->rope_theta > 0.0 ? "on" : "off");
         break;
     case CLREMAT_RMSNORM:
         return get_num(ld, obj, what, "eps", 0, 0.0, 1, 1.0, 0, 1e-6, "a number with 0 < eps <= 1", &L->eps);

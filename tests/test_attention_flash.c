@@ -4,18 +4,24 @@
  * reference of the attention layer (ref_seq.c) and finite differences, over
  * odd T, T = 1, T not a multiple of the tile (tiles capped small with
  * CLREMAT_ATTN_TILE so that sequences span many tiles), causal on and off,
- * 1 and 3 heads, dropout. Then against the plain attention on the same
+ * 1 and 3 heads, dropout, and the plain layer's issue-13 fields
+ * (grouped-query kv_heads 2 of 4 and 1 of 3, use_bias false, RoPE theta
+ * 10000). Then against the plain attention on the same
  * inputs (forward, input and parameter gradients; the measured relative
  * differences are printed and must stay within float32 rounding), bitwise
  * determinism of forward and backward, the model-file field, and the cost
- * model (stats slot linear in T, no T x T tensor). Skips (77) without a
- * device, after the device-free checks. */
+ * model (stats slot linear in T, no T x T tensor), and models/llama_tiny.json
+ * trained with memory-efficient attention: predicted == measured peak, losses
+ * within float32 rounding of plain, bitwise across remat modes. Skips (77)
+ * without a device, after the device-free checks. */
 #include "testutil.h"
 #include "backend.h"
 #include "layers.h"
 #include "layercheck.h"
 #include "ref_seq.h"
 #include "rng.h"
+#include "data.h"
+#include "executor.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,27 +35,42 @@ static ref_attn attn_cfg(const lc_io *io)
 {
     const clremat_layer *L = &io->g->layers[io->layer];
     ref_attn a = {(int)io->batch, (int)L->in_shape[0].dims[0], (int)L->in_shape[0].dims[1], L->heads, L->causal,
-                  L->rate, io->seed, (uint32_t)io->step, (uint32_t)io->layer, 0, 0.0};
+                  L->rate, io->seed, (uint32_t)io->step, (uint32_t)io->layer, L->kv_heads, L->rope_theta};
     return a;
 }
 
+/* parameters: wqkv, bqkv, wo, bo with biases; wqkv, wo without */
 static void attn_fwd(const lc_io *io, double *out)
 {
     ref_attn a = attn_cfg(io);
-    ref_attention_fwd(&a, io->in[0], io->param[0], io->param[1], io->param[2], io->param[3], out, NULL, NULL, NULL);
+    int bias = io->g->layers[io->layer].n_params == 4;
+    ref_attention_fwd(&a, io->in[0], io->param[0], bias ? io->param[1] : NULL, io->param[bias ? 2 : 1],
+                      bias ? io->param[3] : NULL, out, NULL, NULL, NULL);
 }
 
 static void attn_bwd(const lc_io *io, const double *dout, double *din[], double *grad[])
 {
     ref_attn a = attn_cfg(io);
-    ref_attention_bwd(&a, io->in[0], io->param[0], io->param[1], io->param[2], io->param[3], dout, din[0], grad[0],
-                      grad[1], grad[2], grad[3]);
+    int bias = io->g->layers[io->layer].n_params == 4;
+    ref_attention_bwd(&a, io->in[0], io->param[0], bias ? io->param[1] : NULL, io->param[bias ? 2 : 1],
+                      bias ? io->param[3] : NULL, dout, din[0], grad[0], bias ? grad[1] : NULL, grad[bias ? 2 : 1],
+                      bias ? grad[3] : NULL);
 }
 
-/* A hand-built attention layer over [T, D] in mode mode. */
-static void make_attention(clremat_layer *L, int64_t T, int64_t D, int heads, int causal, double rate, int mode)
+/* The issue-13 fields of a hand-built attention layer: kv heads (0: heads),
+ * biases, RoPE base (0: none). */
+typedef struct attn_ext {
+    int kv, nobias;
+    double theta;
+} attn_ext;
+
+/* A hand-built attention layer over [T, D] in mode mode, with the fields of e. */
+static void make_attention_ext(clremat_layer *L, int64_t T, int64_t D, int heads, int causal, double rate, int mode,
+                               attn_ext e)
 {
-    int64_t xd[2] = {T, D}, wq[2] = {D, 3 * D}, bq = 3 * D, wo[2] = {D, D};
+    int64_t kv = e.kv > 0 ? e.kv : heads, w3 = D + 2 * kv * (D / heads);
+    int64_t xd[2] = {T, D}, wq[2] = {D, w3}, wo[2] = {D, D};
+    int p = 0;
     memset(L, 0, sizeof *L);
     snprintf(L->name, sizeof L->name, "attn");
     L->type = CLREMAT_ATTENTION;
@@ -62,21 +83,33 @@ static void make_attention(clremat_layer *L, int64_t T, int64_t D, int heads, in
     L->causal = causal;
     L->rate = rate;
     L->attn_mode = mode;
-    lc_set_param(L, 0, "wqkv", 2, wq);
-    lc_set_param(L, 1, "bqkv", 1, &bq);
-    lc_set_param(L, 2, "wo", 2, wo);
-    lc_set_param(L, 3, "bo", 1, &D);
+    L->kv_heads = e.kv;
+    L->use_bias = !e.nobias;
+    L->rope_theta = e.theta;
+    lc_set_param(L, p++, "wqkv", 2, wq);
+    if (!e.nobias)
+        lc_set_param(L, p++, "bqkv", 1, &w3);
+    lc_set_param(L, p++, "wo", 2, wo);
+    if (!e.nobias)
+        lc_set_param(L, p++, "bo", 1, &D);
+}
+
+/* The plain multi-head layout: kv_heads = heads, biases, no RoPE. */
+static void make_attention(clremat_layer *L, int64_t T, int64_t D, int heads, int causal, double rate, int mode)
+{
+    attn_ext e = {0, 0, 0.0};
+    make_attention_ext(L, T, D, heads, causal, rate, mode, e);
 }
 
 /* ------------------------------------------------------- harness checks */
 
-static void check_flash(clremat_ctx *ctx, int64_t batch, int64_t T, int64_t D, int heads, int causal, double rate,
-                        unsigned rng)
+static void check_flash_ext(clremat_ctx *ctx, int64_t batch, int64_t T, int64_t D, int heads, int causal,
+                            double rate, unsigned rng, attn_ext e)
 {
     clremat_layer L;
     clremat_graph g;
     lc_spec spec;
-    make_attention(&L, T, D, heads, causal, rate, CLREMAT_ATTN_MEMORY_EFFICIENT);
+    make_attention_ext(&L, T, D, heads, causal, rate, CLREMAT_ATTN_MEMORY_EFFICIENT, e);
     lc_graph_of_layer(&g, &L);
     memset(&spec, 0, sizeof spec);
     spec.g = &g;
@@ -88,6 +121,13 @@ static void check_flash(clremat_ctx *ctx, int64_t batch, int64_t T, int64_t D, i
     spec.param_scale = 0.6;
     spec.rng = rng;
     lc_check_layer(ctx, &spec);
+}
+
+static void check_flash(clremat_ctx *ctx, int64_t batch, int64_t T, int64_t D, int heads, int causal, double rate,
+                        unsigned rng)
+{
+    attn_ext e = {0, 0, 0.0};
+    check_flash_ext(ctx, batch, T, D, heads, causal, rate, rng, e);
 }
 
 START_TEST(test_flash_check)
@@ -116,6 +156,31 @@ START_TEST(test_flash_small_tiles)
         check_flash(ctx, 2, 13, 6, 3, 1, 0.0, 40 + (unsigned)i);
         check_flash(ctx, 1, 19, 8, 2, 0, 0.0, 50 + (unsigned)i);
     }
+    unsetenv("CLREMAT_ATTN_TILE");
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
+/* Grouped-query kv_heads (2 of 4, 1 of 3: multi-query), use_bias false and
+ * RoPE theta 10000, alone and together (Llama's layer), causal and not, odd
+ * T; with small tiles the sequences span partial tiles. */
+START_TEST(test_flash_llm_fields_check)
+{
+    static const struct { int64_t B, T, D; int heads, causal; double rate; attn_ext e; } cfg[] = {
+        {2, 7, 8, 4, 1, 0.0, {2, 0, 0.0}},      {1, 9, 6, 3, 0, 0.0, {1, 0, 0.0}},
+        {2, 7, 6, 3, 1, 0.0, {0, 1, 0.0}},      {2, 7, 8, 2, 1, 0.0, {0, 0, 10000.0}},
+        {2, 11, 16, 4, 1, 0.0, {2, 1, 10000.0}}, {1, 13, 12, 3, 1, 0.0, {1, 1, 10000.0}},
+        {1, 9, 8, 4, 0, 0.0, {2, 1, 10000.0}},  {2, 7, 8, 4, 1, 0.3, {2, 1, 10000.0}},
+    };
+    clremat_ctx *ctx;
+    TEST_OPEN_CTX(ctx, 0);
+    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++)
+        check_flash_ext(ctx, cfg[i].B, cfg[i].T, cfg[i].D, cfg[i].heads, cfg[i].causal, cfg[i].rate,
+                        70 + (unsigned)i, cfg[i].e);
+    setenv("CLREMAT_ATTN_TILE", "4", 1);
+    for (size_t i = 4; i < 6; i++)
+        check_flash_ext(ctx, cfg[i].B, cfg[i].T, cfg[i].D, cfg[i].heads, cfg[i].causal, cfg[i].rate,
+                        80 + (unsigned)i, cfg[i].e);
     unsetenv("CLREMAT_ATTN_TILE");
     clremat_ctx_destroy(ctx);
 }
@@ -194,7 +259,8 @@ static void run_layer(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, c
     c.in[0] = upload(ctx, x, nx, "x");
     for (int s = 0; s < cost.n_slots; s++)
         c.slot[s] = upload(ctx, NULL, (int64_t)(cost.slot_bytes[s] / sizeof(float)), "slot");
-    for (int p = 0; p < 4; p++) {
+    memset(res, 0, sizeof *res);
+    for (int p = 0; p < L->n_params; p++) {
         c.param[p] = upload(ctx, par[p], L->params[p].elems, "param");
         c.grad[p] = upload(ctx, NULL, L->params[p].elems, "grad");
     }
@@ -209,14 +275,14 @@ static void run_layer(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, c
     ck_assert_msg(clremat_layer_backward(&c) == CLREMAT_OK, "backward: %s", clremat_ctx_last_error(ctx));
     res->out = download(ctx, c.slot[0], nx);
     res->din = download(ctx, c.din[0], nx);
-    for (int p = 0; p < 4; p++)
+    for (int p = 0; p < L->n_params; p++)
         res->grad[p] = download(ctx, c.grad[p], L->params[p].elems);
     clremat_pool_release(ctx->pool, c.in[0]);
     clremat_pool_release(ctx->pool, c.din[0]);
     clremat_pool_release(ctx->pool, c.dout);
     for (int s = 0; s < cost.n_slots; s++)
         clremat_pool_release(ctx->pool, c.slot[s]);
-    for (int p = 0; p < 4; p++) {
+    for (int p = 0; p < L->n_params; p++) {
         clremat_pool_release(ctx->pool, c.param[p]);
         clremat_pool_release(ctx->pool, c.grad[p]);
     }
@@ -241,42 +307,57 @@ static double rel_diff(const float *a, const float *b, int64_t n)
 /* Largest difference relative to scale of the memory-efficient mode against
  * the plain one over every output (forward out, din, the four gradients). */
 #define PLAIN_TOL 1e-5
-static double compare_modes(clremat_ctx *ctx, int64_t B, int64_t T, int64_t D, int heads, int causal, double rate,
-                            unsigned seed)
+static double compare_modes_ext(clremat_ctx *ctx, int64_t B, int64_t T, int64_t D, int heads, int causal,
+                                double rate, unsigned seed, attn_ext e)
 {
     clremat_layer Lp, Lf;
     clremat_graph gp, gf;
     attn_result rp, rf;
-    float *x, *par[4], *dout;
+    float *x, *par[4] = {NULL, NULL, NULL, NULL}, *dout;
     int64_t nx = B * T * D;
     double worst = 0.0;
-    make_attention(&Lp, T, D, heads, causal, rate, CLREMAT_ATTN_PLAIN);
-    make_attention(&Lf, T, D, heads, causal, rate, CLREMAT_ATTN_MEMORY_EFFICIENT);
+    int np;
+    make_attention_ext(&Lp, T, D, heads, causal, rate, CLREMAT_ATTN_PLAIN, e);
+    make_attention_ext(&Lf, T, D, heads, causal, rate, CLREMAT_ATTN_MEMORY_EFFICIENT, e);
+    np = Lp.n_params;
     lc_graph_of_layer(&gp, &Lp);
     lc_graph_of_layer(&gf, &Lf);
     x = uniform_floats(nx, seed, 1.0f);
     dout = uniform_floats(nx, seed + 100, 1.0f);
-    for (int p = 0; p < 4; p++)
+    for (int p = 0; p < np; p++)
         par[p] = uniform_floats(Lp.params[p].elems, seed + 1 + (unsigned)p, p == 0 ? 1.5f : 0.5f);
     run_layer(ctx, &gp, B, x, par, dout, 77, 4, &rp);
     run_layer(ctx, &gf, B, x, par, dout, 77, 4, &rf);
     {
         double d[6] = {rel_diff(rf.out, rp.out, nx), rel_diff(rf.din, rp.din, nx), 0, 0, 0, 0};
-        for (int p = 0; p < 4; p++)
+        for (int p = 0; p < np; p++)
             d[2 + p] = rel_diff(rf.grad[p], rp.grad[p], Lp.params[p].elems);
-        for (int i = 0; i < 6; i++)
+        for (int i = 0; i < 2 + np; i++)
             worst = d[i] > worst ? d[i] : worst;
-        printf("memory_efficient vs plain B=%lld T=%lld D=%lld heads=%d causal=%d rate=%g: out %.2e din %.2e "
-               "dwqkv %.2e dbqkv %.2e dwo %.2e dbo %.2e\n", (long long)B, (long long)T, (long long)D, heads, causal,
-               rate, d[0], d[1], d[2], d[3], d[4], d[5]);
+        if (np == 4)
+            printf("memory_efficient vs plain B=%lld T=%lld D=%lld heads=%d kv_heads=%d rope=%g causal=%d "
+                   "rate=%g: out %.2e din %.2e dwqkv %.2e dbqkv %.2e dwo %.2e dbo %.2e\n", (long long)B,
+                   (long long)T, (long long)D, heads, e.kv, e.theta, causal, rate, d[0], d[1], d[2], d[3], d[4],
+                   d[5]);
+        else
+            printf("memory_efficient vs plain B=%lld T=%lld D=%lld heads=%d kv_heads=%d rope=%g causal=%d "
+                   "rate=%g, no biases: out %.2e din %.2e dwqkv %.2e dwo %.2e\n", (long long)B, (long long)T,
+                   (long long)D, heads, e.kv, e.theta, causal, rate, d[0], d[1], d[2], d[3]);
     }
     result_free(&rp);
     result_free(&rf);
     free(x);
     free(dout);
-    for (int p = 0; p < 4; p++)
+    for (int p = 0; p < np; p++)
         free(par[p]);
     return worst;
+}
+
+static double compare_modes(clremat_ctx *ctx, int64_t B, int64_t T, int64_t D, int heads, int causal, double rate,
+                            unsigned seed)
+{
+    attn_ext e = {0, 0, 0.0};
+    return compare_modes_ext(ctx, B, T, D, heads, causal, rate, seed, e);
 }
 
 START_TEST(test_flash_vs_plain)
@@ -335,6 +416,167 @@ START_TEST(test_flash_deterministic)
         for (int p = 0; p < 4; p++)
             free(par[p]);
     }
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
+/* The issue-13 fields against the plain layer on the same inputs: within
+ * float32 rounding (PLAIN_TOL), and bitwise deterministic (the dk/dv kernel
+ * sums the query heads of a kv head in a fixed order). */
+START_TEST(test_flash_llm_fields_vs_plain)
+{
+    static const struct { int64_t B, T, D; int heads, causal; double rate; attn_ext e; } cfg[] = {
+        {2, 37, 32, 4, 1, 0.0, {2, 0, 0.0}},     {1, 41, 24, 3, 1, 0.0, {1, 0, 0.0}},
+        {2, 33, 16, 2, 0, 0.0, {0, 1, 0.0}},     {1, 35, 32, 4, 1, 0.0, {0, 0, 10000.0}},
+        {2, 65, 32, 4, 1, 0.0, {2, 1, 10000.0}}, {1, 67, 48, 3, 1, 0.0, {1, 1, 10000.0}},
+        {1, 130, 64, 4, 0, 0.0, {2, 1, 10000.0}}, {2, 33, 32, 4, 1, 0.2, {2, 1, 10000.0}},
+    };
+    clremat_ctx *ctx;
+    double worst = 0.0;
+    TEST_OPEN_CTX(ctx, 0);
+    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+        double w;
+        if (test_reduced() && cfg[i].T > 40)
+            continue;
+        w = compare_modes_ext(ctx, cfg[i].B, cfg[i].T, cfg[i].D, cfg[i].heads, cfg[i].causal, cfg[i].rate,
+                              400 + (unsigned)i * 10, cfg[i].e);
+        ck_assert_msg(w <= PLAIN_TOL, "configuration %zu: memory_efficient differs from plain by %.3e of scale "
+                      "(tolerance %.1e)", i, w, PLAIN_TOL);
+        worst = w > worst ? w : worst;
+    }
+    printf("memory_efficient vs plain (kv_heads, use_bias false, rope) on %s: largest difference %.3e of each "
+           "tensor's scale\n", ctx->info.name, worst);
+    {   /* determinism: multi-query and grouped-query, RoPE, no biases, dropout */
+        static const attn_ext es[2] = {{1, 1, 10000.0}, {2, 1, 10000.0}};
+        for (int k = 0; k < 2; k++) {
+            clremat_layer L;
+            clremat_graph g;
+            attn_result r1, r2;
+            float *x, *par[2], *dout;
+            enum { B = 2, T = 45, D = 16, H = 4 };
+            make_attention_ext(&L, T, D, H, 1, k ? 0.3 : 0.0, CLREMAT_ATTN_MEMORY_EFFICIENT, es[k]);
+            lc_graph_of_layer(&g, &L);
+            ck_assert_int_eq(L.n_params, 2);
+            x = uniform_floats(B * T * D, 15, 1.0f);
+            dout = uniform_floats(B * T * D, 16, 1.0f);
+            for (int p = 0; p < 2; p++)
+                par[p] = uniform_floats(L.params[p].elems, 17 + (unsigned)p, 0.7f);
+            run_layer(ctx, &g, B, x, par, dout, 9, 2, &r1);
+            run_layer(ctx, &g, B, x, par, dout, 9, 2, &r2);
+            ck_assert_int_eq(memcmp(r1.out, r2.out, sizeof(float) * B * T * D), 0);
+            ck_assert_int_eq(memcmp(r1.din, r2.din, sizeof(float) * B * T * D), 0);
+            for (int p = 0; p < 2; p++)
+                ck_assert_int_eq(memcmp(r1.grad[p], r2.grad[p], sizeof(float) * (size_t)L.params[p].elems), 0);
+            result_free(&r1);
+            result_free(&r2);
+            free(x);
+            free(dout);
+            for (int p = 0; p < 2; p++)
+                free(par[p]);
+        }
+    }
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
+/* ------------------------------------------- llama_tiny, memory-efficient */
+
+#define LLAMA_STEPS 3
+#define LLAMA_BATCH 2
+
+typedef struct llama_run {
+    float loss[LLAMA_STEPS];
+    float *params;
+    size_t param_bytes;
+    uint64_t predicted, measured;
+} llama_run;
+
+/* LLAMA_STEPS Adam steps of g under remat mode mode from seed 7. */
+static void llama_train(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *d, const char *mode,
+                        llama_run *out)
+{
+    clremat_policy pol;
+    clremat_opt_config opt;
+    clremat_trainer *t;
+    float *x = malloc(sizeof(float) * (size_t)(LLAMA_BATCH * d->train.x_elems));
+    float *y = malloc(sizeof(float) * (size_t)(LLAMA_BATCH * d->train.y_elems));
+    ck_assert_int_eq(clremat_policy_parse(mode, &pol), CLREMAT_OK);
+    ck_assert_int_eq(clremat_opt_defaults("adam", &opt), 0);
+    ck_assert_msg(clremat_trainer_new_costs(ctx, g, LLAMA_BATCH, &pol, &opt, 7, NULL, 0, &t) == CLREMAT_OK,
+                  "%s: %s", mode, clremat_ctx_last_error(ctx));
+    clremat_pool_reset_peaks(ctx->pool);
+    for (int s = 0; s < LLAMA_STEPS; s++) {
+        float correct;
+        clremat_data_batch(&d->train, 7, s, LLAMA_BATCH, x, y);
+        ck_assert_msg(clremat_trainer_step(t, x, y, &out->loss[s], &correct) == CLREMAT_OK, "%s step %d: %s",
+                      mode, s, clremat_ctx_last_error(ctx));
+        ck_assert(isfinite(out->loss[s]));
+    }
+    out->predicted = t->plan.peak_bytes;
+    out->measured = clremat_pool_get_stats(ctx->pool).live_peak;
+    out->param_bytes = t->plan.param_bytes;
+    out->params = malloc(out->param_bytes);
+    ck_assert_int_eq(clremat_trainer_get_params(t, out->params), CLREMAT_OK);
+    clremat_trainer_free(t);
+    free(x);
+    free(y);
+}
+
+/* models/llama_tiny.json (grouped-query, RoPE, no biases) with its attention
+ * layers switched to memory_efficient trains: predicted == measured peak
+ * under none and full, losses and parameters bitwise across the two remat
+ * modes, and losses within float32 rounding of the plain model's. */
+START_TEST(test_flash_llama_tiny)
+{
+    char path[1024];
+    const char *dir = getenv("CLREMAT_MODELS");
+    clremat_graph *g = NULL;
+    clremat_ctx *ctx;
+    clremat_dataset d;
+    llama_run plain, mem, memf;
+    int n_attn = 0;
+    double worst = 0.0;
+    snprintf(path, sizeof path, "%s/%s", dir ? dir : "models", "llama_tiny.json");
+    ck_assert_msg(clremat_graph_load(path, &g) == CLREMAT_OK, "%s", clremat_last_error());
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_msg(clremat_data_synthetic(g, "language", 1, 64, 16, &d) == CLREMAT_OK, "%s", clremat_last_error());
+    llama_train(ctx, g, &d, "none", &plain);
+    for (int l = 0; l < g->n_layers; l++)
+        if (g->layers[l].type == CLREMAT_ATTENTION) {
+            ck_assert(g->layers[l].kv_heads < g->layers[l].heads && !g->layers[l].use_bias &&
+                      g->layers[l].rope_theta > 0.0);
+            g->layers[l].attn_mode = CLREMAT_ATTN_MEMORY_EFFICIENT;
+            n_attn++;
+        }
+    ck_assert_int_eq(n_attn, 4);
+    llama_train(ctx, g, &d, "none", &mem);
+    llama_train(ctx, g, &d, "full", &memf);
+    fprintf(stderr, "llama_tiny batch %d: plain none peak %llu (measured %llu); memory_efficient none %llu "
+            "(measured %llu), full %llu (measured %llu)\n", LLAMA_BATCH, (unsigned long long)plain.predicted,
+            (unsigned long long)plain.measured, (unsigned long long)mem.predicted, (unsigned long long)mem.measured,
+            (unsigned long long)memf.predicted, (unsigned long long)memf.measured);
+    ck_assert_uint_eq(plain.measured, plain.predicted);
+    ck_assert_uint_eq(mem.measured, mem.predicted);
+    ck_assert_uint_eq(memf.measured, memf.predicted);
+    ck_assert(mem.predicted < plain.predicted);
+    ck_assert_int_eq(memcmp(memf.loss, mem.loss, sizeof mem.loss), 0);
+    ck_assert_uint_eq(memf.param_bytes, mem.param_bytes);
+    ck_assert_int_eq(memcmp(memf.params, mem.params, mem.param_bytes), 0);
+    for (int s = 0; s < LLAMA_STEPS; s++) {
+        double r = fabs((double)mem.loss[s] - (double)plain.loss[s]) / fabs((double)plain.loss[s]);
+        fprintf(stderr, "llama_tiny step %d: plain loss %.9g, memory_efficient %.9g (relative %.2e)\n", s,
+                (double)plain.loss[s], (double)mem.loss[s], r);
+        ck_assert_msg(r <= 1e-5, "step %d: plain %.9g, memory_efficient %.9g", s, (double)plain.loss[s],
+                      (double)mem.loss[s]);
+        worst = r > worst ? r : worst;
+    }
+    fprintf(stderr, "llama_tiny memory_efficient vs plain on %s: largest loss difference %.2e relative\n",
+            ctx->info.name, worst);
+    free(plain.params);
+    free(mem.params);
+    free(memf.params);
+    clremat_data_free(&d);
+    clremat_graph_free(g);
     clremat_ctx_destroy(ctx);
 }
 END_TEST
@@ -403,6 +645,19 @@ START_TEST(test_flash_model_field)
         clremat_graph_free(g);
         g = NULL;
     }
+    /* the plain layer's issue-13 fields combine with both modes that may run memory-efficient */
+    for (int i = 0; i < 2; i++) {
+        snprintf(text, sizeof text, fmt, i ? ", \"kv_heads\": 1, \"use_bias\": false, \"rope\": {\"theta\": 10000}, "
+                 "\"attention\": \"auto\"" : ", \"kv_heads\": 1, \"use_bias\": false, \"rope\": {\"theta\": 10000}, "
+                 "\"attention\": \"memory_efficient\"");
+        ck_assert_msg(clremat_graph_load_string(text, "m.json", &g) == CLREMAT_OK, "%s", clremat_last_error());
+        ck_assert_int_eq(g->layers[0].attn_mode, i ? CLREMAT_ATTN_AUTO : CLREMAT_ATTN_MEMORY_EFFICIENT);
+        ck_assert_int_eq(g->layers[0].kv_heads, 1);
+        ck_assert_int_eq(g->layers[0].n_params, 2);
+        ck_assert(g->layers[0].rope_theta == 10000.0);
+        clremat_graph_free(g);
+        g = NULL;
+    }
     snprintf(text, sizeof text, fmt, ", \"attention\": \"flash\"");
     ck_assert_int_ne(clremat_graph_load_string(text, "m.json", &g), CLREMAT_OK);
     ck_assert_ptr_nonnull(strstr(clremat_last_error(), "m.json:2:"));
@@ -432,6 +687,10 @@ int main(void)
     tcase_add_test(tc, test_flash_dropout_check);
     tcase_add_test(tc, test_flash_vs_plain);
     tcase_add_test(tc, test_flash_deterministic);
+    tcase_add_test(tc, test_flash_llm_fields_check);
+    tcase_add_test(tc, test_flash_llm_fields_vs_plain);
+    if (!test_reduced()) /* llama_tiny: too slow on slow implementations */
+        tcase_add_test(tc, test_flash_llama_tiny);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
