@@ -33,48 +33,18 @@ typedef struct flash_dims {
     int iwo;                                    /* index of wo in the parameters */
 } flash_dims;
 
-/* Key/value heads of layer L (kv_heads, 0 meaning heads, as the plain layer). */
-static int64_t flash_kv_heads(const clremat_layer *L)
-{
-    return L->kv_heads > 0 ? L->kv_heads : L->heads;
-}
-
 static int flash_get_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batch, flash_dims *a)
 {
     const clremat_layer *L = &g->layers[l];
-    const clremat_shape *s = &L->in_shape[0];
+    seq_attn_geom q;
     int st;
-    if (s->rank < 2 || (L->n_params != 4 && L->n_params != 2) || L->heads <= 0)
-        return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: needs an input [T, D], heads >= 1 and "
-                            "wqkv, bqkv, wo, bo (or wqkv, wo without biases)", L->name);
-    a->T = s->dims[s->rank - 2];
-    a->D = s->dims[s->rank - 1];
-    if (a->T < 1 || a->D < 1)
-        return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: input [%lld, %lld] is empty", L->name,
-                            (long long)a->T, (long long)a->D);
-    a->rows = seq_rows(s, batch);
-    a->B = a->rows / a->T;
-    a->H = L->heads;
-    a->KVH = flash_kv_heads(L);
-    if (a->D % a->H != 0 || a->KVH < 1 || a->H % a->KVH != 0)
-        return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: width %lld, %lld heads and %lld kv heads do "
-                            "not divide", L->name, (long long)a->D, (long long)a->H, (long long)a->KVH);
-    a->dh = a->D / a->H;
-    if (L->rope_theta > 0.0 && a->dh % 2)
-        return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: RoPE on an odd head width %lld", L->name,
-                            (long long)a->dh);
-    a->W = (a->H + 2 * a->KVH) * a->dh;
+    if ((st = seq_attn_geom_of(ctx, L, batch, &q)) != CLREMAT_OK) /* the plain layer's shape rules */
+        return st;
+    a->B = q.B, a->T = q.T, a->D = q.D, a->H = q.H, a->KVH = q.KV, a->dh = q.dh, a->rows = q.rows;
+    a->W = q.W;
     a->S = a->B * a->H * a->T;
-    a->bias = L->n_params == 4;
-    a->iwo = a->bias ? 2 : 1;
-    if (L->params[0].elems != a->D * a->W || (a->bias && L->params[1].elems != a->W) ||
-        L->params[a->iwo].elems != a->D * a->D || (a->bias && L->params[3].elems != a->D))
-        return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: parameters do not match width %lld (wqkv "
-                            "[D, %lld], bqkv [%lld], wo [D, D], bo [D] expected)", L->name, (long long)a->D,
-                            (long long)a->W, (long long)a->W);
-    if (L->rate < 0.0 || L->rate >= 1.0)
-        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "attention %s: dropout rate %g outside [0, 1)",
-                            L->name, L->rate);
+    a->bias = q.bias;
+    a->iwo = q.iwo;
     if ((st = seq_check_int(ctx, L->name, "qkv", a->rows * a->W)) != CLREMAT_OK ||
         (st = seq_check_int(ctx, L->name, "stats", 2 * a->S)) != CLREMAT_OK)
         return st;

@@ -32,11 +32,9 @@ typedef struct attn_dims {
     int iwo;                            /* index of wo in the parameters */
 } attn_dims;
 
-static int attn_get_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batch, attn_dims *a)
+int seq_attn_geom_of(clremat_ctx *ctx, const clremat_layer *L, int64_t batch, seq_attn_geom *a)
 {
-    const clremat_layer *L = &g->layers[l];
     const clremat_shape *s = &L->in_shape[0];
-    int st;
     if (s->rank < 2 || (L->n_params != 4 && L->n_params != 2) || L->heads <= 0)
         return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: needs an input [T, D], heads >= 1 and "
                             "wqkv, bqkv, wo, bo (or wqkv, wo without biases)", L->name);
@@ -52,25 +50,40 @@ static int attn_get_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_
         return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: width %lld is not a multiple of %lld heads",
                             L->name, (long long)a->D, (long long)a->H);
     a->dh = a->D / a->H;
-    a->P = a->B * a->H * a->T * a->T;
     a->KV = L->kv_heads > 0 ? L->kv_heads : L->heads;
     if (a->H % a->KV != 0 || (L->rope_theta > 0.0 && a->dh % 2))
         return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: kv_heads %lld does not divide heads %lld, or "
                             "RoPE on an odd head width %lld", L->name, (long long)a->KV, (long long)a->H,
                             (long long)a->dh);
-    a->grp = a->H / a->KV;
-    a->Dkv = a->KV * a->dh;
-    a->W3 = a->D + 2 * a->Dkv;
+    a->W = a->D + 2 * a->KV * a->dh;
     a->bias = L->n_params == 4;
     a->iwo = a->bias ? 2 : 1;
-    if (L->params[0].elems != a->D * a->W3 || (a->bias && L->params[1].elems != a->W3) ||
+    if (L->params[0].elems != a->D * a->W || (a->bias && L->params[1].elems != a->W) ||
         L->params[a->iwo].elems != a->D * a->D || (a->bias && L->params[3].elems != a->D))
         return clremat_fail(ctx, CLREMAT_ERR_SHAPE, "attention %s: parameters do not match width %lld (wqkv "
                             "[D, %lld], bqkv [%lld], wo [D, D], bo [D] expected)", L->name, (long long)a->D,
-                            (long long)a->W3, (long long)a->W3);
+                            (long long)a->W, (long long)a->W);
     if (L->rate < 0.0 || L->rate >= 1.0)
         return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "attention %s: dropout rate %g outside [0, 1)",
                             L->name, L->rate);
+    return CLREMAT_OK;
+}
+
+static int attn_get_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batch, attn_dims *a)
+{
+    const clremat_layer *L = &g->layers[l];
+    seq_attn_geom q;
+    int st;
+    if ((st = seq_attn_geom_of(ctx, L, batch, &q)) != CLREMAT_OK)
+        return st;
+    a->B = q.B, a->T = q.T, a->D = q.D, a->H = q.H, a->dh = q.dh, a->rows = q.rows;
+    a->P = a->B * a->H * a->T * a->T;
+    a->KV = q.KV;
+    a->grp = a->H / a->KV;
+    a->Dkv = a->KV * a->dh;
+    a->W3 = q.W;
+    a->bias = q.bias;
+    a->iwo = q.iwo;
     if ((st = seq_check_int(ctx, L->name, "qkv", a->rows * a->W3)) != CLREMAT_OK)
         return st;
     return seq_check_int(ctx, L->name, "probs", a->P);

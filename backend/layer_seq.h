@@ -50,4 +50,20 @@ static inline size_t seq_param_bytes(const clremat_layer *L)
     return b;
 }
 
+/** Shape of an attention layer at a batch, shared by its plain
+ * (layer_attention.c) and memory-efficient (attention_flash.c) modes. */
+typedef struct seq_attn_geom {
+    int64_t B, T, D, H, KV, dh, rows;   /* KV: key/value heads (kv_heads, 0 meaning H) */
+    int64_t W;                          /* qkv width: (H + 2 KV) dh = D + 2 KV dh */
+    int bias;                           /* 1: bqkv and bo present */
+    int iwo;                            /* index of wo in the parameters */
+} seq_attn_geom;
+
+/** Fills *a for attention layer L at batch and checks what both modes need
+ * (input [T, D], 4 or 2 parameters of matching sizes, heads and kv_heads
+ * dividing, an even head width with RoPE, a dropout rate in [0, 1)); a
+ * failure is a shape or argument error naming the layer (on ctx if any).
+ * Defined in layer_attention.c. */
+int seq_attn_geom_of(clremat_ctx *ctx, const clremat_layer *L, int64_t batch, seq_attn_geom *a);
+
 #endif

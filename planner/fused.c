@@ -2,7 +2,9 @@
  * update, no parameter gradients in fixed memory): the one predicate every
  * caller asks, the per-parameter condition, and the gradient bytes a plan
  * still holds; and the rule for reading a discarded activation output
- * through a backward's GEMM (clremat_plan_act_fusable). Pure C. */
+ * through a backward's GEMM (clremat_plan_act_fusable); and the fixed bytes
+ * of a step built from them (clremat_plan_fixed_bytes, the one count the
+ * scheduler and the simulator use). Pure C. */
 #include "plan.h"
 
 int clremat_fused_update_applies(const clremat_fused_query *q)
@@ -58,4 +60,18 @@ int clremat_plan_act_fusable(const clremat_layer_cost *costs, const clremat_grap
     P = g->layers[N].inputs[i];
     return P >= 0 && (costs[N].bwd_act_fusable_inputs >> i & 1u) && costs[P].act_source >= 0 &&
            !costs[P].act_from_input && costs[P].act_source < costs[P].n_slots;
+}
+
+uint64_t clremat_plan_fixed_bytes(const clremat_plan_input *in, uint64_t *param_bytes)
+{
+    const clremat_graph *g = in->g;
+    uint64_t params = (uint64_t)clremat_graph_param_elems(g) * sizeof(float);
+    uint64_t x = (uint64_t)(in->batch * clremat_shape_elems(&g->io.input)) * sizeof(float);
+    uint64_t y = (uint64_t)(in->batch * clremat_shape_elems(&g->io.labels)) * sizeof(float);
+    if (param_bytes)
+        *param_bytes = params;
+    /* every parameter; the optimizer state of each trained one; the
+     * gradients the plan keeps (clremat_plan_grad_bytes) */
+    return params + (uint64_t)clremat_graph_trainable_elems(g) * sizeof(float) * (uint64_t)in->opt_states +
+           clremat_plan_grad_bytes(in) + x + y + in->scratch_bytes + clremat_accum_bytes(in);
 }

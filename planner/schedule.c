@@ -441,20 +441,6 @@ static void backward_units(gen *G, int scope)
     free(kids);
 }
 
-static uint64_t fixed_bytes(const clremat_plan_input *in, uint64_t *param_bytes)
-{
-    const clremat_graph *g = in->g;
-    int64_t in_elems = clremat_shape_elems(&g->io.input);
-    int64_t lab_elems = clremat_shape_elems(&g->io.labels);
-    uint64_t params = (uint64_t)clremat_graph_param_elems(g) * sizeof(float);
-    *param_bytes = params;
-    /* every parameter; the optimizer state of each trained one; the
-     * gradients the plan keeps (clremat_plan_grad_bytes) */
-    return params + (uint64_t)clremat_graph_trainable_elems(g) * sizeof(float) * (uint64_t)in->opt_states +
-           clremat_plan_grad_bytes(in) + (uint64_t)(in->batch * in_elems) * sizeof(float) +
-           (uint64_t)(in->batch * lab_elems) * sizeof(float) + in->scratch_bytes + clremat_accum_bytes(in);
-}
-
 int clremat_plan_from_flags(const clremat_plan_input *in, const unsigned char *wrap_layer,
                             const unsigned char *wrap_block, const unsigned char *act_discard,
                             clremat_plan *out)
@@ -532,7 +518,7 @@ int clremat_plan_from_flagset(const clremat_plan_input *in, const clremat_flagse
         out->step_flops += in->costs[L].fwd_flops + in->costs[L].bwd_flops;
     }
 
-    out->fixed_bytes = fixed_bytes(in, &out->param_bytes);
+    out->fixed_bytes = clremat_plan_fixed_bytes(in, &out->param_bytes);
     clremat_plan_set_accumulate(in, out);
     G.live_bytes = out->fixed_bytes;
     out->peak_bytes = out->fixed_bytes;

@@ -14,20 +14,6 @@
 
 #define S CLREMAT_MAX_SLOTS
 
-uint64_t clremat_plan_fixed_bytes(const clremat_plan_input *in, uint64_t *param_bytes)
-{
-    const clremat_graph *g = in->g;
-    uint64_t params = (uint64_t)clremat_graph_param_elems(g) * sizeof(float);
-    uint64_t x = (uint64_t)(in->batch * clremat_shape_elems(&g->io.input)) * sizeof(float);
-    uint64_t y = (uint64_t)(in->batch * clremat_shape_elems(&g->io.labels)) * sizeof(float);
-    if (param_bytes)
-        *param_bytes = params;
-    /* every parameter; the optimizer state of each trained one; the
-     * gradients the plan keeps (clremat_plan_grad_bytes) */
-    return params + (uint64_t)clremat_graph_trainable_elems(g) * sizeof(float) * (uint64_t)in->opt_states +
-           clremat_plan_grad_bytes(in) + x + y + in->scratch_bytes + clremat_accum_bytes(in);
-}
-
 typedef struct simstate {
     const clremat_plan_input *in;
     const clremat_graph *g;
