@@ -21,6 +21,7 @@ typedef struct clremat_keras_var {
     int param;                      /**< its parameter index */
     int split;                      /**< leading dimensions forming the rows */
     int64_t col_off;                /**< first column in the parameter */
+    int state;                      /**< 1: non-trainable state (BatchNormalization's moving statistics) */
 } clremat_keras_var;
 
 /** A Keras model read and mapped. */

@@ -49,20 +49,34 @@ static const char *find_ref(const walk *w, int base, const char *keras)
 }
 
 /* Keras's naming.to_snake_case of a class name (the weights file names
- * layers by class: Dense -> dense, MultiHeadAttention -> multi_head_attention). */
+ * layers by class: Dense -> dense, MultiHeadAttention -> multi_head_attention,
+ * Conv2D -> conv2d): its two regular expressions, "(.)([A-Z][a-z]+)" ->
+ * "\1_\2" then "([a-z])([A-Z])" -> "\1_\2", then lower case. */
 static void snake(const char *cls, char *out, size_t len)
 {
-    size_t o = 0;
-    for (size_t i = 0; cls[i] && o + 2 < len; i++) {
-        char ch = cls[i];
-        int up = isupper((unsigned char)ch);
-        if (up && i > 0) {
-            int prev_lower = islower((unsigned char)cls[i - 1]) || isdigit((unsigned char)cls[i - 1]);
-            int next_lower = islower((unsigned char)cls[i + 1]);
-            if (prev_lower || next_lower)
-                out[o++] = '_';
+    char a[128];
+    size_t n = 0, o = 0, i = 0, L = strlen(cls);
+    while (i < L && n + 2 < sizeof a) { /* pass 1, leftmost non-overlapping matches */
+        if (i + 2 < L && isupper((unsigned char)cls[i + 1]) && islower((unsigned char)cls[i + 2])) {
+            size_t e = i + 2;
+            while (e < L && islower((unsigned char)cls[e]))
+                e++;
+            a[n++] = cls[i];
+            a[n++] = '_';
+            for (size_t k = i + 1; k < e && n + 1 < sizeof a; k++)
+                a[n++] = cls[k];
+            i = e;
+        } else {
+            a[n++] = cls[i++];
         }
-        out[o++] = (char)tolower((unsigned char)ch);
+    }
+    a[n] = 0;
+    for (i = 0; i < n && o + 2 < len; i++) { /* pass 2 */
+        out[o++] = (char)tolower((unsigned char)a[i]);
+        if (islower((unsigned char)a[i]) && i + 1 < n && isupper((unsigned char)a[i + 1]) && o + 2 < len) {
+            out[o++] = '_';
+            out[o++] = (char)tolower((unsigned char)a[++i]);
+        }
     }
     out[o] = 0;
 }
@@ -90,16 +104,29 @@ static void h5_name(h5names *h, const char *cls, char *out, size_t len)
     snprintf(out, len, "%s", base);
 }
 
-static int dtype_ok(const clremat_keras_model *m, const char *name, const char *cls, json_t *cfg)
+/* THE place where a layer's Keras dtype policy is mapped (every layer's
+ * config passes here, nested models' layers included). "float32" (or none)
+ * is clremat's arithmetic. Mixed precision ("mixed_float16",
+ * "mixed_bfloat16": float16/bfloat16 compute, float32 variables) is being
+ * built in clremat separately; when it lands, map those two names here to
+ * the layer's clremat precision field, and nowhere else. Until then they,
+ * and every other policy (float16, bfloat16, float64, int8 quantized ...),
+ * are refused naming the policy. */
+static int dtype_policy(const clremat_keras_model *m, const char *name, const char *cls, json_t *cfg)
 {
     json_t *d = json_object_get(cfg, "dtype");
     const char *s = json_is_string(d) ? json_string_value(d)
                                       : json_string_value(json_object_get(json_object_get(d, "config"), "name"));
     if (!d || json_is_null(d) || (s && strcmp(s, "float32") == 0))
         return CLREMAT_OK;
-    return clremat_set_error(CLREMAT_ERR_PARSE, "%s: layer '%s' (%s): dtype policy '%s' is not supported "
-                             "(clremat computes in float32; mixed precision is refused, not approximated)",
-                             m->origin, name, cls, s ? s : "?");
+    if (s && strncmp(s, "mixed_", 6) == 0)
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: layer '%s' (%s): dtype policy '%s' is not supported "
+                                 "(mixed precision is not mapped from Keras yet: clremat imports float32 models; "
+                                 "save the model with the float32 policy), refused, not approximated",
+                                 m->origin, name, cls, s);
+    return clremat_set_error(CLREMAT_ERR_PARSE, "%s: layer '%s' (%s): dtype policy '%s' is not supported (clremat "
+                             "imports float32 models), refused, not approximated", m->origin, name, cls,
+                             s ? s : "(not a name)");
 }
 
 static int set_input(walk *w, const char *name, json_t *cfg)
@@ -186,7 +213,7 @@ static int walk_layer(walk *w, json_t *entry, int seq, int top, const char *path
     h5_name(hn, cls, h5me, sizeof h5me);
     snprintf(full, sizeof full, "%s%s", path, name);
     snprintf(h5pre, sizeof h5pre, "%slayers/%s/", h5, h5me);
-    if ((st = dtype_ok(w->m, name, cls, cfg)))
+    if ((st = dtype_policy(w->m, name, cls, cfg)))
         return st;
     if (json_is_false(json_object_get(cfg, "trainable")))
         return clremat_set_error(CLREMAT_ERR_PARSE, "%s: layer '%s' (%s): trainable=False is not supported (clremat "
@@ -250,13 +277,15 @@ static int walk_layer(walk *w, json_t *entry, int seq, int top, const char *path
         for (int i = 0; i < n_in; i++)
             c.in[i] = ins[i];
         c.out = json_pack("{ss}", "name", name);
+        c.prev = last_ref[0] ? last_ref : (top ? "@input" : block_in);
         if ((st = fn(&c))) {
             json_decref(c.out);
             return st;
         }
         json_array_append_new(out, c.out);
-        snprintf(last_ref, last_len, "%s", full);
-        return add_ref(w, name, full);
+        /* a class mapped to a block (SeparableConv2D) names its output */
+        snprintf(last_ref, last_len, "%s", c.out_ref[0] ? c.out_ref : full);
+        return add_ref(w, name, last_ref);
     }
 }
 

@@ -2,87 +2,10 @@
  * layer's config to a clremat layer object and its variables to clremat
  * parameters (docs/keras.md). Every option clremat cannot do exactly is
  * refused here, never approximated. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include "error.h"
 #include "keras_map.h"
-
-int clremat_keras_refuse(const clremat_keras_call *c, const char *fmt, ...)
-{
-    char what[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    return clremat_set_error(CLREMAT_ERR_PARSE, "%s: layer '%s' (%s): %s", c->m->origin, c->name, c->cls, what);
-}
-
-static const struct {
-    const char *keras, *clremat;
-} acts[] = {
-    {"linear", "linear"}, {"relu", "relu"}, {"gelu", "gelu_exact"}, /* Keras' gelu: approximate=False */
-    {"tanh", "tanh"},     {"sigmoid", "sigmoid"}, {"silu", "silu"}, {"swish", "silu"},
-};
-
-const char *clremat_keras_activation(const char *keras_name)
-{
-    for (size_t i = 0; keras_name && i < sizeof acts / sizeof acts[0]; i++)
-        if (strcmp(acts[i].keras, keras_name) == 0)
-            return acts[i].clremat;
-    return NULL;
-}
-
-/* Fields that must be null (or absent): regularizers, constraints, LoRA,
- * quantization change what training does. */
-static int need_null(clremat_keras_call *c, const char *const *fields)
-{
-    for (int i = 0; fields[i]; i++) {
-        json_t *v = json_object_get(c->config, fields[i]);
-        if (v && !json_is_null(v) && !(json_is_false(v)))
-            return clremat_keras_refuse(c, "option '%s' is set; clremat supports it only when null/unset", fields[i]);
-    }
-    return CLREMAT_OK;
-}
-
-static int need_value(clremat_keras_call *c, const char *field, int want)
-{
-    json_t *v = json_object_get(c->config, field);
-    if (v && !(json_is_boolean(v) && json_boolean_value(v) == want))
-        return clremat_keras_refuse(c, "option '%s' must be %s for clremat", field, want ? "true" : "false");
-    return CLREMAT_OK;
-}
-
-static int one_input(clremat_keras_call *c)
-{
-    if (c->n_in != 1)
-        return clremat_keras_refuse(c, "takes %d inputs; this class is mapped with exactly one", c->n_in);
-    json_object_set_new(c->out, "inputs", json_pack("[s]", c->in[0]));
-    return CLREMAT_OK;
-}
-
-static int activation_field(clremat_keras_call *c, const char *field)
-{
-    json_t *a = json_object_get(c->config, field);
-    const char *name = json_is_string(a) ? json_string_value(a) : NULL;
-    const char *mapped = clremat_keras_activation(name ? name : "linear");
-    if (a && !name)
-        return clremat_keras_refuse(c, "activation is not a plain name; supported: linear, relu, gelu, tanh, "
-                                       "sigmoid, silu, swish");
-    if (!mapped)
-        return clremat_keras_refuse(c, "activation '%s' is not supported; supported: linear, relu, gelu, tanh, "
-                                       "sigmoid, silu, swish", name);
-    json_object_set_new(c->out, "activation", json_string(mapped));
-    return CLREMAT_OK;
-}
-
-static int var(clremat_keras_call *c, const char *sub, int idx, const char *layer, int param, int split,
-               int64_t col_off)
-{
-    char path[256];
-    snprintf(path, sizeof path, "%s%svars/%d", c->h5, sub, idx);
-    return clremat_keras_add_var(c->m, path, layer, param, split, col_off);
-}
 
 static const char *const dense_null[] = {"kernel_regularizer", "bias_regularizer", "activity_regularizer",
                                          "kernel_constraint", "bias_constraint", "lora_rank", "quantization_config",
@@ -93,22 +16,22 @@ static int map_dense(clremat_keras_call *c)
     json_t *units = json_object_get(c->config, "units");
     json_t *ub = json_object_get(c->config, "use_bias");
     int st, bias = !ub || json_is_true(ub);
-    if ((st = need_null(c, dense_null)) || (st = one_input(c)) || (st = activation_field(c, "activation")))
+    if ((st = clremat_keras_need_null(c, dense_null)) || (st = clremat_keras_one_input(c)) || (st = clremat_keras_activation_field(c, "activation")))
         return st;
     if (!json_is_integer(units) || json_integer_value(units) < 1)
         return clremat_keras_refuse(c, "'units' must be a positive integer");
     json_object_set_new(c->out, "type", json_string("dense"));
     json_object_set(c->out, "units", units);
     json_object_set_new(c->out, "use_bias", json_boolean(bias));
-    if ((st = var(c, "", 0, c->full, 0, 1, 0)))
+    if ((st = clremat_keras_add(c, "", 0, c->full, 0, 1, 0)))
         return st;
-    return bias ? var(c, "", 1, c->full, 1, 0, 0) : CLREMAT_OK;
+    return bias ? clremat_keras_add(c, "", 1, c->full, 1, 0, 0) : CLREMAT_OK;
 }
 
 static int map_activation(clremat_keras_call *c)
 {
     int st;
-    if ((st = one_input(c)) || (st = activation_field(c, "activation")))
+    if ((st = clremat_keras_one_input(c)) || (st = clremat_keras_activation_field(c, "activation")))
         return st;
     json_object_set_new(c->out, "type", json_string("activation"));
     return CLREMAT_OK;
@@ -123,7 +46,7 @@ static int map_relu(clremat_keras_call *c)
         if (v && !json_is_null(v) && !(json_is_number(v) && json_number_value(v) == 0.0))
             return clremat_keras_refuse(c, "option '%s' must be unset or 0 (plain relu)", nums[i]);
     }
-    if ((st = one_input(c)))
+    if ((st = clremat_keras_one_input(c)))
         return st;
     json_object_set_new(c->out, "type", json_string("activation"));
     json_object_set_new(c->out, "activation", json_string("relu"));
@@ -135,7 +58,7 @@ static int map_dropout(clremat_keras_call *c)
     static const char *const nulls[] = {"noise_shape", NULL};
     json_t *rate = json_object_get(c->config, "rate");
     int st;
-    if ((st = need_null(c, nulls)) || (st = one_input(c)))
+    if ((st = clremat_keras_need_null(c, nulls)) || (st = clremat_keras_one_input(c)))
         return st;
     if (!json_is_number(rate) || json_number_value(rate) < 0 || json_number_value(rate) >= 1)
         return clremat_keras_refuse(c, "'rate' must be a number in [0, 1)");
@@ -158,16 +81,16 @@ static int map_layernorm(clremat_keras_call *c)
                                         "gamma_constraint", "rms_scaling", NULL};
     json_t *eps = json_object_get(c->config, "epsilon");
     int st;
-    if ((st = need_null(c, nulls)) || (st = need_value(c, "center", 1)) || (st = need_value(c, "scale", 1)) ||
-        (st = one_input(c)))
+    if ((st = clremat_keras_need_null(c, nulls)) || (st = clremat_keras_need_value(c, "center", 1)) || (st = clremat_keras_need_value(c, "scale", 1)) ||
+        (st = clremat_keras_one_input(c)))
         return st;
     if (json_object_get(c->config, "axis") && !last_axis(json_object_get(c->config, "axis")))
         return clremat_keras_refuse(c, "only axis -1 (the last dimension) is supported");
     json_object_set_new(c->out, "type", json_string("layernorm"));
     json_object_set_new(c->out, "eps", json_real(json_is_number(eps) ? json_number_value(eps) : 1e-3));
-    if ((st = var(c, "", 0, c->full, 0, 0, 0)))
+    if ((st = clremat_keras_add(c, "", 0, c->full, 0, 0, 0)))
         return st;
-    return var(c, "", 1, c->full, 1, 0, 0);
+    return clremat_keras_add(c, "", 1, c->full, 1, 0, 0);
 }
 
 static int map_embedding(clremat_keras_call *c)
@@ -176,7 +99,7 @@ static int map_embedding(clremat_keras_call *c)
                                         "mask_zero", "lora_rank", "quantization_config", "weights", NULL};
     json_t *vocab = json_object_get(c->config, "input_dim"), *dim = json_object_get(c->config, "output_dim");
     int st;
-    if ((st = need_null(c, nulls)) || (st = one_input(c)))
+    if ((st = clremat_keras_need_null(c, nulls)) || (st = clremat_keras_one_input(c)))
         return st;
     if (!json_is_integer(vocab) || !json_is_integer(dim))
         return clremat_keras_refuse(c, "'input_dim' and 'output_dim' must be integers");
@@ -185,7 +108,7 @@ static int map_embedding(clremat_keras_call *c)
     json_object_set_new(c->out, "type", json_string("embedding"));
     json_object_set(c->out, "vocab", vocab);
     json_object_set(c->out, "dim", dim);
-    return var(c, "", 0, c->full, 0, 1, 0);
+    return clremat_keras_add(c, "", 0, c->full, 0, 1, 0);
 }
 
 static int map_mha(clremat_keras_call *c)
@@ -203,7 +126,7 @@ static int map_mha(clremat_keras_call *c)
     int st, causal = 0;
     int64_t D;
     (void)qs;
-    if ((st = need_null(c, nulls)) || (st = need_value(c, "use_bias", 1)))
+    if ((st = clremat_keras_need_null(c, nulls)) || (st = clremat_keras_need_value(c, "use_bias", 1)))
         return st;
     if (c->n_in < 1 || c->n_in > 3)
         return clremat_keras_refuse(c, "called with %d tensors; self-attention mha(x, x) is supported", c->n_in);
@@ -231,12 +154,12 @@ static int map_mha(clremat_keras_call *c)
     json_object_set_new(c->out, "inputs", json_pack("[s]", c->in[0]));
     /* EinsumDense kernels: query/key/value [D, heads, dh] are column blocks
      * of wqkv, their biases [heads, dh] of bqkv; output [heads, dh, D] is wo */
-    if ((st = var(c, "query_dense/", 0, c->full, 0, 1, 0)) || (st = var(c, "query_dense/", 1, c->full, 1, 0, 0)) ||
-        (st = var(c, "key_dense/", 0, c->full, 0, 1, D)) || (st = var(c, "key_dense/", 1, c->full, 1, 0, D)) ||
-        (st = var(c, "value_dense/", 0, c->full, 0, 1, 2 * D)) ||
-        (st = var(c, "value_dense/", 1, c->full, 1, 0, 2 * D)) || (st = var(c, "output_dense/", 0, c->full, 2, 2, 0)))
+    if ((st = clremat_keras_add(c, "query_dense/", 0, c->full, 0, 1, 0)) || (st = clremat_keras_add(c, "query_dense/", 1, c->full, 1, 0, 0)) ||
+        (st = clremat_keras_add(c, "key_dense/", 0, c->full, 0, 1, D)) || (st = clremat_keras_add(c, "key_dense/", 1, c->full, 1, 0, D)) ||
+        (st = clremat_keras_add(c, "value_dense/", 0, c->full, 0, 1, 2 * D)) ||
+        (st = clremat_keras_add(c, "value_dense/", 1, c->full, 1, 0, 2 * D)) || (st = clremat_keras_add(c, "output_dense/", 0, c->full, 2, 2, 0)))
         return st;
-    return var(c, "output_dense/", 1, c->full, 3, 0, 0);
+    return clremat_keras_add(c, "output_dense/", 1, c->full, 3, 0, 0);
 }
 
 static int map_flatten(clremat_keras_call *c)
@@ -245,7 +168,7 @@ static int map_flatten(clremat_keras_call *c)
     int st;
     if (df && json_is_string(df) && strcmp(json_string_value(df), "channels_last") != 0)
         return clremat_keras_refuse(c, "data_format '%s' is not supported (channels_last only)", json_string_value(df));
-    if ((st = one_input(c)))
+    if ((st = clremat_keras_one_input(c)))
         return st;
     json_object_set_new(c->out, "type", json_string("flatten"));
     return CLREMAT_OK;
@@ -255,7 +178,7 @@ static int map_reshape(clremat_keras_call *c)
 {
     json_t *ts = json_object_get(c->config, "target_shape");
     int st;
-    if ((st = one_input(c)))
+    if ((st = clremat_keras_one_input(c)))
         return st;
     if (!json_is_array(ts) || json_array_size(ts) < 1 || json_array_size(ts) > CLREMAT_MAX_RANK)
         return clremat_keras_refuse(c, "'target_shape' must list 1 to %d dimensions", CLREMAT_MAX_RANK);
@@ -287,6 +210,16 @@ static const struct {
     {"Flatten", map_flatten},
     {"Reshape", map_reshape},
     {"Add", map_add},
+    {"Conv2D", clremat_keras_map_conv2d},
+    {"DepthwiseConv2D", clremat_keras_map_depthwise},
+    {"SeparableConv2D", clremat_keras_map_separable},
+    {"MaxPooling2D", clremat_keras_map_maxpool},
+    {"AveragePooling2D", clremat_keras_map_avgpool},
+    {"GlobalAveragePooling2D", clremat_keras_map_gap},
+    {"ZeroPadding2D", clremat_keras_map_zeropad},
+    {"BatchNormalization", clremat_keras_map_batchnorm},
+    {"Concatenate", clremat_keras_map_concat},
+    {"Multiply", clremat_keras_map_multiply},
 };
 
 clremat_keras_map_fn clremat_keras_mapping(const char *cls)
@@ -300,5 +233,7 @@ clremat_keras_map_fn clremat_keras_mapping(const char *cls)
 const char *clremat_keras_supported(void)
 {
     return "InputLayer, Sequential, Functional (nested models become blocks), Dense, Activation, ReLU, Dropout, "
-           "LayerNormalization, Embedding, MultiHeadAttention, Flatten, Reshape, Add";
+           "LayerNormalization, Embedding, MultiHeadAttention, Flatten, Reshape, Add, Conv2D, DepthwiseConv2D, "
+           "SeparableConv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, ZeroPadding2D, "
+           "BatchNormalization, Concatenate, Multiply";
 }

@@ -18,6 +18,8 @@ typedef struct clremat_keras_call {
     int n_in;                       /**< inputs (tensors), each a clremat reference */
     const char *in[8];
     json_t *out;                    /**< the clremat layer object to fill ("name" is set) */
+    const char *prev;               /**< the tensor produced just before this layer (what a block reads) */
+    char out_ref[128];              /**< set by a mapping that emits a block: the reference to its output */
 } clremat_keras_call;
 
 typedef int (*clremat_keras_map_fn)(clremat_keras_call *c);
@@ -33,5 +35,38 @@ int clremat_keras_refuse(const clremat_keras_call *c, const char *fmt, ...) __at
 
 /** The clremat activation of a Keras activation name, or NULL (unsupported). */
 const char *clremat_keras_activation(const char *keras_name);
+
+/** Refuses c when any of the NULL-terminated config fields is set (not
+ * null/false): regularizers, constraints and the like. */
+int clremat_keras_need_null(clremat_keras_call *c, const char *const *fields);
+
+/** Refuses c when boolean config field is present and not want. */
+int clremat_keras_need_value(clremat_keras_call *c, const char *field, int want);
+
+/** Refuses c unless it has exactly one input; sets "inputs" to it. */
+int clremat_keras_one_input(clremat_keras_call *c);
+
+/** Maps the activation named by config field into c->out's "activation". */
+int clremat_keras_activation_field(clremat_keras_call *c, const char *field);
+
+/** Records variable c->h5 + sub + "vars/" + idx as parameter param of
+ * clremat layer `layer` (split and col_off: see clremat_keras_var). */
+int clremat_keras_add(clremat_keras_call *c, const char *sub, int idx, const char *layer, int param, int split,
+                      int64_t col_off);
+
+/* The convolutional classes (host/keras_layers_conv.c), each mapping one
+ * Keras layer (Conv2D, DepthwiseConv2D, SeparableConv2D, MaxPooling2D,
+ * AveragePooling2D, GlobalAveragePooling2D, ZeroPadding2D,
+ * BatchNormalization, Concatenate, Multiply). */
+int clremat_keras_map_conv2d(clremat_keras_call *c);
+int clremat_keras_map_depthwise(clremat_keras_call *c);
+int clremat_keras_map_separable(clremat_keras_call *c);
+int clremat_keras_map_maxpool(clremat_keras_call *c);
+int clremat_keras_map_avgpool(clremat_keras_call *c);
+int clremat_keras_map_gap(clremat_keras_call *c);
+int clremat_keras_map_zeropad(clremat_keras_call *c);
+int clremat_keras_map_batchnorm(clremat_keras_call *c);
+int clremat_keras_map_concat(clremat_keras_call *c);
+int clremat_keras_map_multiply(clremat_keras_call *c);
 
 #endif /* CLREMAT_KERAS_MAP_H */

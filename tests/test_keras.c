@@ -21,6 +21,7 @@
  * a tenth of these (docs/keras.md gives the figures). */
 #define LOGITS_RMS_TOL 1e-5
 #define LOSS_TOL 1e-5
+#define MOVING_TOL 1e-5
 
 static const char *fixture_dir(void)
 {
@@ -107,6 +108,45 @@ static char *with_mse(const char *json)
     return s;
 }
 
+/* The moving statistics of every BatchNormalization after the step against
+ * Keras's (moving_after_step): the largest difference, and checked. */
+static double check_moving(clremat_trainer *t, const clremat_graph *g, json_t *want, const char *name)
+{
+    float *p = malloc(sizeof(float) * (size_t)clremat_graph_param_elems(g));
+    const char *layer;
+    json_t *stats;
+    double worst = 0;
+    int n = 0;
+    ck_assert_int_eq(clremat_trainer_get_params(t, p), CLREMAT_OK);
+    json_object_foreach(want, layer, stats) {
+        int l = clremat_graph_find_layer(g, layer);
+        int64_t off = 0;
+        ck_assert_msg(l >= 0, "%s: no layer '%s'", name, layer);
+        for (int i = 0; i < l; i++)
+            for (int k = 0; k < g->layers[i].n_params; k++)
+                off += g->layers[i].params[k].elems;
+        for (int k = 0; k < g->layers[l].n_params; k++) {
+            const clremat_param *q = &g->layers[l].params[k];
+            json_t *v = json_object_get(stats, q->name);
+            if (v) {
+                ck_assert_int_eq((int64_t)json_array_size(v), q->elems);
+                ck_assert_int_eq(q->frozen, 1);
+                for (int64_t j = 0; j < q->elems; j++) {
+                    double d = fabs(p[off + j] - json_number_value(json_array_get(v, (size_t)j)));
+                    worst = fmax(worst, d);
+                    ck_assert_msg(d <= MOVING_TOL, "%s: %s/%s[%lld] is %.9g, Keras %.9g", name, layer, q->name,
+                                  (long long)j, p[off + j], json_number_value(json_array_get(v, (size_t)j)));
+                }
+                n++;
+            }
+            off += q->elems;
+        }
+    }
+    ck_assert_int_eq(n, 2 * (int)json_object_size(want));
+    free(p);
+    return worst;
+}
+
 static void check_fixture(const char *name)
 {
     char path[2300];
@@ -147,6 +187,9 @@ static void check_fixture(const char *name)
             ck_assert_int_eq(clremat_trainer_eval(t, e.x, e.y, &step_loss[m], &correct), CLREMAT_OK);
             fprintf(stderr, "%s: step loss %.9g keras %.9g diff %.3g\n", name, step_loss[m], e.step_loss,
                     fabs(step_loss[m] - e.step_loss));
+            if (json_object_get(e.root, "moving_after_step"))
+                fprintf(stderr, "%s: moving statistics after the step: largest difference %.3g\n", name,
+                        check_moving(t, g, json_object_get(e.root, "moving_after_step"), name));
             ck_assert_msg(fabs(step_loss[m] - e.step_loss) <= LOSS_TOL * fmax(1.0, fabs(e.step_loss)),
                           "%s: loss after one step %g, Keras %g", name, step_loss[m], e.step_loss);
         }
@@ -160,22 +203,27 @@ static void check_fixture(const char *name)
     expect_free(&e);
 }
 
-/* seq_mlp's config with layer 1 (Dense 'd1') changed by edit(), read as a
- * to_json file: the refusal must name the file, the layer, the class and
- * contain want. */
-static void refused(void (*edit)(json_t *d1), const char *cls, const char *want)
+/* The config of fixture `fixture` with the layer named `layer` changed by
+ * edit(), read as a to_json file: the refusal must name the file, the layer,
+ * the class and contain want. */
+static void refused_in(const char *fixture, const char *layer, void (*edit)(json_t *entry), const char *cls,
+                       const char *want)
 {
-    char path[2300], tmp[] = "/tmp/clremat_keras_XXXXXX.json";
+    char path[2300], tmp[] = "/tmp/clremat_keras_XXXXXX.json", quoted[80];
     unsigned char *cfg;
-    size_t n;
-    json_t *root;
+    size_t n, i;
+    json_t *root, *e, *hit = NULL;
     clremat_keras_model km;
     int fd;
-    snprintf(path, sizeof path, "%s/seq_mlp.keras", fixture_dir());
+    snprintf(path, sizeof path, "%s/%s.keras", fixture_dir(), fixture);
     ck_assert_int_eq(clremat_keras_zip_member(path, "config.json", &cfg, &n), CLREMAT_OK);
     root = json_loads((char *)cfg, 0, NULL);
     free(cfg);
-    edit(json_array_get(json_object_get(json_object_get(root, "config"), "layers"), 1));
+    json_array_foreach(json_object_get(json_object_get(root, "config"), "layers"), i, e)
+        if (strcmp(json_string_value(json_object_get(json_object_get(e, "config"), "name")), layer) == 0)
+            hit = e;
+    ck_assert_msg(hit != NULL, "%s has no layer %s", fixture, layer);
+    edit(hit);
     fd = mkstemps(tmp, 5);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(json_dumpfd(root, fd, 0), 0);
@@ -184,13 +232,30 @@ static void refused(void (*edit)(json_t *d1), const char *cls, const char *want)
     ck_assert_int_eq(clremat_keras_is_keras(tmp), 1);
     ck_assert_int_eq(clremat_keras_read(tmp, NULL, NULL, &km), CLREMAT_ERR_PARSE);
     fprintf(stderr, "refused: %s\n", clremat_last_error());
-    ck_assert_msg(strstr(clremat_last_error(), tmp) && strstr(clremat_last_error(), "'d1'") &&
+    snprintf(quoted, sizeof quoted, "'%s'", layer);
+    ck_assert_msg(strstr(clremat_last_error(), tmp) && strstr(clremat_last_error(), quoted) &&
                       strstr(clremat_last_error(), cls) && strstr(clremat_last_error(), want),
                   "%s", clremat_last_error());
     unlink(tmp);
 }
 
-static void to_conv(json_t *d) { json_object_set_new(d, "class_name", json_string("Conv2D")); }
+/* seq_mlp's layer 1 (Dense 'd1') changed by edit(). */
+static void refused(void (*edit)(json_t *d1), const char *cls, const char *want)
+{
+    refused_in("seq_mlp", "d1", edit, cls, want);
+}
+
+static void to_lstm(json_t *d) { json_object_set_new(d, "class_name", json_string("LSTM")); }
+static void cfg_set(json_t *d, const char *k, json_t *v) { json_object_set_new(json_object_get(d, "config"), k, v); }
+static void to_first(json_t *d) { cfg_set(d, "data_format", json_string("channels_first")); }
+static void to_causal(json_t *d) { cfg_set(d, "padding", json_string("causal")); }
+static void to_axis1(json_t *d) { cfg_set(d, "axis", json_integer(1)); }
+static void to_renorm(json_t *d) { cfg_set(d, "renorm", json_true()); }
+static void to_policy(json_t *d)
+{
+    cfg_set(d, "dtype", json_pack("{sssss{ss}}", "module", "keras", "class_name", "DTypePolicy", "config", "name",
+                                  "mixed_bfloat16"));
+}
 static void to_elu(json_t *d) { json_object_set_new(json_object_get(d, "config"), "activation", json_string("elu")); }
 static void to_mixed(json_t *d)
 {
@@ -204,11 +269,18 @@ static void to_frozen(json_t *d) { json_object_set_new(json_object_get(d, "confi
 
 START_TEST(test_refusals)
 {
-    refused(to_conv, "(Conv2D)", "supported: InputLayer");
+    refused(to_lstm, "(LSTM)", "supported: InputLayer");
     refused(to_elu, "(Dense)", "activation 'elu' is not supported; supported:");
     refused(to_mixed, "(Dense)", "dtype policy 'mixed_float16' is not supported");
     refused(to_l2, "(Dense)", "'kernel_regularizer'");
     refused(to_frozen, "(Dense)", "trainable=False");
+    refused_in("resnet", "b1_conv1", to_first, "(Conv2D)", "data_format 'channels_first' is not supported");
+    refused_in("resnet", "pool", to_first, "(MaxPooling2D)", "channels_last only");
+    refused_in("resnet", "b1_conv1", to_causal, "(Conv2D)", "padding 'causal' is not supported (valid, same)");
+    refused_in("resnet", "stem_bn", to_axis1, "(BatchNormalization)", "only axis -1");
+    refused_in("resnet", "stem_bn", to_renorm, "(BatchNormalization)", "'renorm'");
+    refused_in("mobilenet", "cat", to_axis1, "(Concatenate)", "only axis -1");
+    refused_in("mobilenet", "sep", to_policy, "(SeparableConv2D)", "dtype policy 'mixed_bfloat16' is not supported");
 }
 END_TEST
 
@@ -256,6 +328,10 @@ START_TEST(test_transformer) { check_fixture("transformer"); }
 END_TEST
 START_TEST(test_nested) { check_fixture("nested"); }
 END_TEST
+START_TEST(test_resnet) { check_fixture("resnet"); }
+END_TEST
+START_TEST(test_mobilenet) { check_fixture("mobilenet"); }
+END_TEST
 
 int main(void)
 {
@@ -266,6 +342,8 @@ int main(void)
     tcase_add_test(tc, test_residual);
     tcase_add_test(tc, test_transformer);
     tcase_add_test(tc, test_nested);
+    tcase_add_test(tc, test_resnet);
+    tcase_add_test(tc, test_mobilenet);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_export_reimport);
     return test_run_device_suite(s);

@@ -5,7 +5,12 @@ jax[cpu]). For each model it writes MODEL.keras (config, weights, metadata)
 and MODEL.expect.json: a fixed batch (inputs, labels), Keras's logits and
 loss on it (inference mode), and the loss on the same batch after one
 optimizer step (train_on_batch), or null with the reason when that step is
-not reproducible (dropout masks). Run: python make_fixtures.py OUTDIR."""
+not reproducible (dropout masks). Models with BatchNormalization get random
+gamma, beta and moving statistics first (so inference is not the identity)
+and also carry the moving statistics after the step ("moving_after_step").
+The convnets (resnet, mobilenet) seed themselves, so `--only resnet,mobilenet`
+rebuilds just them, identically. Run: python make_fixtures.py OUTDIR
+[EXAMPLE.keras] [--only NAME,...]."""
 import json
 import os
 import sys
@@ -15,7 +20,7 @@ import numpy as np  # noqa: E402
 import keras  # noqa: E402
 from keras import layers  # noqa: E402
 
-OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+OUT = sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("--") else os.path.dirname(os.path.abspath(__file__))
 BATCH = 4
 
 
@@ -94,6 +99,87 @@ def nested():
     return m, "classes", 4, None
 
 
+def randomize_bn(m, seed):
+    """Random gamma, beta and moving statistics in every BatchNormalization."""
+    r = np.random.default_rng(seed)
+    for layer in m.layers:
+        if isinstance(layer, layers.BatchNormalization):
+            ws = []
+            for v in layer.weights:
+                n = v.path.split("/")[-1]
+                lo, hi = (0.5, 1.5) if n in ("gamma", "moving_variance") else (-0.3, 0.3)
+                ws.append(r.uniform(lo, hi, size=tuple(v.shape)).astype("float32"))
+            layer.set_weights(ws)
+
+
+def resnet():
+    """ResNet-style: conv/BN stem, a residual block with a strided
+    projection shortcut (1x1 conv, groups 2, BN without scale), a dilated
+    conv, BN without center, max and average pooling, global pooling."""
+    keras.utils.set_random_seed(2001)
+    x = keras.Input((8, 8, 3), name="image")
+    h = layers.Conv2D(8, 3, padding="same", use_bias=False, name="stem")(x)
+    h = layers.BatchNormalization(momentum=0.9, name="stem_bn")(h)
+    h = layers.Activation("relu", name="stem_relu")(h)
+    r = layers.Conv2D(16, 3, strides=2, padding="same", name="b1_conv1")(h)
+    r = layers.BatchNormalization(momentum=0.9, epsilon=1e-5, name="b1_bn1")(r)
+    r = layers.ReLU(name="b1_relu1")(r)
+    r = layers.Conv2D(16, 3, padding="same", dilation_rate=2, use_bias=False, name="b1_conv2")(r)
+    r = layers.BatchNormalization(center=False, name="b1_bn2")(r)
+    s = layers.Conv2D(16, 1, strides=2, groups=2, name="b1_proj")(h)
+    s = layers.BatchNormalization(scale=False, momentum=0.8, name="b1_proj_bn")(s)
+    h = layers.Add(name="b1_add")([r, s])
+    h = layers.ReLU(name="b1_out")(h)
+    h = layers.Conv2D(16, 3, padding="valid", activation="relu", name="b2_conv")(h)
+    h = layers.MaxPooling2D(2, name="pool")(h)
+    h = layers.AveragePooling2D(2, strides=1, padding="same", name="avg")(h)
+    h = layers.GlobalAveragePooling2D(name="gap")(h)
+    y = layers.Dense(5, name="logits")(h)
+    m = keras.Model(x, y, name="resnet")
+    randomize_bn(m, 2002)
+    m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1, momentum=0.9), loss=sce())
+    return m, "classes", 5, None
+
+
+def mobilenet():
+    """MobileNet-style: ZeroPadding2D and a strided valid stem, a depthwise
+    conv (depth_multiplier 2) with BN, a pointwise conv, a SeparableConv2D
+    reading the stem (not the layer before it), Concatenate, a
+    squeeze-excite style Multiply by a sigmoid gate, global pooling with
+    keepdims, Flatten."""
+    keras.utils.set_random_seed(3001)
+    x = keras.Input((9, 9, 3), name="image")
+    h = layers.ZeroPadding2D(((0, 1), (1, 0)), name="pad")(x)
+    h = layers.Conv2D(8, 3, strides=2, use_bias=False, name="stem")(h)
+    h = layers.BatchNormalization(momentum=0.9, name="stem_bn")(h)
+    h = layers.ReLU(name="stem_relu")(h)
+    d = layers.DepthwiseConv2D(3, padding="same", depth_multiplier=2, use_bias=False, name="dw")(h)
+    d = layers.BatchNormalization(momentum=0.9, name="dw_bn")(d)
+    d = layers.Activation("relu", name="dw_relu")(d)
+    p = layers.Conv2D(8, 1, name="pw")(d)
+    sep = layers.SeparableConv2D(8, 3, padding="same", activation="relu", name="sep")(h)
+    c = layers.Concatenate(name="cat")([p, sep])
+    g = layers.Conv2D(16, 1, activation="sigmoid", name="gate")(c)
+    e = layers.Multiply(name="excite")([c, g])
+    e = layers.DepthwiseConv2D(2, strides=2, name="dw_down")(e)
+    q = layers.GlobalAveragePooling2D(keepdims=True, name="gap")(e)
+    q = layers.Flatten(name="flat")(q)
+    y = layers.Dense(4, name="logits")(q)
+    m = keras.Model(x, y, name="mobilenet")
+    randomize_bn(m, 3002)
+    m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1), loss=sce())
+    return m, "classes", 4, None
+
+
+def moving_stats(m):
+    out = {}
+    for layer in m.layers:
+        if isinstance(layer, layers.BatchNormalization):
+            out[layer.name] = {"moving_mean": np.asarray(layer.moving_mean, dtype="float32").tolist(),
+                               "moving_variance": np.asarray(layer.moving_variance, dtype="float32").tolist()}
+    return out
+
+
 def encoder_block(i, T, D, heads):
     bi = keras.Input((T, D), name="block_in")
     h = layers.LayerNormalization(epsilon=1e-5, name="ln1")(bi)
@@ -133,13 +219,24 @@ def batch_for(m, kind, classes, rng):
     return x, y
 
 
+SEEDED = {"resnet": 2003, "mobilenet": 3003}
+
+
 def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--only")]
+    only = [a.split("=", 1)[1].split(",") for a in sys.argv[1:] if a.startswith("--only=")]
+    only = only[0] if only else None
     keras.utils.set_random_seed(1234)
     rng = np.random.default_rng(1234)
     os.makedirs(OUT, exist_ok=True)
-    for build in (seq_mlp, func_mlp, residual, transformer, nested):
+    for build in (seq_mlp, func_mlp, residual, transformer, nested, resnet, mobilenet):
+        if only and build.__name__ not in only:
+            continue
         m, kind, classes, no_step = build()
-        x, y = batch_for(m, kind, classes, rng)
+        if m.name in SEEDED:
+            x, y = batch_for(m, kind, classes, np.random.default_rng(SEEDED[m.name]))
+        else:
+            x, y = batch_for(m, kind, classes, rng)
         path = os.path.join(OUT, m.name + ".keras")
         m.save(path)
         logits = np.asarray(m(x, training=False), dtype="float32")
@@ -151,14 +248,16 @@ def main():
         if no_step is None:
             m.train_on_batch(x, y)
             expect["step_loss"] = float(m.evaluate(x, y, batch_size=BATCH, verbose=0))
+            if moving_stats(m):
+                expect["moving_after_step"] = moving_stats(m)
         else:
             expect["step_loss"] = None
             expect["step_skipped"] = no_step
         with open(os.path.join(OUT, m.name + ".expect.json"), "w") as f:
             json.dump(expect, f, indent=1)
         print(m.name, "loss", loss, "step_loss", expect["step_loss"])
-    if len(sys.argv) > 2:
-        example(sys.argv[2])
+    if len(args) > 1:
+        example(args[1])
 
 
 if __name__ == "__main__":
