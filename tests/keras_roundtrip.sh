@@ -1,5 +1,6 @@
 #!/bin/sh
-# keras_roundtrip.sh: runs tests/keras/roundtrip.py (Keras -> clremat, 20
+# keras_roundtrip.sh: runs tests/keras/roundtrip.py (nested.keras and the
+# resnet.keras convnet: Keras -> clremat, 20
 # steps under --remat full, -> Keras; the same batch evaluated in both) with
 # the Python that has Keras 3: $CLREMAT_KERAS_PYTHON (.ci/run sets it to the
 # venv it installs Keras in), else python3. Skips (77) with a message when
