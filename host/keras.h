@@ -22,6 +22,7 @@ typedef struct clremat_keras_var {
     int split;                      /**< leading dimensions forming the rows */
     int64_t col_off;                /**< first column in the parameter */
     int state;                      /**< 1: non-trainable state (BatchNormalization's moving statistics) */
+    char owner[128];                /**< the top-level Keras layer it belongs to (a legacy .h5 groups by it) */
 } clremat_keras_var;
 
 /** A Keras model read and mapped. */
@@ -37,13 +38,28 @@ typedef struct clremat_keras_model {
     double lr, momentum, weight_decay, beta1, beta2, epsilon; /**< its settings (those it has) */
     char loss[32];                  /**< the clremat loss chosen ("softmax_cross_entropy", "mse") */
     char origin[512];               /**< the file, for messages */
+    int legacy;                     /**< 1: a legacy Keras 2 style HDF5 model (`model.save("m.h5")`) */
 } clremat_keras_model;
 
 /** 1 when path names a Keras model: a `.keras` file, or a JSON file whose top
  * level is a Keras config (has "class_name" and "config"). */
 int clremat_keras_is_keras(const char *path);
 
-/** Reads a Keras model: a `.keras` archive, or a to_json file with weights
+/** 1 when path names a legacy HDF5 model file: ends in ".h5" or ".hdf5"
+ * but not ".weights.h5". */
+int clremat_keras_is_legacy(const char *path);
+
+/** 1 when `--save save_path` of a run on model_path goes through
+ * clremat_keras_save: a ".weights.h5" or ".keras" target, or any ".h5"
+ * target of a legacy .h5 model. */
+int clremat_keras_save_path(const char *model_path, const char *save_path);
+
+/** Refuses (CLREMAT_ERR_INVALID_ARGUMENT, a message naming both) a
+ * `--save` target that model_path's weights cannot be written to: a
+ * legacy .h5 model into .weights.h5 or .keras. Checked before training. */
+int clremat_keras_save_check(const char *model_path, const char *save_path);
+
+/** Reads a Keras model: a `.keras` archive, a legacy `.h5` model, or a to_json file with weights
  * from weights_path (NULL: none; the model then loads without weights).
  * loss (NULL: from the compile config) names the Keras loss when the file
  * has none. Anything unsupported is refused naming the layer, its class,
@@ -79,6 +95,17 @@ int clremat_keras_h5_read(const unsigned char *img, size_t len, const char *orig
  * n datasets named in paths with the float32 data in vals[i]. */
 int clremat_keras_h5_write(const unsigned char *img, size_t len, const char *tmp_path, const char *const *paths,
                            const float *const *vals, int n);
+
+/** Legacy .h5 model: reads the whole file into m->h5, its `model_config`
+ * attribute into m->config_text and its `training_config` attribute into
+ * *training (malloc'd, NULL when absent). */
+int clremat_keras_legacy_open(const char *path, clremat_keras_model *m, char **training);
+
+/** Legacy .h5 model: points every variable of m at its dataset. Keras
+ * writes a top-level layer's weights under `model_weights/LAYER/`, named by
+ * the layer group's `weight_names` attribute, trainable ones first (in
+ * layer order, nested models included), then the non-trainable ones. */
+int clremat_keras_legacy_paths(clremat_keras_model *m);
 
 /** Gathers variable i of m from params into a new malloc'd array (*out). */
 int clremat_keras_gather(const clremat_keras_model *m, const clremat_graph *g, int i, const float *params, float **out);

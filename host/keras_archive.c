@@ -82,7 +82,7 @@ int clremat_keras_is_keras(const char *path)
     int yes;
     if (!path)
         return 0;
-    if (ends_with(path, ".keras"))
+    if (ends_with(path, ".keras") || clremat_keras_is_legacy(path))
         return 1;
     if (!ends_with(path, ".json"))
         return 0;

@@ -58,6 +58,14 @@ int clremat_keras_save(const clremat_keras_model *m, const clremat_graph *g, con
     if (!m->h5)
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s: the Keras model has no weights file to export "
                                  "into (Keras layout)", m->origin);
+    if (m->legacy && !clremat_keras_is_legacy(path))
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s: %s is a legacy .h5 model: its weights go back "
+                                 "into a legacy .h5 file (the original with the new weights, read by "
+                                 "keras.models.load_model or load_weights), not .keras or .weights.h5 (Keras 3's "
+                                 "layout, which the legacy file does not carry)", path, m->origin);
+    if (!m->legacy && clremat_keras_is_legacy(path))
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s: Keras 3 weights are saved as .weights.h5 (Keras's "
+                                 "load_weights reads its layout only from that suffix) or .keras", path);
     if ((st = clremat_afile_open(&a, path)))
         return st;
     /* a.f stays open (and locked) while HDF5 and libzip write a.tmp by name */

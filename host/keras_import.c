@@ -314,10 +314,14 @@ static int walk_model(walk *w, json_t *model, const char *path, const char *h5, 
                                  "keras.Input(shape) first, so its input shape is in the file)", w->m->origin);
     }
     json_array_foreach(layers, i, e) {
+        int before = w->m->n_vars;
         if ((st = walk_layer(w, e, seq, top, path, h5, hn, base, block_in, out, last_ref, last_len))) {
             free(hn);
             return st;
         }
+        for (int v = before; top && v < w->m->n_vars; v++) /* the top-level layer owning them */
+            snprintf(w->m->vars[v].owner, sizeof w->m->vars[v].owner, "%s",
+                     json_string_value(json_object_get(json_object_get(e, "config"), "name")));
     }
     free(hn);
     if (!seq) {
@@ -425,7 +429,8 @@ int clremat_keras_read(const char *path, const char *weights_path, const char *l
 {
     size_t len = strlen(path);
     int archive = len > 6 && strcmp(path + len - 6, ".keras") == 0, st;
-    json_t *root = NULL, *layers = NULL, *doc = NULL, *cc;
+    json_t *root = NULL, *layers = NULL, *doc = NULL, *cc, *legacy_cc = NULL;
+    char *training = NULL;
     json_error_t jerr;
     walk w;
     char last[CLREMAT_NAME_LEN * 2] = "";
@@ -434,7 +439,10 @@ int clremat_keras_read(const char *path, const char *weights_path, const char *l
     memset(&w, 0, sizeof w);
     w.m = out;
     snprintf(out->origin, sizeof out->origin, "%s", path);
-    if (archive) {
+    if (clremat_keras_is_legacy(path)) {
+        if ((st = clremat_keras_legacy_open(path, out, &training)))
+            goto fail;
+    } else if (archive) {
         size_t n;
         if ((st = clremat_keras_zip_member(path, "config.json", (unsigned char **)&out->config_text, &n)) ||
             (st = clremat_keras_zip_member(path, "metadata.json", (unsigned char **)&out->metadata_text, &n)) ||
@@ -457,6 +465,20 @@ int clremat_keras_read(const char *path, const char *weights_path, const char *l
         goto fail;
     }
     cc = json_object_get(root, "compile_config");
+    if (training) { /* a legacy file's training_config: loss, optimizer_config */
+        json_t *tc = json_loads(training, 0, &jerr);
+        if (!tc) {
+            st = clremat_set_error(CLREMAT_ERR_PARSE, "%s: training_config: %d:%d: %s", path, jerr.line, jerr.column,
+                                   jerr.text);
+            goto fail;
+        }
+        legacy_cc = json_pack("{sOsO}", "loss", json_object_get(tc, "loss") ?: json_null(), "optimizer",
+                              json_object_get(tc, "optimizer_config") ?: json_null());
+        json_decref(tc);
+        if (json_is_null(json_object_get(legacy_cc, "loss")))
+            json_object_del(legacy_cc, "loss");
+        cc = legacy_cc;
+    }
     if ((st = map_loss(out, json_object_get(cc, "loss"), loss)) ||
         (st = map_optimizer(out, json_object_get(cc, "optimizer"))))
         goto fail;
@@ -467,6 +489,8 @@ int clremat_keras_read(const char *path, const char *weights_path, const char *l
         st = clremat_set_error(CLREMAT_ERR_PARSE, "%s: the model has no InputLayer", path);
         goto fail;
     }
+    if (out->legacy && (st = clremat_keras_legacy_paths(out)))
+        goto fail;
     json_array_append_new(layers, json_pack("{sssss[s]}", "name", "loss", "type", out->loss, "inputs", last));
     doc = json_pack("{sssOsO}", "name",
                     json_string_value(json_object_get(json_object_get(root, "config"), "name")) ?: "model", "input",
@@ -477,6 +501,8 @@ int clremat_keras_read(const char *path, const char *weights_path, const char *l
     }
     st = CLREMAT_OK;
 fail:
+    json_decref(legacy_cc);
+    free(training);
     json_decref(doc);
     json_decref(layers);
     json_decref(w.input);

@@ -541,6 +541,8 @@ static int check_paths(const clremat_train_config *cfg)
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "--save %s: a Keras weights file (.weights.h5, .keras) "
                                  "needs a Keras model (%s is not one); save to .safetensors instead",
                                  cfg->save, cfg->model_path);
+    if (cfg->save && (st = clremat_keras_save_check(cfg->model_path, cfg->save)) != CLREMAT_OK)
+        return st;
     if (cfg->save && (clremat_same_file(cfg->save, cfg->model_path) ||
                       (data_is_file(cfg->data) && clremat_same_file(cfg->save, cfg->data))))
         return clremat_set_error(CLREMAT_ERR_IO, "--save %s: is the run's %s; refusing to overwrite an input",
@@ -918,7 +920,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         goto fail;
     }
     if (cfg->save && (!dp || dp->rank == 0)) { /* data parallel: rank 0 writes, recording the global batch */
-        if (keras_save_path(cfg->save))
+        if (clremat_keras_save_path(cfg->model_path, cfg->save))
             st = save_keras(cfg, g, res->final_params);
         else {
             int64_t local = t->batch;

@@ -158,8 +158,8 @@ static void check_fixture(const char *name)
     float loss, correct, mse, step_loss[2];
     char *mj;
 
-    snprintf(path, sizeof path, "%s/%s.keras", fixture_dir(), name);
     expect_load(name, &e);
+    snprintf(path, sizeof path, "%s/%s", fixture_dir(), json_string_value(json_object_get(e.root, "model")));
     ck_assert_msg(clremat_keras_read(path, NULL, NULL, &km) == CLREMAT_OK, "%s", clremat_last_error());
     TEST_OPEN_CTX(ctx, 0);
 
@@ -284,28 +284,30 @@ START_TEST(test_refusals)
 }
 END_TEST
 
-/* Export: the Keras layout written from given parameters reads back as them. */
-START_TEST(test_export_reimport)
+/* Export: the Keras layout written from given parameters reads back as them
+ * (fixture file `model`, written to a temporary file ending in `suffix`). */
+static void export_reimport(const char *model, const char *suffix)
 {
-    char path[2300], out[] = "/tmp/clremat_keras_XXXXXX.keras";
+    char path[2300], out[64];
     clremat_keras_model km, back;
     clremat_graph *g;
     int64_t n;
     float *p, *q;
     int fd;
-    snprintf(path, sizeof path, "%s/transformer.keras", fixture_dir());
-    ck_assert_int_eq(clremat_keras_read(path, NULL, NULL, &km), CLREMAT_OK);
+    snprintf(path, sizeof path, "%s/%s", fixture_dir(), model);
+    snprintf(out, sizeof out, "/tmp/clremat_keras_XXXXXX%s", suffix);
+    ck_assert_msg(clremat_keras_read(path, NULL, NULL, &km) == CLREMAT_OK, "%s", clremat_last_error());
     ck_assert_int_eq(clremat_graph_load_string(km.json, path, &g), CLREMAT_OK);
     n = clremat_graph_param_elems(g);
     p = malloc(sizeof(float) * (size_t)n);
     q = malloc(sizeof(float) * (size_t)n);
     for (int64_t i = 0; i < n; i++)
         p[i] = (float)i * 0.001f - 1.0f; /* every value distinct: a misplaced one shows */
-    fd = mkstemps(out, 6);
+    fd = mkstemps(out, (int)strlen(suffix));
     ck_assert_int_ge(fd, 0);
     close(fd);
     ck_assert_msg(clremat_keras_save(&km, g, p, out) == CLREMAT_OK, "%s", clremat_last_error());
-    ck_assert_int_eq(clremat_keras_read(out, NULL, NULL, &back), CLREMAT_OK);
+    ck_assert_msg(clremat_keras_read(out, NULL, NULL, &back) == CLREMAT_OK, "%s", clremat_last_error());
     ck_assert_str_eq(back.json, km.json);
     ck_assert_int_eq(clremat_keras_params(&back, g, q), CLREMAT_OK);
     ck_assert_int_eq(memcmp(p, q, sizeof(float) * (size_t)n), 0);
@@ -315,6 +317,46 @@ START_TEST(test_export_reimport)
     clremat_keras_free(&back);
     clremat_keras_free(&km);
     clremat_graph_free(g);
+}
+
+START_TEST(test_export_reimport)
+{
+    export_reimport("transformer.keras", ".keras");
+    export_reimport("resnet.keras", ".keras");
+    export_reimport("mobilenet.keras", ".keras");
+    export_reimport("legacy.h5", ".h5");
+}
+END_TEST
+
+/* A legacy .h5 model exports to a legacy .h5 only, a Keras 3 one never to a
+ * legacy .h5; both refused before any file is written. */
+START_TEST(test_export_format_refused)
+{
+    static const struct {
+        const char *model, *out, *want;
+    } cases[] = {
+        {"legacy.h5", "/tmp/clremat_keras_never.weights.h5", "is a legacy .h5 model"},
+        {"legacy.h5", "/tmp/clremat_keras_never.keras", "is a legacy .h5 model"},
+        {"resnet.keras", "/tmp/clremat_keras_never.h5", "Keras 3 weights are saved as .weights.h5"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[2300];
+        clremat_keras_model km;
+        clremat_graph *g;
+        float *p;
+        snprintf(path, sizeof path, "%s/%s", fixture_dir(), cases[i].model);
+        ck_assert_int_eq(clremat_keras_read(path, NULL, NULL, &km), CLREMAT_OK);
+        ck_assert_int_eq(clremat_graph_load_string(km.json, path, &g), CLREMAT_OK);
+        p = calloc((size_t)clremat_graph_param_elems(g), sizeof(float));
+        unlink(cases[i].out);
+        ck_assert_int_eq(clremat_keras_save(&km, g, p, cases[i].out), CLREMAT_ERR_INVALID_ARGUMENT);
+        fprintf(stderr, "refused: %s\n", clremat_last_error());
+        ck_assert_msg(strstr(clremat_last_error(), cases[i].want), "%s", clremat_last_error());
+        ck_assert_int_ne(access(cases[i].out, F_OK), 0);
+        free(p);
+        clremat_graph_free(g);
+        clremat_keras_free(&km);
+    }
 }
 END_TEST
 
@@ -332,6 +374,8 @@ START_TEST(test_resnet) { check_fixture("resnet"); }
 END_TEST
 START_TEST(test_mobilenet) { check_fixture("mobilenet"); }
 END_TEST
+START_TEST(test_legacy) { check_fixture("legacy"); }
+END_TEST
 
 int main(void)
 {
@@ -344,7 +388,9 @@ int main(void)
     tcase_add_test(tc, test_nested);
     tcase_add_test(tc, test_resnet);
     tcase_add_test(tc, test_mobilenet);
+    tcase_add_test(tc, test_legacy);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_export_reimport);
+    tcase_add_test(tc, test_export_format_refused);
     return test_run_device_suite(s);
 }

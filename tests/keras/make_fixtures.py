@@ -8,7 +8,8 @@ optimizer step (train_on_batch), or null with the reason when that step is
 not reproducible (dropout masks). Models with BatchNormalization get random
 gamma, beta and moving statistics first (so inference is not the identity)
 and also carry the moving statistics after the step ("moving_after_step").
-The convnets (resnet, mobilenet) seed themselves, so `--only resnet,mobilenet`
+legacy.h5 is saved in the legacy HDF5 format. The convnets (resnet,
+mobilenet, legacy) seed themselves, so `--only resnet,mobilenet,legacy`
 rebuilds just them, identically. Run: python make_fixtures.py OUTDIR
 [EXAMPLE.keras] [--only NAME,...]."""
 import json
@@ -99,10 +100,19 @@ def nested():
     return m, "classes", 4, None
 
 
+def all_layers(m, prefix=""):
+    """(clremat name, layer) of every layer, nested models' layers included."""
+    for layer in m.layers:
+        if isinstance(layer, keras.Model):
+            yield from all_layers(layer, prefix + layer.name + "/")
+        else:
+            yield prefix + layer.name, layer
+
+
 def randomize_bn(m, seed):
     """Random gamma, beta and moving statistics in every BatchNormalization."""
     r = np.random.default_rng(seed)
-    for layer in m.layers:
+    for _, layer in all_layers(m):
         if isinstance(layer, layers.BatchNormalization):
             ws = []
             for v in layer.weights:
@@ -171,11 +181,34 @@ def mobilenet():
     return m, "classes", 4, None
 
 
+def legacy():
+    """Saved in the legacy HDF5 format (model.save("legacy.h5")): a nested
+    conv block with BatchNormalization, whose weights the legacy file lists
+    trainable first, then the moving statistics."""
+    keras.utils.set_random_seed(4001)
+    bi = keras.Input((6, 6, 4), name="block_in")
+    h = layers.Conv2D(4, 3, padding="same", use_bias=False, name="conv")(bi)
+    h = layers.BatchNormalization(momentum=0.9, name="bn")(h)
+    h = layers.ReLU(name="relu")(h)
+    h = layers.Conv2D(4, 1, name="proj")(h)  # trainable weights after the moving statistics
+    h = layers.Add(name="skip")([h, bi])
+    block = keras.Model(bi, h, name="conv_block")
+    x = keras.Input((6, 6, 3), name="image")
+    s = layers.Conv2D(4, 1, name="stem")(x)
+    s = block(s)
+    s = layers.GlobalAveragePooling2D(name="gap")(s)
+    y = layers.Dense(3, name="logits")(s)
+    m = keras.Model(x, y, name="legacy")
+    randomize_bn(m, 4002)
+    m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1), loss=sce())
+    return m, "classes", 3, None
+
+
 def moving_stats(m):
     out = {}
-    for layer in m.layers:
+    for name, layer in all_layers(m):
         if isinstance(layer, layers.BatchNormalization):
-            out[layer.name] = {"moving_mean": np.asarray(layer.moving_mean, dtype="float32").tolist(),
+            out[name] = {"moving_mean": np.asarray(layer.moving_mean, dtype="float32").tolist(),
                                "moving_variance": np.asarray(layer.moving_variance, dtype="float32").tolist()}
     return out
 
@@ -219,7 +252,7 @@ def batch_for(m, kind, classes, rng):
     return x, y
 
 
-SEEDED = {"resnet": 2003, "mobilenet": 3003}
+SEEDED = {"resnet": 2003, "mobilenet": 3003, "legacy": 4003}
 
 
 def main():
@@ -229,7 +262,7 @@ def main():
     keras.utils.set_random_seed(1234)
     rng = np.random.default_rng(1234)
     os.makedirs(OUT, exist_ok=True)
-    for build in (seq_mlp, func_mlp, residual, transformer, nested, resnet, mobilenet):
+    for build in (seq_mlp, func_mlp, residual, transformer, nested, resnet, mobilenet, legacy):
         if only and build.__name__ not in only:
             continue
         m, kind, classes, no_step = build()
@@ -237,11 +270,12 @@ def main():
             x, y = batch_for(m, kind, classes, np.random.default_rng(SEEDED[m.name]))
         else:
             x, y = batch_for(m, kind, classes, rng)
-        path = os.path.join(OUT, m.name + ".keras")
+        fname = m.name + (".h5" if m.name == "legacy" else ".keras")
+        path = os.path.join(OUT, fname)
         m.save(path)
         logits = np.asarray(m(x, training=False), dtype="float32")
         loss = float(m.evaluate(x, y, batch_size=BATCH, verbose=0))
-        expect = {"model": m.name + ".keras", "keras_version": keras.__version__,
+        expect = {"model": fname, "keras_version": keras.__version__,
                   "backend": keras.backend.backend(), "batch": BATCH,
                   "x": x.astype("float32").ravel().tolist(), "y": y.astype("float32").ravel().tolist(),
                   "logits": logits.ravel().tolist(), "loss": loss}

@@ -1,0 +1,190 @@
+/* keras_legacy.c: legacy HDF5 Keras models (`model.save("m.h5")`, Keras 2's
+ * format, still written by Keras 3): the root's `model_config` and
+ * `training_config` attributes (JSON text) and the weights under
+ * `model_weights/LAYER/`, listed by each layer group's `weight_names`
+ * attribute. The layer graph is then mapped as for a `.keras` file
+ * (host/keras_import.c), only the dataset paths differ. */
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "atomic_file.h"
+#include "error.h"
+#include "keras.h"
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+int clremat_keras_is_legacy(const char *path)
+{
+    return path && (ends_with(path, ".h5") || ends_with(path, ".hdf5")) && !ends_with(path, ".weights.h5");
+}
+
+int clremat_keras_save_path(const char *model_path, const char *save_path)
+{
+    if (ends_with(save_path, ".weights.h5") || ends_with(save_path, ".keras"))
+        return 1;
+    return clremat_keras_is_legacy(model_path) && clremat_keras_is_legacy(save_path);
+}
+
+int clremat_keras_save_check(const char *model_path, const char *save_path)
+{
+    if (clremat_keras_is_legacy(model_path) && (ends_with(save_path, ".weights.h5") || ends_with(save_path, ".keras")))
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "--save %s: %s is a legacy .h5 model: its weights go "
+                                 "back into a legacy .h5 file (--save trained.h5: the original with the new weights, "
+                                 "read by keras.models.load_model or load_weights), not .keras or .weights.h5 "
+                                 "(Keras 3's layout, which the legacy file does not carry)", save_path, model_path);
+    return CLREMAT_OK;
+}
+
+static hid_t open_image(const unsigned char *img, size_t len)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), f = -1;
+    if (fapl < 0)
+        return -1;
+    if (H5Pset_fapl_core(fapl, 65536, 0) >= 0 && H5Pset_file_image(fapl, (void *)img, len) >= 0)
+        f = H5Fopen("keras-legacy-image.h5", H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    return f;
+}
+
+/* The strings of attribute `name` of object `obj` (a scalar or a 1-D array,
+ * fixed-length or variable-length): *n of them, each malloc'd; -1 when the
+ * object or attribute is missing or is not strings. */
+static int attr_strings(hid_t f, const char *obj, const char *name, char ***out, int *n)
+{
+    hid_t a = -1, ty = -1, sp = -1, mt = -1;
+    hssize_t cnt;
+    int rc = -1;
+    *out = NULL;
+    *n = 0;
+    if (H5Aexists_by_name(f, obj, name, H5P_DEFAULT) <= 0 || (a = H5Aopen_by_name(f, obj, name, H5P_DEFAULT,
+                                                                                   H5P_DEFAULT)) < 0)
+        return -1;
+    ty = H5Aget_type(a);
+    sp = H5Aget_space(a);
+    cnt = H5Sget_simple_extent_npoints(sp);
+    if (H5Tget_class(ty) != H5T_STRING || cnt < 0 || cnt > 100000)
+        goto done;
+    if (!(*out = calloc((size_t)cnt + 1, sizeof **out)))
+        goto done;
+    if (H5Tis_variable_str(ty) > 0) {
+        char **v = calloc((size_t)cnt + 1, sizeof *v);
+        mt = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mt, H5T_VARIABLE);
+        if (v && H5Aread(a, mt, v) >= 0) {
+            rc = 0;
+            for (hssize_t i = 0; i < cnt; i++)
+                if (!((*out)[i] = strdup(v[i] ? v[i] : "")))
+                    rc = -1;
+            H5Dvlen_reclaim(mt, sp, H5P_DEFAULT, v);
+        }
+        free(v);
+    } else {
+        size_t w = H5Tget_size(ty);
+        char *buf = malloc(w * (size_t)cnt + 1);
+        if (buf && H5Aread(a, ty, buf) >= 0) {
+            rc = 0;
+            for (hssize_t i = 0; i < cnt; i++) {
+                if (!((*out)[i] = calloc(w + 1, 1)))
+                    rc = -1;
+                else
+                    memcpy((*out)[i], buf + (size_t)i * w, w);
+            }
+        }
+        free(buf);
+    }
+    *n = (int)cnt;
+done:
+    if (mt >= 0)
+        H5Tclose(mt);
+    H5Sclose(sp);
+    H5Tclose(ty);
+    H5Aclose(a);
+    return rc;
+}
+
+static void free_strings(char **s, int n)
+{
+    for (int i = 0; s && i < n; i++)
+        free(s[i]);
+    free(s);
+}
+
+int clremat_keras_legacy_open(const char *path, clremat_keras_model *m, char **training)
+{
+    FILE *fp;
+    uint64_t size;
+    hid_t f;
+    char **s = NULL;
+    int n = 0, st;
+    *training = NULL;
+    if ((st = clremat_open_regular(path, "Keras model file", &fp, &size)))
+        return st;
+    if (size > ((uint64_t)1 << 31) || !(m->h5 = malloc((size_t)size + 1)) || fread(m->h5, 1, (size_t)size, fp) != size) {
+        fclose(fp);
+        return clremat_set_error(CLREMAT_ERR_IO, "%s: cannot read the legacy .h5 model (%llu bytes)", path,
+                                 (unsigned long long)size);
+    }
+    fclose(fp);
+    m->h5_len = (size_t)size;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if ((f = open_image(m->h5, m->h5_len)) < 0)
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: not a readable HDF5 file (a legacy Keras model is what "
+                                 "model.save(\"m.h5\") writes)", path);
+    if (attr_strings(f, "/", "model_config", &s, &n) || n != 1) {
+        free_strings(s, n);
+        H5Fclose(f);
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: the HDF5 file has no 'model_config' attribute: it is not a "
+                                 "whole Keras model saved with model.save(\"m.h5\") (a weights-only .h5 carries no "
+                                 "layer graph; use a .keras file, or to_json + .weights.h5)", path);
+    }
+    m->config_text = s[0];
+    free(s);
+    if (attr_strings(f, "/", "training_config", &s, &n) == 0 && n == 1) {
+        *training = s[0];
+        free(s);
+    } else {
+        free_strings(s, n);
+    }
+    H5Fclose(f);
+    m->legacy = 1;
+    return CLREMAT_OK;
+}
+
+int clremat_keras_legacy_paths(clremat_keras_model *m)
+{
+    hid_t f;
+    int st = CLREMAT_OK;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if ((f = open_image(m->h5, m->h5_len)) < 0)
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: not a readable HDF5 file", m->origin);
+    for (int i = 0; i < m->n_vars && !st;) {
+        char group[256], **names = NULL;
+        int j = i, n = 0, k = 0;
+        while (j < m->n_vars && strcmp(m->vars[j].owner, m->vars[i].owner) == 0)
+            j++;
+        snprintf(group, sizeof group, "model_weights/%s", m->vars[i].owner);
+        if (attr_strings(f, group, "weight_names", &names, &n) || n != j - i) {
+            st = clremat_set_error(CLREMAT_ERR_PARSE, "%s: layer '%s': the weights file lists %d weights in '%s' "
+                                   "(attribute weight_names), the layer has %d", m->origin, m->vars[i].owner, n,
+                                   group, j - i);
+        } else {
+            /* trainable weights first, then the non-trainable ones */
+            for (int pass = 0; pass < 2 && !st; pass++)
+                for (int v = i; v < j && !st; v++)
+                    if (m->vars[v].state == pass &&
+                        snprintf(m->vars[v].h5path, sizeof m->vars[v].h5path, "%s/%s", group, names[k++]) >=
+                            (int)sizeof m->vars[v].h5path)
+                        st = clremat_set_error(CLREMAT_ERR_PARSE, "%s: layer '%s': weight name '%s' is too long",
+                                               m->origin, m->vars[v].owner, names[k - 1]);
+        }
+        free_strings(names, n);
+        i = j;
+    }
+    H5Fclose(f);
+    return st;
+}
