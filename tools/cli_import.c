@@ -15,8 +15,9 @@ static void usage(FILE *f)
     fprintf(f, "usage: clremat import-keras MODEL [-o OUT.json] [--weights-out W.safetensors]\n"
                "                            [--weights W.weights.h5] [--loss mse|sparse_categorical_crossentropy_from_logits]\n"
                "\n"
-               "MODEL is a Keras 3 .keras archive, or a model.to_json() file (its weights from --weights,\n"
-               "else from MODEL with .json replaced by .weights.h5 when that exists). Writes the clremat\n"
+               "MODEL is a Keras 3 .keras archive, a legacy HDF5 model (model.save(\"m.h5\")), or a\n"
+               "model.to_json() file (its weights from --weights, else from MODEL with .json replaced by\n"
+               ".weights.h5 when that exists). Writes the clremat\n"
                "model (stdout without -o) and, with --weights-out, its Keras weights as safetensors\n"
                "(loadable with `clremat train --load`). --loss names the loss when the file has no\n"
                "compile config. Unsupported layers and options are refused (docs/keras.md).\n");
@@ -87,12 +88,14 @@ int cli_import_keras(int argc, char **argv)
     }
     if (!model) {
         usage(stderr);
-        return cli_error("import-keras needs a MODEL (.keras or Keras JSON)");
+        return cli_error("import-keras needs a MODEL (.keras, legacy .h5 or Keras JSON)");
     }
     if ((out && (st = clremat_output_check(out, "-o"))) || (wout && (st = clremat_output_check(wout, "--weights-out"))))
         return cli_error("%s", clremat_last_error());
     if (!weights && !strstr(model, ".keras"))
         weights = clremat_keras_json_weights(model);
+    if (weights && clremat_keras_is_legacy(model))
+        return cli_error("--weights %s: %s is a legacy .h5 model, which holds its own weights", weights, model);
     if ((st = clremat_keras_read(model, weights, loss, &km)))
         return cli_error("%s", clremat_last_error());
     /* the model must load as clremat reads it; the text is written only then */
