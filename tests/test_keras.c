@@ -1,12 +1,15 @@
-/* test_keras.c: Keras import against Keras itself. tests/keras/ holds five
+/* test_keras.c: Keras import against Keras itself. tests/keras/ holds eight
  * models saved by real Keras 3 (tests/keras/make_fixtures.py: Sequential and
  * Functional MLPs, a residual model, a transformer encoder with
- * MultiHeadAttention, a nested sub-model named encoder_block) with Keras's
- * logits, loss and loss after one SGD step on a fixed batch. Each is
- * imported and run here (no Keras needed): logits, loss and step loss must
- * match within the float32 tolerances below (measured, docs/keras.md). Also:
- * refusals name the layer, class and file; export writes the Keras layout
- * back and re-imports to the same parameters. */
+ * MultiHeadAttention, a nested sub-model named encoder_block, the resnet and
+ * mobilenet convnets, and legacy.h5, a legacy HDF5 model) with Keras's
+ * logits, loss and loss after one SGD step on a fixed batch, and for models
+ * with BatchNormalization the moving statistics after that step. Each is
+ * imported and run here (no Keras needed): logits, loss, step loss and
+ * moving statistics must match within the float32 tolerances below
+ * (measured, docs/keras.md). Also: refusals name the layer, class and file;
+ * export writes the Keras layout (or the legacy one) back and re-imports to
+ * the same parameters; mismatched export formats are refused. */
 #include "testutil.h"
 #include <jansson.h>
 #include <math.h>
