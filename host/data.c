@@ -504,14 +504,25 @@ static int load_tensor(const char *path, const clremat_st_file *f, const char *n
 int clremat_data_load(const clremat_graph *g, const char *path, clremat_dataset *out)
 {
     clremat_st_file f = {0};
-    const clremat_graph_io *io;
     int st;
     if (!g || !path || !out)
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "clremat_data_load: NULL argument");
     memset(out, 0, sizeof *out);
-    io = &g->io;
     if ((st = clremat_st_read(path, &f)) != CLREMAT_OK)
         return st;
+    st = clremat_data_from_tensors(g, path, &f, out);
+    clremat_st_free(&f);
+    return st;
+}
+
+int clremat_data_from_tensors(const clremat_graph *g, const char *path, const clremat_st_file *tensors,
+                              clremat_dataset *out)
+{
+    const clremat_st_file f = *tensors;
+    const clremat_graph_io *io;
+    int st;
+    memset(out, 0, sizeof *out);
+    io = &g->io;
     if ((st = load_tensor(path, &f, "train_x", &io->input, "input", io->input_ids, model_vocab(g), &out->train, 1)) ||
         (st = load_tensor(path, &f, "train_y", &io->labels, "labels", io->labels_ids, io->classes, &out->train, 0)) ||
         (st = load_tensor(path, &f, "val_x", &io->input, "input", io->input_ids, model_vocab(g), &out->val, 1)) ||
@@ -526,10 +537,8 @@ int clremat_data_load(const clremat_graph *g, const char *path, clremat_dataset 
     out->y_shape = io->labels;
     out->y_ids = io->labels_ids;
     out->classes = io->labels_ids ? io->classes : 0;
-    clremat_st_free(&f);
     return CLREMAT_OK;
 fail:
-    clremat_st_free(&f);
     clremat_data_free(out);
     return st;
 }

@@ -66,6 +66,15 @@ int clremat_data_synthetic(const clremat_graph *g, const char *task, uint64_t se
  * CLREMAT_ERR_MISMATCH (shapes, dtypes, ids out of range). */
 int clremat_data_load(const clremat_graph *g, const char *path, clremat_dataset *out);
 
+struct clremat_st_file;
+
+/** clremat_data_load's checks and conversion on tensors already in memory
+ * (host/safetensors.h; each tensor's data in host byte order, little-endian
+ * as a file's): train_x, train_y, val_x, val_y. path names them in errors.
+ * The dataset gets its own float32 copy, as from a file. */
+int clremat_data_from_tensors(const clremat_graph *g, const char *path, const struct clremat_st_file *tensors,
+                              clremat_dataset *out);
+
 /** Frees the dataset's arrays. */
 void clremat_data_free(clremat_dataset *d);
 

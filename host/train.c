@@ -445,6 +445,8 @@ static int data_is_file(const char *task)
 static int load_data(const clremat_train_config *cfg, const clremat_graph *g, clremat_dataset *d)
 {
     const char *task = cfg->data;
+    if (cfg->data_arrays)
+        return clremat_data_from_tensors(g, "data arrays", cfg->data_arrays, d);
     if (data_is_file(task))
         return clremat_data_load(g, task, d);
     return clremat_data_synthetic(g, task, cfg->seed, cfg->train_samples > 0 ? cfg->train_samples : 4096,
@@ -878,6 +880,11 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
             created_after_first = clremat_pool_get_stats(ctx->pool).created;
         if (!dp || dp->rank == 0) /* data parallel: rank 0 reports progress */
             progress(cfg, s, loss, t0, &last);
+        if (cfg->on_step && cfg->on_step(cfg->on_step_user, s + 1, steps, loss) != 0) {
+            st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "training stopped by the progress callback after "
+                                   "step %lld", (long long)(s + 1));
+            goto fail;
+        }
     }
     if (t->replans) { /* the plan changed during the run: report the one that ran last */
         res->replans = t->replans;
