@@ -8,7 +8,7 @@ rematerialization and a planner that predicts device-memory peaks to the byte.
 See docs/python.md. The library is loaded with ctypes (_lib.py)."""
 
 from .errors import DeviceNotFoundError, Error, InvalidArgumentError, ModelError, OutOfMemoryError
-from .core import Device, Model, Plan, TrainResult, compare, devices
+from .core import Device, Model, Plan, TrainResult, compare, devices, fit
 
 __all__ = ["Device", "DeviceNotFoundError", "Error", "InvalidArgumentError", "Model", "ModelError",
-           "OutOfMemoryError", "Plan", "TrainResult", "compare", "devices"]
+           "OutOfMemoryError", "Plan", "TrainResult", "compare", "devices", "fit"]

@@ -80,6 +80,7 @@ for name, res, args in [
     ("clremat_api_plan", _c.c_int, [_c.c_char_p, _c.c_char_p, _c.POINTER(_c.c_void_p)]),
     ("clremat_api_pareto", _c.c_int, [_c.c_char_p, _c.c_char_p, _c.POINTER(_c.c_void_p)]),
     ("clremat_api_compare", _c.c_int, [_c.c_char_p, _c.c_char_p, _c.POINTER(_c.c_void_p)]),
+    ("clremat_api_fit", _c.c_int, [_c.c_char_p, _c.c_char_p, _c.POINTER(_c.c_void_p)]),
     ("clremat_api_train", _c.c_int, [_c.c_char_p, _c.c_char_p, _c.POINTER(Tensor), _c.c_int, PROGRESS, _c.c_void_p,
                                      _c.POINTER(_c.c_void_p)]),
     ("clremat_api_run_free", None, [_c.c_void_p]),

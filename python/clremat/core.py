@@ -1,11 +1,12 @@
-"""core.py: the Python face of libclremat: devices(), Model (plan, pareto, train) and
-compare(). Every result is built from the library's own --json report (the same
+"""core.py: the Python face of libclremat: devices(), Model (plan, pareto, train),
+compare() and fit(). Every result is built from the library's own --json report (the same
 bytes `clremat ... --json` prints for the same options); nothing is computed here."""
 
 import ctypes
 import dataclasses
 import json
 import os
+import shutil
 import tempfile
 
 import numpy as np
@@ -174,6 +175,8 @@ class Model:
                 os.unlink(self._tmp)
             except OSError:
                 pass
+        if getattr(self, "_keras_dir", None):
+            shutil.rmtree(self._keras_dir, ignore_errors=True)
 
     @classmethod
     def from_keras(cls, keras_model):
@@ -181,7 +184,11 @@ class Model:
         (which the library imports)."""
         d = tempfile.mkdtemp(prefix="clremat-keras-")
         path = os.path.join(d, "model.keras")
-        keras_model.save(path)
+        try:
+            keras_model.save(path)
+        except BaseException:
+            shutil.rmtree(d, ignore_errors=True)
+            raise
         m = cls(path)
         m._keras_dir = d
         return m
@@ -275,3 +282,17 @@ def compare(model, devices=None, remat=None, batch=None, steps=None, warmup=None
         devices = ",".join(devices)
     opts = _options(devices=devices, remat=remat, batch=batch, steps=steps, warmup=warmup, **options)
     return json.loads(_lib.call_json(_lib.lib.clremat_api_compare, _path(path), opts))
+
+
+def fit(model, memory=None, remat=None, device=None, batch=None, **options):
+    """Will a training step fit each memory size, with which remat mode, how fast, and the
+    largest batch that fits (`clremat fit --json`). memory: a byte count, a text such as
+    "8GiB", or a list of them (None: the device's memory); remat: modes separated by commas
+    or a list; device: step times from that device (without it and with memory given, no
+    step times). Other options: optimizer, max_batch, steps, calibration_batch, accumulate
+    (a K or a list), offload, recalibrate. Returns the report (a dict with "sizes")."""
+    path = model.path if isinstance(model, Model) else os.fspath(model)
+    if isinstance(remat, (list, tuple)):
+        remat = ",".join(remat)
+    opts = _options(memory=memory, remat=remat, device=device, batch=batch, **options)
+    return json.loads(_lib.call_json(_lib.lib.clremat_api_fit, _path(path), opts))

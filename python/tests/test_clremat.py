@@ -221,3 +221,58 @@ def test_compare_same_as_cli(tool, models, device):
         assert np.array_equal(bits(a["losses"]), bits(b["losses"]))
         assert a["predicted_peak_bytes"] == b["predicted_peak_bytes"] == a["measured_peak_bytes"]
         assert a["numerics"]["bitwise_equal_to_none"] in (None, True)
+
+
+def test_keras_file_same_as_cli(tool):
+    from conftest import SRC
+    path = os.path.join(SRC, "tests", "keras", "seq_mlp.keras")
+    p = clremat.Model(path).plan(remat="full", batch=8)
+    assert p.report == json.loads(cli_json(tool, "plan", path, "--remat", "full", "--batch", "8"))
+
+
+def test_from_keras_saves_a_temporary_file():
+    """Model.from_keras saves through the model's own save(); a stand-in that writes a
+    real Keras 3 file (tests/keras) checks the path without needing Keras here."""
+    from conftest import SRC
+    src = os.path.join(SRC, "tests", "keras", "seq_mlp.keras")
+    saved = []
+
+    class StandIn:
+        def save(self, path):
+            assert path.endswith(".keras")
+            saved.append(path)
+            with open(src, "rb") as a, open(path, "wb") as b:
+                b.write(a.read())
+
+    m = clremat.Model.from_keras(StandIn())
+    assert m.plan(batch=8).report == clremat.Model(src).plan(batch=8).report
+    d = os.path.dirname(saved[0])
+    del m
+    assert not os.path.exists(d)
+
+
+def test_from_keras_real_keras():
+    keras = pytest.importorskip("keras")
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4, activation="relu"), keras.layers.Dense(2)])
+    model.compile(loss="mse")
+    assert clremat.Model.from_keras(model).plan(batch=4).predicted_peak_bytes > 0
+
+
+def test_fit_same_as_cli(tool, models):
+    path = os.path.join(models, "mlp_deep.json")
+    r = clremat.fit(clremat.Model(path), memory=["1MiB", 64 << 20], remat=["none", "full"], batch=16)
+    cli = json.loads(cli_json(tool, "fit", path, "--memory", "1MiB,64MiB", "--remat", "none,full", "--batch", "16"))
+    assert r == cli
+    assert [s["memory_bytes"] for s in r["sizes"]] == [1 << 20, 64 << 20]
+    assert r["sizes"][1]["configs"][0]["fits"] and r["calibration"] is None
+    with pytest.raises(clremat.Error, match="sometimes"):
+        clremat.fit(path, memory="1GiB", remat="sometimes")
+    with pytest.raises(clremat.InvalidArgumentError, match="memory"):
+        clremat.fit(path, memory="lots")
+
+
+def test_fit_with_device_times(models, device):
+    r = clremat.fit(os.path.join(models, "regression.json"), memory="64MiB", remat="none,full", device=device,
+                    batch=16, steps=2)
+    assert r["calibration"]["measured_step_ms"] > 0
+    assert all(c["predicted_step_ms"] > 0 for c in r["sizes"][0]["configs"])
