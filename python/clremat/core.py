@@ -43,7 +43,11 @@ def devices():
 
 
 def _options(**kw):
-    return json.dumps({k: v for k, v in kw.items() if v is not None}).encode()
+    opts = {k: v for k, v in kw.items() if v is not None}
+    for k, v in opts.items():
+        if isinstance(v, float) and not np.isfinite(v):
+            raise InvalidArgumentError(f"option '{k}' must be a finite number, got {v}")
+    return json.dumps(opts).encode()
 
 
 def _path(p):

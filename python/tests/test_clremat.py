@@ -176,6 +176,14 @@ def test_missing_file_and_bad_options(models, tmp_path):
         clremat.Model(path).plan(optimizer="nadam")
     with pytest.raises(clremat.Error, match="remat"):
         clremat.Model(path).plan(remat="sometimes")
+    with pytest.raises(clremat.InvalidArgumentError, match="'batch' must be an integer"):
+        clremat.Model(path).train(batch="8")
+    with pytest.raises(clremat.InvalidArgumentError, match="'lr' must be a finite number"):
+        clremat.Model(path).train(lr=float("nan"))
+    with pytest.raises(clremat.InvalidArgumentError, match="beta1 applies to adam and adamw"):
+        clremat.Model(path).train(optimizer="sgd", beta1=0.5)
+    with pytest.raises(clremat.InvalidArgumentError, match="memory_limit"):
+        clremat.Model(path).plan(memory_limit=-5)
     with pytest.raises(TypeError):
         clremat.Model(42)
 
@@ -209,6 +217,9 @@ def test_array_checks(models, device):
         m.train(data=(np.full((32, 16), np.nan, np.float32), y), steps=2, device=device)
     with pytest.raises(TypeError):
         m.train(data=[1, 2, 3], steps=2, device=device)
+    r = m.train(data=(np.ones((40, 16), np.float32), np.zeros((40, 4), np.float32)), steps=3, batch=8,
+                device=device)
+    assert r.losses.shape == (3,) and r.report["val_loss"] is None  # no validation arrays: no validation
 
 
 def test_compare_same_as_cli(tool, models, device):
