@@ -16,5 +16,6 @@ CLREMAT_LIBRARY=${CLREMAT_LIBRARY:-$PWD/.libs/libclremat.so}
 CLREMAT_TOOL=${CLREMAT_TOOL:-$PWD/tools/clremat}
 CLREMAT_SRCDIR=$src
 PYTHONPATH=$src/python${PYTHONPATH:+:$PYTHONPATH}
-export CLREMAT_LIBRARY CLREMAT_TOOL CLREMAT_SRCDIR PYTHONPATH
+PYTHONDONTWRITEBYTECODE=1 # nothing written into the source tree (read-only under distcheck)
+export CLREMAT_LIBRARY CLREMAT_TOOL CLREMAT_SRCDIR PYTHONPATH PYTHONDONTWRITEBYTECODE
 exec "$py" -m pytest -q -p no:cacheprovider "$src/python/tests"
