@@ -193,18 +193,22 @@ static int make_opt(const char *name, unsigned set, double lr, const double hp[5
 
 /* ------------------------------------------------------------ reports */
 
-/* A report written by fn into a malloc'd string. */
-#define REPORT(json_out, call)                                                                                        \
+/* The report that call writes to FILE *f, into the malloc'd string
+ * *json_out; on failure st is set and control goes to fail. */
+#define REPORT(json_out, call, fail)                                                                                  \
     do {                                                                                                              \
         size_t len_ = 0;                                                                                              \
         FILE *f = open_memstream(json_out, &len_);                                                                    \
-        if (!f)                                                                                                       \
-            return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory for the report");                \
+        if (!f) {                                                                                                     \
+            st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory for the report");                  \
+            goto fail;                                                                                                \
+        }                                                                                                             \
         call;                                                                                                         \
         if (fclose(f) != 0) {                                                                                         \
             free(*(json_out));                                                                                        \
             *(json_out) = NULL;                                                                                       \
-            return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory for the report");            \
+            st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory for the report");                  \
+            goto fail;                                                                                                \
         }                                                                                                             \
     } while (0)
 
@@ -225,9 +229,10 @@ int clremat_api_devices(char **json)
     int st;
     if ((st = start(json)) || (st = clremat_list_devices(&devs, &n)))
         return st;
-    REPORT(json, clremat_report_devices_json(f, devs, n));
+    REPORT(json, clremat_report_devices_json(f, devs, n), done);
+done:
     free(devs);
-    return CLREMAT_OK;
+    return st;
 }
 
 static int load_model(const char *model, clremat_graph **gr)
@@ -274,7 +279,8 @@ int clremat_api_plan(const char *model, const char *options, char **json)
     if ((st = load_model(model, &gr)) || (st = clremat_plan_run(gr, &rq, &pol, &plan, &costs, &ctx)))
         goto done;
     REPORT(json, clremat_report_plan_json(f, gr, pol.text, batch, &plan, costs, ctx,
-                                          clremat_trainer_fused(&opt, (int)accumulate), actions));
+                                          clremat_trainer_fused(&opt, (int)accumulate), actions), planned);
+planned:
     clremat_plan_free(&plan);
 done:
     free(costs);
@@ -317,7 +323,7 @@ int clremat_api_pareto(const char *model, const char *options, char **json)
         (st = clremat_pareto_run(gr, batch, (int)accumulate, clremat_plan_opt_states(&opt, (int)accumulate),
                                  (int)points, &pts, &n, &marks, &nm)))
         goto done;
-    REPORT(json, clremat_report_pareto_json(f, gr->name, batch, (int)accumulate, pts, n, marks, nm));
+    REPORT(json, clremat_report_pareto_json(f, gr->name, batch, (int)accumulate, pts, n, marks, nm), done);
 done:
     free(pts);
     free(marks);
@@ -371,7 +377,7 @@ int clremat_api_compare(const char *model, const char *options, char **json)
     }
     if ((st = make_opt(cfg.optimizer, cfg.opt_set, cfg.lr, hp, &opt)) || (st = clremat_compare(&cfg, &runs, &n)))
         goto done;
-    REPORT(json, clremat_report_compare_json(f, &cfg, runs, n));
+    REPORT(json, clremat_report_compare_json(f, &cfg, runs, n), done);
 done:
     clremat_compare_free(runs, n);
     opts_close(&o);
@@ -463,7 +469,7 @@ int clremat_api_fit(const char *model, const char *options, char **json)
     fo.n_accumulate = n_acc;
     if ((st = clremat_fit_execute(&fo, &out, &usage)))
         goto done;
-    REPORT(json, clremat_report_fit_json(f, out.gr, &opt, &out.rq, out.rows, out.from_cache));
+    REPORT(json, clremat_report_fit_json(f, out.gr, &opt, &out.rq, out.rows, out.from_cache), done);
 done:
     clremat_fit_outcome_free(&out);
     opts_close(&o);
@@ -660,7 +666,7 @@ int clremat_api_train(const char *model, const char *options, const clremat_api_
         snprintf(msg, sizeof msg, "%s", clremat_last_error());
         {
             char **json = &r->json;
-            REPORT(json, clremat_report_train_json(f, &cfg, &r->res, NULL, NULL));
+            REPORT(json, clremat_report_train_json(f, &cfg, &r->res, NULL, NULL), done);
         }
         if ((st = index_weights(r)))
             goto done;
