@@ -91,7 +91,8 @@ class Plan:
 class TrainResult:
     """A training run (`clremat train --json`): ``losses`` (float32 numpy array, one
     per step), ``step_time_ms``, ``memory`` (predicted and measured peaks, ...),
-    ``weights`` (dict of float32 numpy arrays by "LAYER/PARAM") and ``report``."""
+    ``weights`` (dict of float32 numpy arrays by "LAYER/PARAM": views of the library's
+    trained parameters, no copy) and ``report``."""
 
     report: dict
     losses: np.ndarray
@@ -244,12 +245,7 @@ class Model:
         st = _lib.lib.clremat_api_train(_path(self.path), opts, tensors, n, cb, None, ctypes.byref(run))
         del keep  # the arrays stay alive until here: the library read them in place
         err = _lib.error(st) if st != _lib.OK else None
-        result = None
-        if run.value:
-            try:
-                result = _train_result(run)
-            finally:
-                _lib.lib.clremat_api_run_free(run)
+        result = _train_result(run) if run.value else None
         if failure:
             raise failure[0]
         if err is not None:
@@ -258,20 +254,37 @@ class Model:
         return result
 
 
+class _RunOwner:
+    """Owns a clremat_api_run: the weights' arrays view its memory and keep it alive;
+    the library frees it when the last of them is gone."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __del__(self):
+        if self.handle:
+            _lib.lib.clremat_api_run_free(self.handle)
+            self.handle = None
+
+
 def _train_result(run):
-    report = json.loads(_lib.lib.clremat_api_run_json(run).decode("utf-8"))
+    """The TrainResult of a run handle; takes it over (frees it with the last weight)."""
+    owner = _RunOwner(run.value)
+    report = json.loads(_lib.lib.clremat_api_run_json(owner.handle).decode("utf-8"))
     weights = {}
-    for i in range(_lib.lib.clremat_api_run_weight_count(run)):
+    for i in range(_lib.lib.clremat_api_run_weight_count(owner.handle)):
         name, rank = ctypes.c_char_p(), ctypes.c_int()
         dims, data = ctypes.POINTER(ctypes.c_int64)(), ctypes.POINTER(ctypes.c_float)()
-        st = _lib.lib.clremat_api_run_weight(run, i, ctypes.byref(name), ctypes.byref(rank), ctypes.byref(dims),
-                                             ctypes.byref(data))
+        st = _lib.lib.clremat_api_run_weight(owner.handle, i, ctypes.byref(name), ctypes.byref(rank),
+                                             ctypes.byref(dims), ctypes.byref(data))
         if st != _lib.OK:
             raise _lib.error(st)
         shape = tuple(dims[d] for d in range(rank.value))
         count = int(np.prod(shape)) if shape else 1
-        # one copy out of the run, which is freed right after
-        weights[name.value.decode()] = np.ctypeslib.as_array(data, shape=(count,)).reshape(shape).copy()
+        # no copy: a view of the library's float32 parameters, which stay alive as long as it does
+        buf = (ctypes.c_float * count).from_address(ctypes.addressof(data.contents))
+        buf._owner = owner
+        weights[name.value.decode()] = np.frombuffer(buf, dtype=np.float32).reshape(shape)
     losses = np.array([np.nan if v is None else v for v in report["losses"]], dtype=np.float32)
     return TrainResult(report, losses, weights)
 

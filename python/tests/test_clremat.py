@@ -83,6 +83,10 @@ def test_train_same_losses_as_cli(tool, models, device):
     assert np.array_equal(bits(none.losses), bits(r.losses))  # bitwise across remat modes
     for k, w in none.weights.items():
         assert np.array_equal(bits(w), bits(r.weights[k])), k
+    w = r.weights["h2/kernel"]
+    assert w.dtype == np.float32 and w.flags["C_CONTIGUOUS"] and not w.flags["OWNDATA"]  # a view, no copy
+    del r  # the view keeps the library's run alive
+    assert np.isfinite(w).all() and w.std() > 0
 
 
 def write_safetensors(path, arrays):
