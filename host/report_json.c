@@ -76,8 +76,9 @@ void clremat_report_plan_json(FILE *f, const clremat_graph *gr, const char *rema
                    L->attn_mode == CLREMAT_ATTN_AUTO ? "true" : "false");
         fprintf(f, ", \"output_bytes\": %zu, \"saved_bytes\": %llu, \"output\": \"%s\", \"internals\": \"%s\", "
                "\"wrapped\": %s, \"recomputes\": %d, \"forward_flops\": %.9g}",
-               costs[l].slot_bytes[0], (unsigned long long)clremat_plan_saved_bytes(gr, costs, l), clremat_plan_out_state(plan, l),
-               clremat_plan_internal_state(plan, costs, l), plan->wrapped_layer[l] || plan->act_discard[l] ? "true" : "false",
+               costs[l].slot_bytes[0], (unsigned long long)clremat_plan_saved_bytes(gr, costs, l),
+               clremat_plan_out_state(plan, l), clremat_plan_internal_state(plan, costs, l),
+               plan->wrapped_layer[l] || plan->act_discard[l] ? "true" : "false",
                plan->recomputes[l], costs[l].fwd_flops);
     }
     fprintf(f, "\n ],\n \"memory\": {\"predicted_peak_bytes\": %llu, \"fixed_bytes\": %llu, \"param_bytes\": %llu, "

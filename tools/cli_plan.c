@@ -138,7 +138,8 @@ int cli_plan(const cli_global *g, int argc, char **argv)
             const clremat_layer *L = &gr->layers[l];
             printf("%-28s %-18s %12zu %12llu %-9s %-9s %4d %12.4g\n", L->name,
                    L->block >= 0 ? gr->blocks[L->block].name : "-", costs[l].slot_bytes[0],
-                   (unsigned long long)clremat_plan_saved_bytes(gr, costs, l), clremat_plan_out_state(&plan, l), clremat_plan_internal_state(&plan, costs, l),
+                   (unsigned long long)clremat_plan_saved_bytes(gr, costs, l), clremat_plan_out_state(&plan, l),
+                   clremat_plan_internal_state(&plan, costs, l),
                    plan.recomputes[l], costs[l].fwd_flops);
         }
         printf("\npredicted peak        %llu bytes (%.2f MiB)\n", (unsigned long long)plan.peak_bytes,
