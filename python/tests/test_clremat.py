@@ -269,8 +269,9 @@ def test_from_keras_saves_a_temporary_file():
 def test_from_keras_real_keras():
     keras = pytest.importorskip("keras")
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4, activation="relu"), keras.layers.Dense(2)])
-    model.compile(loss="mse")
-    assert clremat.Model.from_keras(model).plan(batch=4).predicted_peak_bytes > 0
+    model.compile(optimizer="adam", loss="mse")
+    plan = clremat.Model.from_keras(model).plan(batch=4)
+    assert plan.predicted_peak_bytes > 0 and [x["type"] for x in plan.layers][:2] == ["dense", "dense"]
 
 
 def test_fit_same_as_cli(tool, models):
