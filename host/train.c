@@ -881,6 +881,12 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         if (!dp || dp->rank == 0) /* data parallel: rank 0 reports progress */
             progress(cfg, s, loss, t0, &last);
         if (cfg->on_step && cfg->on_step(cfg->on_step_user, s + 1, steps, loss) != 0) {
+            /* stopped between steps: the parameters are those after step s + 1 */
+            res->final_params = malloc(t->plan.param_bytes ? t->plan.param_bytes : 1);
+            if (res->final_params && clremat_trainer_get_params(t, res->final_params) != CLREMAT_OK) {
+                free(res->final_params);
+                res->final_params = NULL;
+            }
             st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "training stopped by the progress callback after "
                                    "step %lld", (long long)(s + 1));
             goto fail;

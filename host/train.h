@@ -50,7 +50,8 @@ typedef struct clremat_train_config {
                                                      val_x, val_y, checked as a data file's) instead of data */
     int (*on_step)(void *user, int64_t step, int64_t steps, float loss); /**< not NULL: called after every
                                          finished step (1-based step); a non-zero return stops the run with
-                                         CLREMAT_ERR_INVALID_ARGUMENT */
+                                         CLREMAT_ERR_INVALID_ARGUMENT, the result holding the steps run
+                                         and final_params (the parameters after the last of them) */
     void *on_step_user;             /**< passed to on_step */
 } clremat_train_config;
 

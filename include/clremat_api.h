@@ -86,7 +86,8 @@ typedef struct clremat_api_run clremat_api_run;
  * train_samples, val_samples. tensors[0..n_tensors), when n_tensors > 0,
  * are the data instead (all four, checked as a data file's). *run is set
  * on success and also on a failure after at least one step (the report
- * then holds the steps run); free it with clremat_api_run_free. */
+ * then holds the steps run; the weights are there when the progress
+ * callback stopped the run, else none); free it with clremat_api_run_free. */
 int clremat_api_train(const char *model, const char *options, const clremat_api_tensor *tensors, int n_tensors,
                       clremat_api_progress progress, void *user, clremat_api_run **run);
 
