@@ -88,9 +88,10 @@ static int opts_open(const char *text, const char *const *known, opts *o)
             char list[1024] = "";
             for (const char *const *k = known; *k; k++)
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k == known ? "" : ", ", *k);
-            json_decref(o->root);
+            int st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "unknown option '%s'; known: %s", key, list);
+            json_decref(o->root); /* key lives in it */
             o->root = NULL;
-            return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "unknown option '%s'; known: %s", key, list);
+            return st;
         }
     }
     return CLREMAT_OK;
