@@ -225,10 +225,10 @@ class Model:
         if data is not None and not isinstance(data, (str, os.PathLike)):
             tensors, keep = _data_tensors(data, validation)
             n = 4
+        elif validation is not None:
+            raise InvalidArgumentError("validation applies to array data; a data file holds its own val_x, val_y")
         elif data is not None:
             options["data"] = os.fspath(data)
-        elif validation is not None:
-            raise InvalidArgumentError("validation applies to array data")
         opts = _options(steps=steps, device=device, remat=remat, batch=batch, **options)
         failure = []
 

@@ -221,6 +221,10 @@ def test_array_checks(models, device):
         m.train(data=(np.full((32, 16), np.nan, np.float32), y), steps=2, device=device)
     with pytest.raises(TypeError):
         m.train(data=[1, 2, 3], steps=2, device=device)
+    with pytest.raises(clremat.InvalidArgumentError, match="validation applies to array data"):
+        m.train(data="regression", validation=(x, y), steps=2, device=device)
+    with pytest.raises(TypeError, match="int8"):
+        m.train(data=(x, y.astype(np.int8)), steps=2, device=device)
     r = m.train(data=(np.ones((40, 16), np.float32), np.zeros((40, 4), np.float32)), steps=3, batch=8,
                 device=device)
     assert r.losses.shape == (3,) and r.report["val_loss"] is None  # no validation arrays: no validation
