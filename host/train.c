@@ -446,7 +446,7 @@ static int load_data(const clremat_train_config *cfg, const clremat_graph *g, cl
 {
     const char *task = cfg->data;
     if (cfg->data_arrays)
-        return clremat_data_from_tensors(g, "data arrays", cfg->data_arrays, d);
+        return clremat_data_from_tensors(g, "data arrays", cfg->data_arrays, 1, d); /* in place where F32 */
     if (data_is_file(task))
         return clremat_data_load(g, task, d);
     return clremat_data_synthetic(g, task, cfg->seed, cfg->train_samples > 0 ? cfg->train_samples : 4096,

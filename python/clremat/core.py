@@ -216,7 +216,7 @@ class Model:
     def train(self, data=None, steps=200, device=None, remat=None, batch=32, validation=None, progress=None,
               **options):
         """Trains (`clremat train --json`). data: (x, y) numpy arrays (float32 C-contiguous
-        arrays are read in place; ids may be int32/int64), a data file path, a synthetic task
+        arrays are trained from in place, no copy; ids may be int32/int64), a data file path, a synthetic task
         name, or None (the model's synthetic task); validation: (val_x, val_y) with array data.
         progress(step, steps, loss) is called after every step; an exception in it stops the
         run and is raised again here. Other options as the command's (lr, optimizer, seed,
