@@ -17,3 +17,27 @@ int clremat_set_error(int status, const char *fmt, ...)
     va_end(ap);
     return status;
 }
+
+static _Thread_local clremat_error_details thread_details;
+
+void clremat_error_set_bytes(uint64_t needed, uint64_t available)
+{
+    thread_details.has_bytes = 1;
+    thread_details.bytes_needed = needed;
+    thread_details.bytes_available = available;
+}
+
+void clremat_error_set_pos(const char *file, int line, int col)
+{
+    thread_details.has_pos = 1;
+    snprintf(thread_details.file, sizeof thread_details.file, "%s", file ? file : "");
+    thread_details.line = line;
+    thread_details.col = col;
+}
+
+void clremat_error_details_clear(void)
+{
+    thread_details.has_bytes = thread_details.has_pos = 0;
+}
+
+const clremat_error_details *clremat_error_details_get(void) { return &thread_details; }

@@ -8,6 +8,7 @@
 #include "rng.h"
 #include "safetensors.h"
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,8 +104,10 @@ static int64_t model_vocab(const clremat_graph *g)
 
 static void split_free(clremat_split *s)
 {
-    free(s->x);
-    free(s->y);
+    if (!s->x_borrowed)
+        free(s->x);
+    if (!s->y_borrowed)
+        free(s->y);
     memset(s, 0, sizeof *s);
 }
 
@@ -446,13 +449,15 @@ static double st_value(const clremat_st_tensor *t, int64_t i)
 }
 
 /* Checks one tensor against the model's per-sample shape and converts it
- * into s->x (is_x) or s->y. limit > 0: values are ids in [0, limit). */
+ * into s->x (is_x) or s->y. limit > 0: values are ids in [0, limit).
+ * borrow: an aligned F32 tensor is used in place (checked, not copied). */
 static int load_tensor(const char *path, const clremat_st_file *f, const char *name, const clremat_shape *model,
-                       const char *what, int ids, int64_t limit, clremat_split *s, int is_x)
+                       const char *what, int ids, int64_t limit, clremat_split *s, int is_x, int borrow)
 {
     const clremat_st_tensor *t = clremat_st_find(f, name);
     char a[128], b[128];
     int64_t per, n;
+    int in_place;
     float *dst;
     if (!t)
         return clremat_set_error(CLREMAT_ERR_PARSE, "%s: no tensor '%s' (a data file holds train_x, train_y, val_x, "
@@ -471,30 +476,41 @@ static int load_tensor(const char *path, const clremat_st_file *f, const char *n
                                  clremat_st_dtype_name(t->dtype), what);
     n = t->dims[0];
     per = shape_elems(model);
+    in_place = borrow && t->dtype == CLREMAT_ST_F32 && (!t->data || (uintptr_t)t->data % sizeof(float) == 0);
     if (is_x) {
-        if (split_alloc(s, n, per, 0) != CLREMAT_OK)
+        if (in_place) {
+            split_free(s);
+            s->n = n;
+            s->x_elems = per;
+            s->x = (float *)(uintptr_t)t->data; /* read only: batches are copied out of it */
+            s->x_borrowed = 1;
+        } else if (split_alloc(s, n, per, 0) != CLREMAT_OK)
             return CLREMAT_ERR_OUT_OF_MEMORY;
         dst = s->x;
     } else {
         if (s->n != n)
             return clremat_set_error(CLREMAT_ERR_MISMATCH, "%s: %s has %lld samples but %.*s_x has %lld", path, name,
                                      (long long)n, (int)(strlen(name) - 2), name, (long long)s->n);
-        free(s->y);
-        s->y = malloc(n * per > 0 ? (size_t)(n * per) * sizeof(float) : 1);
+        if (!s->y_borrowed)
+            free(s->y);
         s->y_elems = per;
-        if (!s->y)
+        s->y_borrowed = in_place;
+        s->y = in_place ? (float *)(uintptr_t)t->data : malloc(n * per > 0 ? (size_t)(n * per) * sizeof(float) : 1);
+        if (!s->y && !in_place)
             return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory for %s", path, name);
         dst = s->y;
     }
     for (int64_t i = 0; i < n * per; i++) {
         double v = st_value(t, i);
+        float fv = (float)v;
         if (ids && (v != floor(v) || v < 0 || v >= (double)limit))
             return clremat_set_error(CLREMAT_ERR_MISMATCH,
                                      "%s: %s element %lld (sample %lld) = %g is not %s in [0, %lld)", path, name,
                                      (long long)i, (long long)(i / per), v,
                                      is_x ? "a token id" : "a class id", (long long)limit);
-        dst[i] = (float)v;
-        if (!ids && !isfinite(dst[i]))
+        if (!in_place)
+            dst[i] = fv;
+        if (!ids && !isfinite(fv))
             return clremat_set_error(CLREMAT_ERR_PARSE, "%s: %s element %lld (sample %lld) = %g is not a finite float",
                                      path, name, (long long)i, (long long)(i / per), v);
     }
@@ -504,18 +520,29 @@ static int load_tensor(const char *path, const clremat_st_file *f, const char *n
 int clremat_data_load(const clremat_graph *g, const char *path, clremat_dataset *out)
 {
     clremat_st_file f = {0};
-    const clremat_graph_io *io;
     int st;
     if (!g || !path || !out)
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "clremat_data_load: NULL argument");
     memset(out, 0, sizeof *out);
-    io = &g->io;
     if ((st = clremat_st_read(path, &f)) != CLREMAT_OK)
         return st;
-    if ((st = load_tensor(path, &f, "train_x", &io->input, "input", io->input_ids, model_vocab(g), &out->train, 1)) ||
-        (st = load_tensor(path, &f, "train_y", &io->labels, "labels", io->labels_ids, io->classes, &out->train, 0)) ||
-        (st = load_tensor(path, &f, "val_x", &io->input, "input", io->input_ids, model_vocab(g), &out->val, 1)) ||
-        (st = load_tensor(path, &f, "val_y", &io->labels, "labels", io->labels_ids, io->classes, &out->val, 0)))
+    st = clremat_data_from_tensors(g, path, &f, 0, out);
+    clremat_st_free(&f);
+    return st;
+}
+
+int clremat_data_from_tensors(const clremat_graph *g, const char *path, const clremat_st_file *tensors,
+                              int borrow, clremat_dataset *out)
+{
+    const clremat_st_file f = *tensors;
+    const clremat_graph_io *io;
+    int st;
+    memset(out, 0, sizeof *out);
+    io = &g->io;
+    if ((st = load_tensor(path, &f, "train_x", &io->input, "input", io->input_ids, model_vocab(g), &out->train, 1, borrow)) ||
+        (st = load_tensor(path, &f, "train_y", &io->labels, "labels", io->labels_ids, io->classes, &out->train, 0, borrow)) ||
+        (st = load_tensor(path, &f, "val_x", &io->input, "input", io->input_ids, model_vocab(g), &out->val, 1, borrow)) ||
+        (st = load_tensor(path, &f, "val_y", &io->labels, "labels", io->labels_ids, io->classes, &out->val, 0, borrow)))
         goto fail;
     if (out->train.n < 1) {
         st = clremat_set_error(CLREMAT_ERR_MISMATCH, "%s: train_x has no samples", path);
@@ -526,10 +553,8 @@ int clremat_data_load(const clremat_graph *g, const char *path, clremat_dataset 
     out->y_shape = io->labels;
     out->y_ids = io->labels_ids;
     out->classes = io->labels_ids ? io->classes : 0;
-    clremat_st_free(&f);
     return CLREMAT_OK;
 fail:
-    clremat_st_free(&f);
     clremat_data_free(out);
     return st;
 }

@@ -13,6 +13,8 @@ typedef struct clremat_split {
     int64_t n;
     int64_t x_elems, y_elems;
     float *x, *y;
+    int x_borrowed, y_borrowed; /**< 1: x (y) is the caller's memory, read only and never freed here
+                                     (clremat_data_from_tensors with borrow) */
 } clremat_split;
 
 typedef struct clremat_dataset {
@@ -65,6 +67,17 @@ int clremat_data_synthetic(const clremat_graph *g, const char *task, uint64_t se
  * CLREMAT_ERR_PARSE (corrupt file, missing tensor, non-finite values),
  * CLREMAT_ERR_MISMATCH (shapes, dtypes, ids out of range). */
 int clremat_data_load(const clremat_graph *g, const char *path, clremat_dataset *out);
+
+struct clremat_st_file;
+
+/** clremat_data_load's checks and conversion on tensors already in memory
+ * (host/safetensors.h; each tensor's data in host byte order, little-endian
+ * as a file's): train_x, train_y, val_x, val_y. path names them in errors.
+ * The dataset gets its own float32 copy, as from a file; with borrow, an F32
+ * tensor whose data is float-aligned is used in place instead (checked, never
+ * written; it must outlive the dataset). */
+int clremat_data_from_tensors(const clremat_graph *g, const char *path, const struct clremat_st_file *tensors,
+                              int borrow, clremat_dataset *out);
 
 /** Frees the dataset's arrays. */
 void clremat_data_free(clremat_dataset *d);

@@ -689,6 +689,7 @@ int clremat_trainer_new_accum(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
         if (accumulate > 1)
             snprintf(acc, sizeof acc, " (%d micro-batches of %lld)", accumulate, (long long)t->batch);
         suggest(t, limit - live, hint, sizeof hint);
+        clremat_error_set_bytes(t->plan.peak_bytes, limit - live);
         st = clremat_fail(ctx, CLREMAT_ERR_OUT_OF_MEMORY,
                           "remat mode '%s' at batch %lld%s needs %llu bytes of device memory but %llu bytes are "
                           "available (limit %llu)%s",

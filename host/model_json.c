@@ -65,6 +65,7 @@ static int lfail(const loader *ld, int status, clremat_jpos p, const char *fmt, 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    clremat_error_set_pos(ld->origin, p.line, p.col);
     return clremat_set_error(status, "%s:%d:%d: %s", ld->origin, p.line, p.col, msg);
 }
 
@@ -1014,6 +1015,7 @@ static int load_buffer(const char *text, size_t len, const char *origin, clremat
     root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
     if (!root) {
         clremat_jpos p = syntax_error_pos(text, len, &err);
+        clremat_error_set_pos(origin, p.line, p.col);
         return clremat_set_error(CLREMAT_ERR_PARSE, "%s:%d:%d: JSON syntax error: %s", origin, p.line, p.col,
                                  err.text);
     }

@@ -445,6 +445,8 @@ static int data_is_file(const char *task)
 static int load_data(const clremat_train_config *cfg, const clremat_graph *g, clremat_dataset *d)
 {
     const char *task = cfg->data;
+    if (cfg->data_arrays)
+        return clremat_data_from_tensors(g, "data arrays", cfg->data_arrays, 1, d); /* in place where F32 */
     if (data_is_file(task))
         return clremat_data_load(g, task, d);
     return clremat_data_synthetic(g, task, cfg->seed, cfg->train_samples > 0 ? cfg->train_samples : 4096,
@@ -880,6 +882,17 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
             created_after_first = clremat_pool_get_stats(ctx->pool).created;
         if (!dp || dp->rank == 0) /* data parallel: rank 0 reports progress */
             progress(cfg, s, loss, t0, &last);
+        if (cfg->on_step && cfg->on_step(cfg->on_step_user, s + 1, steps, loss) != 0) {
+            /* stopped between steps: the parameters are those after step s + 1 */
+            res->final_params = malloc(t->plan.param_bytes ? t->plan.param_bytes : 1);
+            if (res->final_params && clremat_trainer_get_params(t, res->final_params) != CLREMAT_OK) {
+                free(res->final_params);
+                res->final_params = NULL;
+            }
+            st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "training stopped by the progress callback after "
+                                   "step %lld", (long long)(s + 1));
+            goto fail;
+        }
     }
     if (t->replans) { /* the plan changed during the run: report the one that ran last */
         res->replans = t->replans;

@@ -45,6 +45,14 @@ typedef struct clremat_train_config {
     int64_t accumulate;             /**< gradient accumulation: micro-batches per step (0 or 1: none); batch
                                          must be a multiple of it */
     const char *offload;            /**< offload to host: "all" or layer names (NULL: none) */
+    /* embedding (host/api.c): data in memory and a progress callback */
+    const struct clremat_st_file *data_arrays; /**< not NULL: the data is these tensors (train_x, train_y,
+                                                     val_x, val_y, checked as a data file's) instead of data */
+    int (*on_step)(void *user, int64_t step, int64_t steps, float loss); /**< not NULL: called after every
+                                         finished step (1-based step); a non-zero return stops the run with
+                                         CLREMAT_ERR_INVALID_ARGUMENT, the result holding the steps run
+                                         and final_params (the parameters after the last of them) */
+    void *on_step_user;             /**< passed to on_step */
 } clremat_train_config;
 
 typedef struct clremat_train_result {

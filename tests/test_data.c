@@ -486,7 +486,7 @@ END_TEST
 /* A split whose sample i is x = [i, -i], y = [10 i]. */
 static clremat_split numbered(int64_t n)
 {
-    clremat_split s = {n, 2, 1, malloc((size_t)n * 2 * sizeof(float)), malloc((size_t)n * sizeof(float))};
+    clremat_split s = {n, 2, 1, malloc((size_t)n * 2 * sizeof(float)), malloc((size_t)n * sizeof(float)), 0, 0};
     for (int64_t i = 0; i < n; i++) {
         s.x[2 * i] = (float)i;
         s.x[2 * i + 1] = (float)-i;
@@ -584,6 +584,39 @@ START_TEST(shuffle_is_uniform)
 }
 END_TEST
 
+/* In-memory tensors (the embedding API's data): with borrow an aligned F32
+ * tensor is used in place, another dtype converted into a copy; the checks
+ * of a data file apply either way; freeing leaves the caller's memory. */
+START_TEST(tensors_in_place)
+{
+    static float x[6 * 3], y[6 * 2];
+    static double vx[2 * 3], vy[2 * 2];
+    clremat_st_tensor t[4] = {{"train_x", CLREMAT_ST_F32, 2, {6, 3}, 18, x}, {"train_y", CLREMAT_ST_F32, 2, {6, 2}, 12, y},
+                              {"val_x", CLREMAT_ST_F64, 2, {2, 3}, 6, vx}, {"val_y", CLREMAT_ST_F64, 2, {2, 2}, 4, vy}};
+    clremat_st_file f = {t, 4, NULL, 0, NULL, 0};
+    clremat_dataset d;
+    for (int i = 0; i < 18; i++)
+        x[i] = (float)i;
+    for (int i = 0; i < 6; i++)
+        vx[i] = i * 0.5;
+    ck_assert_int_eq(clremat_data_from_tensors(regression_model(3, 2), "arrays", &f, 1, &d), CLREMAT_OK);
+    ck_assert_ptr_eq(d.train.x, x);
+    ck_assert_ptr_eq(d.train.y, y);
+    ck_assert_ptr_ne(d.val.x, NULL);
+    ck_assert(d.val.x != (float *)vx && d.val.x[5] == 2.5f); /* F64: converted */
+    ck_assert_int_eq(d.train.n, 6);
+    clremat_data_free(&d); /* x and y stay the caller's */
+    x[4] = NAN;
+    expect_msg(clremat_data_from_tensors(regression_model(3, 2), "arrays", &f, 1, &d), CLREMAT_ERR_PARSE, "arrays",
+               "train_x element 4", "not a finite float", NULL);
+    ck_assert_int_eq(clremat_data_from_tensors(regression_model(3, 2), "arrays", &f, 0, &d), CLREMAT_ERR_PARSE);
+    x[4] = 4;
+    ck_assert_int_eq(clremat_data_from_tensors(regression_model(3, 2), "arrays", &f, 0, &d), CLREMAT_OK);
+    ck_assert(d.train.x != x && d.train.x[17] == 17.0f); /* without borrow: a copy */
+    clremat_data_free(&d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("data");
@@ -607,6 +640,7 @@ static Suite *suite(void)
     tcase_add_test(tc, batches_are_epoch_permutations);
     tcase_add_test(tc, batches_deterministic);
     tcase_add_test(tc, shuffle_is_uniform);
+    tcase_add_test(tc, tensors_in_place);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include "train.h"
 #include "compare.h"
+#include "json_out.h"
 
 /** Options given before the subcommand ("clremat --device X devices"). */
 typedef struct cli_global {
@@ -138,13 +139,10 @@ int cli_import_hf_parse(int argc, char **argv, const char **config, int64_t *seq
 /** `clremat compare MODEL [options]`: the acceptance protocol across devices and modes. */
 int cli_compare(const cli_global *g, int argc, char **argv);
 
-/** Prints a JSON string literal (quoted and escaped) to f; a byte of s that
- * is not part of well-formed UTF-8 is written as \u00XX, so the output is
- * always valid JSON. */
-void cli_json_string(FILE *f, const char *s);
-
-/** Prints v as a JSON number ("%.9g") to f, or null when v is not finite. */
-void cli_json_num(FILE *f, double v);
+/* The JSON writing helpers moved to the library (host/json_out.h); the
+ * command keeps calling them by their old names. */
+#define cli_json_string clremat_json_string
+#define cli_json_num clremat_json_num
 
 /** Prints {"error": {"status": N, "status_name": "...", "message": "..."}}
  * and a newline on stdout, for a --json run that fails: a script reading
@@ -152,13 +150,8 @@ void cli_json_num(FILE *f, double v);
  * (cli_error). Returns 1, the exit status. */
 int cli_json_error(int status, const char *message);
 
-/** Prints the text before (such as ", \"p10\": ") and then cli_json_num(f, v). */
-void cli_json_member(FILE *f, const char *before, double v);
-
-/** Prints "\"optimizer\": NAME, \"hyperparameters\": {...}" (docs/json-output.md):
- * lr, momentum, beta1, beta2, epsilon, weight_decay, null where the
- * optimizer does not use one. */
-void cli_json_optimizer(FILE *f, const clremat_opt_config *o);
+#define cli_json_member clremat_json_member
+#define cli_json_optimizer clremat_json_optimizer
 
 /** Prints "error: <message>" to stderr and returns exit status 1. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -4,80 +4,11 @@
 #include "atomic_file.h"
 #include "cli.h"
 #include "compare.h"
+#include "report_json.h"
 #include "utf8.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const char *status_word(const clremat_compare_run *r)
-{
-    if (r->status == CLREMAT_OK)
-        return "ok";
-    if (r->status == CLREMAT_ERR_OUT_OF_MEMORY)
-        return "does_not_fit";
-    return "error";
-}
-
-static void print_json(FILE *f, const clremat_compare_config *cfg, const clremat_compare_run *runs, int n)
-{
-    fprintf(f, "{\"model\": ");
-    cli_json_string(f, cfg->model_path);
-    fprintf(f, ", \"batch\": %lld, \"accumulate\": %lld, \"micro_batch\": %lld, \"steps\": %lld, \"warmup\": %lld, "
-            "\"seed\": %llu, ",
-            (long long)cfg->batch, (long long)(cfg->accumulate > 1 ? cfg->accumulate : 1),
-            (long long)(cfg->batch / (cfg->accumulate > 1 ? cfg->accumulate : 1)), (long long)cfg->steps,
-            (long long)cfg->warmup, (unsigned long long)cfg->seed);
-    {   /* the optimizer every run used (the parser checked it) */
-        clremat_opt_config o;
-        clremat_opt_config v = {CLREMAT_OPT_SGD, (float)cfg->lr, (float)cfg->momentum, (float)cfg->beta1,
-                                (float)cfg->beta2, (float)cfg->epsilon, (float)cfg->weight_decay, 0};
-        if (clremat_opt_defaults(cfg->optimizer ? cfg->optimizer : "adam", &o) == 0 &&
-            clremat_opt_apply(&o, cfg->opt_set | (cfg->lr > 0 ? CLREMAT_OPT_SET_LR : 0u), &v) == CLREMAT_OK) {
-            cli_json_optimizer(f, &o);
-            fputs(", ", f);
-        }
-    }
-    fputs("\"runs\": [", f);
-    for (int i = 0; i < n; i++) {
-        const clremat_compare_run *r = &runs[i];
-        fprintf(f, "%s\n  {\"device\": ", i ? "," : "");
-        cli_json_string(f, r->device);
-        fprintf(f, ", \"device_id\": \"%s\", \"platform\": ", r->device_id);
-        cli_json_string(f, r->platform);
-        fprintf(f, ", \"remat\": ");
-        cli_json_string(f, r->mode);
-        fprintf(f, ", \"status\": \"%s\", \"error\": ", status_word(r));
-        if (r->status)
-            cli_json_string(f, r->error);
-        else
-            fputs("null", f);
-        fprintf(f, ",\n   \"limit_bytes\": %llu, \"predicted_peak_bytes\": %llu, \"measured_peak_bytes\": ",
-                (unsigned long long)r->limit, (unsigned long long)r->predicted_peak);
-        if (r->status == CLREMAT_OK)
-            fprintf(f, "%llu", (unsigned long long)r->measured_peak);
-        else
-            fputs("null", f);
-        fprintf(f, ", \"fits\": %s,\n   \"step_time_ms\": {\"median\": ", r->fits ? "true" : "false");
-        cli_json_num(f, r->median_ms);
-        cli_json_member(f, ", \"p10\": ", r->p10_ms);
-        cli_json_member(f, ", \"p90\": ", r->p90_ms);
-        cli_json_member(f, "}, \"overhead_vs_none\": ", r->overhead);
-        fprintf(f, ", \"recompute_flops\": %.9g, \"recompute_share\": ", r->recompute_flops);
-        cli_json_num(f, r->step_flops > 0 ? r->recompute_flops / r->step_flops : NAN);
-        cli_json_member(f, ",\n   \"final_loss\": ", r->status == CLREMAT_OK ? r->final_loss : NAN);
-        cli_json_member(f, ", \"val_loss\": ", r->status == CLREMAT_OK ? r->val_loss : NAN);
-        cli_json_member(f, ", \"val_accuracy\": ", r->status == CLREMAT_OK ? r->val_accuracy : NAN);
-        fprintf(f, ",\n   \"numerics\": {\"finite\": %s, \"bitwise_equal_to_none\": %s, \"max_loss_diff_across_devices\": ",
-                r->finite ? "true" : "false",
-                r->bitwise_none < 0 ? "null" : r->bitwise_none ? "true" : "false");
-        cli_json_num(f, r->max_device_diff);
-        fputs("},\n   \"losses\": [", f);
-        for (int64_t k = 0; k < r->n_losses; k++)
-            cli_json_member(f, k ? ", " : "", r->losses[k]);
-        fputs("]}", f);
-    }
-    fputs("\n]}\n", f);
-}
 
 /* A CSV field in double quotes (RFC 4180: a quote is doubled); a byte that
  * is not UTF-8 or a control character becomes U+FFFD, so the file stays
@@ -116,7 +47,7 @@ static int write_csv(const char *path, const clremat_compare_run *runs, int n)
         csv_field(a.f, r->platform);
         fputc(',', a.f);
         csv_field(a.f, r->mode);
-        fprintf(a.f, ",%s,%llu,%llu,", status_word(r), (unsigned long long)r->limit,
+        fprintf(a.f, ",%s,%llu,%llu,", clremat_compare_status_word(r), (unsigned long long)r->limit,
                 (unsigned long long)r->predicted_peak);
         if (ok)
             fprintf(a.f, "%llu", (unsigned long long)r->measured_peak);
@@ -190,7 +121,7 @@ int cli_compare(const cli_global *g, int argc, char **argv)
     if (st != CLREMAT_OK)
         return cli_error("%s", clremat_last_error());
     if (o.json)
-        print_json(stdout, &o.cfg, runs, n);
+        clremat_report_compare_json(stdout, &o.cfg, runs, n);
     else
         print_table(runs, n);
     if (o.csv && write_csv(o.csv, runs, n) != CLREMAT_OK)

@@ -1,37 +1,9 @@
 /* cli_devices.c: `clremat devices`, the device listing (table or JSON). */
 #include "cli.h"
 #include "clremat.h"
+#include "report_json.h"
 #include <stdlib.h>
 #include <string.h>
-
-static void print_json(const clremat_device_info *d, size_t n)
-{
-    printf("{\"devices\": [");
-    for (size_t i = 0; i < n; i++) {
-        printf("%s\n  {\"id\": \"%u:%u\", \"platform\": ", i ? "," : "", d[i].platform_index, d[i].device_index);
-        cli_json_string(stdout, d[i].platform);
-        printf(", \"name\": ");
-        cli_json_string(stdout, d[i].name);
-        printf(", \"vendor\": ");
-        cli_json_string(stdout, d[i].vendor);
-        printf(", \"type\": \"%s\", \"driver_version\": ", d[i].type);
-        cli_json_string(stdout, d[i].driver_version);
-        printf(", \"device_version\": ");
-        cli_json_string(stdout, d[i].device_version);
-        printf(", \"opencl_c_version\": ");
-        cli_json_string(stdout, d[i].opencl_c_version);
-        printf(", \"compute_units\": %u, \"global_mem_bytes\": %llu, \"max_alloc_bytes\": %llu, "
-               "\"out_of_order_queues\": %s, \"profiling\": %s, \"free_mem_bytes\": ",
-               d[i].compute_units, (unsigned long long)d[i].global_mem_bytes,
-               (unsigned long long)d[i].max_alloc_bytes, d[i].out_of_order ? "true" : "false",
-               d[i].profiling ? "true" : "false");
-        if (d[i].free_mem_bytes)
-            printf("%llu}", (unsigned long long)d[i].free_mem_bytes);
-        else
-            printf("null}");
-    }
-    printf("%s]}\n", n ? "\n" : "");
-}
 
 static void print_table(const clremat_device_info *d, size_t n)
 {
@@ -79,7 +51,7 @@ int cli_devices(const cli_global *g, int argc, char **argv)
         if (st != CLREMAT_OK)
             return cli_error("%s", clremat_last_error());
         if (json)
-            print_json(&one, 1);
+            clremat_report_devices_json(stdout, &one, 1);
         else
             print_table(&one, 1);
         return 0;
@@ -88,7 +60,7 @@ int cli_devices(const cli_global *g, int argc, char **argv)
     if (st != CLREMAT_OK)
         return cli_error("%s", clremat_last_error());
     if (json)
-        print_json(devs, n);
+        clremat_report_devices_json(stdout, devs, n);
     else
         print_table(devs, n);
     free(devs);

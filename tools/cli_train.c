@@ -2,75 +2,10 @@
  * the --json report (docs/json-output.md documents every field). */
 #include "cli.h"
 #include "train.h"
+#include "report_json.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void print_json(const clremat_train_config *cfg, const clremat_train_result *r,
-                       void (*extra)(FILE *f, int json, void *user), void *user)
-{
-    printf("{\"model\": ");
-    cli_json_string(stdout, cfg->model_path);
-    printf(", \"model_name\": ");
-    cli_json_string(stdout, r->g ? r->g->name : "");
-    printf(", \"device\": ");
-    cli_json_string(stdout, r->device);
-    printf(", \"platform\": ");
-    cli_json_string(stdout, r->platform);
-    printf(", \"remat\": ");
-    cli_json_string(stdout, r->remat);
-    printf(", \"gemm\": ");
-    cli_json_string(stdout, r->gemm);
-    printf(", \"host_unified_memory\": %s", r->host_unified ? "true" : "false");
-    printf(", \"batch\": %lld, \"accumulate\": %d, \"micro_batch\": %lld, \"steps\": %lld, \"start_step\": %lld, "
-           "\"warmup\": %lld, \"seed\": %llu, ",
-           (long long)cfg->batch, r->accumulate > 1 ? r->accumulate : 1,
-           (long long)(r->micro_batch ? r->micro_batch : cfg->batch), (long long)r->steps_run, (long long)r->start_step, (long long)cfg->warmup,
-           (unsigned long long)cfg->seed);
-    cli_json_optimizer(stdout, &r->opt);
-    printf(",\n \"losses\": [");
-    for (int64_t i = 0; i < r->steps_run; i++)
-        cli_json_member(stdout, i ? ", " : "", r->losses[i]);
-    cli_json_member(stdout, "],\n \"final_loss\": ", r->final_loss);
-    cli_json_member(stdout, ", \"val_loss\": ", r->val_loss);
-    cli_json_member(stdout, ", \"val_accuracy\": ", r->val_accuracy);
-    cli_json_member(stdout, ",\n \"step_time_ms\": {\"median\": ", r->median_ms);
-    cli_json_member(stdout, ", \"p10\": ", r->p10_ms);
-    cli_json_member(stdout, ", \"p90\": ", r->p90_ms);
-    cli_json_member(stdout, ", \"min\": ", r->min_ms);
-    cli_json_member(stdout, ", \"max\": ", r->max_ms);
-    printf("},\n \"memory\": {\"predicted_peak_bytes\": %llu, \"measured_peak_bytes\": %llu, "
-           "\"reserved_peak_bytes\": %llu, \"fixed_bytes\": %llu, \"param_bytes\": %llu, "
-           "\"kept_activation_bytes\": %llu, \"accumulation_bytes\": %llu, \"predicted_host_peak_bytes\": %llu, "
-           "\"measured_host_peak_bytes\": %llu, \"offload_bytes\": %llu, \"offloads\": %d, "
-           "\"buffers_created_after_first_step\": %llu, \"fused_update\": %s},\n",
-           (unsigned long long)r->predicted_peak, (unsigned long long)r->measured_peak,
-           (unsigned long long)r->reserved_peak, (unsigned long long)r->fixed_bytes,
-           (unsigned long long)r->param_bytes, (unsigned long long)r->kept_act_bytes,
-           (unsigned long long)r->accum_bytes, (unsigned long long)r->predicted_host_peak,
-           (unsigned long long)r->measured_host_peak, (unsigned long long)r->offload_bytes, r->n_offloads,
-           (unsigned long long)r->buffers_created_after_first_step, r->fused_update ? "true" : "false");
-    printf(" \"flops\": {\"step\": %.9g, \"recompute\": %.9g, \"recompute_share\": ", r->step_flops,
-           r->recompute_flops);
-    cli_json_num(stdout, r->step_flops > 0 ? r->recompute_flops / r->step_flops : 0);
-    printf("}, \"recompute_actions\": %d,\n \"replanned\": ", r->n_recompute_actions);
-    if (r->replans) {
-        printf("{\"count\": %d, \"step\": %lld, \"from_peak_bytes\": %llu, \"to_peak_bytes\": %llu, \"reason\": ",
-               r->replans, (long long)r->replan_step, (unsigned long long)r->replan_from_peak,
-               (unsigned long long)r->replan_to_peak);
-        cli_json_string(stdout, r->replan_reason);
-        printf("}");
-    } else
-        printf("null");
-    printf(",\n \"stopped\": ");
-    if (r->stopped_nonfinite)
-        cli_json_string(stdout, r->message);
-    else
-        printf("null");
-    if (extra)
-        extra(stdout, 1, user);
-    printf("}\n");
-}
 
 static void print_summary(const clremat_train_config *cfg, const clremat_train_result *r)
 {
@@ -158,7 +93,7 @@ void cli_train_report(const clremat_train_config *cfg, const clremat_train_resul
                       void (*extra)(FILE *f, int json, void *user), void *user)
 {
     if (json) {
-        print_json(cfg, r, extra, user);
+        clremat_report_train_json(stdout, cfg, r, extra, user);
         return;
     }
     print_summary(cfg, r);
@@ -183,7 +118,7 @@ int cli_train(const cli_global *g, int argc, char **argv)
         else
             cli_error("%s", clremat_last_error());
         if (json && res.steps_run > 0)
-            print_json(&cfg, &res, NULL, NULL);
+            clremat_report_train_json(stdout, &cfg, &res, NULL, NULL);
         clremat_train_result_free(&res);
         return 1;
     }
