@@ -1892,3 +1892,40 @@ __kernel void concat_bwd(const int n, const int acc, const int Ci, const int Ct,
         dx[i] = acc ? dx[i] + d : d;
     }
 }
+
+/* ------------------------------------------------------------------------
+ * Batch normalization's moving statistics, once per step over several
+ * batches (gradient accumulation's micro-batches, data-parallel ranks): each
+ * batch adds its statistics shifted by the moving mean (stable sums) into
+ * acc, 3 C floats; the step's end folds them into one update. */
+
+/* acc (= when first, else +=): [0, C) mean - mm, [C, 2C) (mean - mm)^2,
+ * [2C, 3C) the batch's biased variance; stats as bn_stats writes them. */
+__kernel void bn_moving_acc(const int C, const int first, __global const float *stats, __global const float *mm,
+                            __global float *acc)
+{
+    const int c = get_global_id(0);
+    if (c < C) {
+        const float d = stats[c] - mm[c], v = stats[2 * C + c];
+        acc[c] = first ? d : acc[c] + d;
+        acc[C + c] = first ? d * d : acc[C + c] + d * d;
+        acc[2 * C + c] = first ? v : acc[2 * C + c] + v;
+    }
+}
+
+/* From the sums of n equal-sized batches: the combined batch's mean
+ * mm + sum d / n and biased variance sum v / n + sum d^2 / n - (sum d / n)^2
+ * (the law of total variance), then the one update m = m * momentum + batch
+ * * (1 - momentum). */
+__kernel void bn_moving_finish(const int C, const float n, const float momentum, __global const float *acc,
+                               __global float *mm, __global float *mv)
+{
+    const int c = get_global_id(0);
+    if (c < C) {
+        const float dm = acc[c] / n;
+        const float var = fmax(acc[2 * C + c] / n + acc[C + c] / n - dm * dm, 0.0f);
+        const float mean = mm[c] + dm;
+        mm[c] = mm[c] * momentum + mean * (1.0f - momentum);
+        mv[c] = mv[c] * momentum + var * (1.0f - momentum);
+    }
+}

@@ -11,7 +11,11 @@
  * the remat plan, while its forward may run again as a recomputation (which
  * rebuilds the stats bit for bit from the same input and never writes the
  * moving statistics). So after N steps they are bitwise the same under
- * every remat mode. Backward workspace: two floats per channel. */
+ * every remat mode. With several batches a step (gradient accumulation's
+ * micro-batches, data-parallel ranks) the backward only adds its batch's
+ * statistics into the step's sums (clremat_layer_call.bn_moving_acc) and
+ * clremat_bn_moving_finish makes the step's one update from the combined
+ * batch. Backward workspace: two floats per channel. */
 #include "layer_seq.h"
 
 /* Rows, channels, and the parameter indices (-1 when absent). */
@@ -117,14 +121,34 @@ static int bn_backward(clremat_layer_call *c)
     /* sums for dx, the parameter gradients, and the step's one update of the moving statistics */
     st = clremat_run1d(c->ctx, "bn_bwd_reduce", d.C, SEQ_I(d.rows), SEQ_I(d.C), SEQ_M(c->in[0]), SEQ_M(c->slot[1]),
                        SEQ_M(c->dout), SEQ_M(c->temp), SEQ_M(d.gamma >= 0 ? c->grad[d.gamma] : NULL),
-                       SEQ_M(d.beta >= 0 ? c->grad[d.beta] : NULL), SEQ_I(1), SEQ_F(L->momentum),
-                       SEQ_M(c->param[d.mm]), SEQ_M(c->param[d.mv]), SEQ_M(c->grad[d.mm]), SEQ_M(c->grad[d.mv]),
-                       SEQ_END);
+                       SEQ_M(d.beta >= 0 ? c->grad[d.beta] : NULL), SEQ_I(c->bn_moving_acc == NULL),
+                       SEQ_F(L->momentum), SEQ_M(c->param[d.mm]), SEQ_M(c->param[d.mv]), SEQ_M(c->grad[d.mm]),
+                       SEQ_M(c->grad[d.mv]), SEQ_END);
+    /* several batches a step: this one's statistics into the step's sums */
+    if (st == CLREMAT_OK && c->bn_moving_acc &&
+        ((st = clremat_check_buf(c->ctx, L->name, "moving-statistics sums", c->bn_moving_acc, 3 * d.C)) ||
+         (st = clremat_run1d(c->ctx, "bn_moving_acc", d.C, SEQ_I(d.C), SEQ_I(c->bn_moving_first != 0),
+                             SEQ_M(c->slot[1]), SEQ_M(c->param[d.mm]), SEQ_M(c->bn_moving_acc), SEQ_END))))
+        return st;
     if (st != CLREMAT_OK || !c->din[0])
         return st;
     return clremat_run1d(c->ctx, "bn_bwd_dx", n, SEQ_I(n), SEQ_I(d.C), SEQ_I(d.rows), SEQ_I(c->din_accumulate[0] != 0),
                          SEQ_M(c->in[0]), SEQ_M(c->slot[1]), SEQ_M(opt_param(c, d.gamma)), SEQ_M(c->temp),
                          SEQ_M(c->dout), SEQ_M(c->din[0]), SEQ_END);
+}
+
+int clremat_bn_moving_finish(clremat_ctx *ctx, const clremat_graph *g, int l, clremat_buf *acc,
+                             clremat_buf *const *params, int64_t n_batches)
+{
+    const clremat_layer *L = &g->layers[l];
+    bn_dims d;
+    int st = bn_dims_of(ctx, L, 1, &d);
+    if (st != CLREMAT_OK)
+        return st;
+    if ((st = clremat_check_buf(ctx, L->name, "moving-statistics sums", acc, 3 * d.C)))
+        return st;
+    return clremat_run1d(ctx, "bn_moving_finish", d.C, SEQ_I(d.C), SEQ_F((float)n_batches), SEQ_F(L->momentum),
+                         SEQ_M(acc), SEQ_M(params[d.mm]), SEQ_M(params[d.mv]), SEQ_END);
 }
 
 const clremat_layer_impl clremat_impl_batchnorm = {bn_cost, bn_forward, bn_backward, NULL};

@@ -68,6 +68,13 @@ typedef struct clremat_layer_call {
                                                      batch's count (rows or elements), not c->batch's; 0: c->batch */
     int grad_accumulate[CLREMAT_MAX_PARAMS];    /**< 1: add into grad[p] (a table tied to a later layer's
                                                      kernel, whose backward wrote it first); embedding only */
+    /** batchnorm backward: NULL: it updates the moving statistics from this
+     * batch; else it adds this batch's statistics into bn_moving_acc (3 C
+     * floats, overwritten when bn_moving_first) and leaves the moving
+     * statistics alone, for clremat_bn_moving_finish at the step's end
+     * (gradient accumulation's micro-batches, data-parallel ranks). */
+    clremat_buf *bn_moving_acc;
+    int bn_moving_first;
 } clremat_layer_call;
 
 /** Runs layer c->layer forward: reads in[], param[]; writes every slot.
@@ -82,6 +89,14 @@ int clremat_layer_recompute_activation(clremat_layer_call *c);
  * writes grad[] and din[] (those not NULL). Loss layers ignore dout and
  * start the chain (gradient of the mean loss). */
 int clremat_layer_backward(clremat_layer_call *c);
+
+/** The step's one update of batchnorm layer l's moving statistics
+ * (params[] its parameters) from acc, where n_batches equal-sized batches
+ * added their statistics (clremat_layer_call.bn_moving_acc): the combined
+ * batch's mean and biased variance, m = m * momentum + batch * (1 -
+ * momentum). */
+int clremat_bn_moving_finish(clremat_ctx *ctx, const clremat_graph *g, int l, clremat_buf *acc,
+                             clremat_buf *const *params, int64_t n_batches);
 
 /** Elementwise kernels used by the executor and optimizers. */
 int clremat_op_add_inplace(clremat_ctx *ctx, clremat_buf *dst, const clremat_buf *src, int64_t n);

@@ -53,7 +53,8 @@ static int64_t layer_floats(const clremat_layer *L)
 {
     int64_t n = 0;
     for (int p = 0; p < L->n_params; p++)
-        n += L->params[p].elems;
+        if (!L->params[p].frozen) /* frozen (batchnorm's moving statistics, LoRA's base): no gradient */
+            n += L->params[p].elems;
     return n;
 }
 
@@ -212,7 +213,10 @@ static int copy_in(clremat_trainer *t, int l, cl_command_queue q)
     size_t off = (size_t)d->layer_off[l] * sizeof(float);
     for (int p = 0; p < L->n_params; p++) {
         size_t bytes = (size_t)L->params[p].elems * sizeof(float);
-        cl_int err = clEnqueueCopyBuffer(q, clremat_mem(t->grads[l][p]), clremat_mem(d->stage[d->bucket_of[l]]), 0,
+        cl_int err;
+        if (L->params[p].frozen) /* no gradient (layer_floats) */
+            continue;
+        err = clEnqueueCopyBuffer(q, clremat_mem(t->grads[l][p]), clremat_mem(d->stage[d->bucket_of[l]]), 0,
                                          off, bytes, 0, NULL, NULL);
         if (err != CL_SUCCESS)
             return clremat_fail(t->ctx, err, "staging the gradient of %s/%s failed: %s", L->name, L->params[p].name,
@@ -314,6 +318,8 @@ int clremat_dp_reduce(clremat_trainer *t)
                 continue;
             for (int p = 0; p < L->n_params; p++) {
                 size_t bytes = (size_t)L->params[p].elems * sizeof(float);
+                if (L->params[p].frozen) /* no gradient (layer_floats) */
+                    continue;
                 err = clEnqueueCopyBuffer(q, clremat_mem(d->stage[k]), clremat_mem(t->grads[l][p]), off, 0, bytes, 0,
                                           NULL, NULL);
                 if (err != CL_SUCCESS)
@@ -364,3 +370,30 @@ int clremat_dp_rank(const clremat_trainer *t) { return t->dp ? t->dp->tr.rank : 
 
 double clremat_dp_comm_ms(const clremat_trainer *t) { return t->dp ? t->dp->comm_ms : 0; }
 double clremat_dp_device_wait_ms(const clremat_trainer *t) { return t->dp ? t->dp->wait_ms : 0; }
+
+int clremat_dp_nranks(const clremat_trainer *t) { return t->dp ? t->dp->tr.nranks : 1; }
+
+int clremat_dp_sum_buffer(clremat_trainer *t, clremat_buf *buf, int64_t n)
+{
+    clremat_dp_state *d = t->dp;
+    float *all;
+    double a;
+    int st;
+    if (!d || n <= 0)
+        return CLREMAT_OK;
+    if (!(all = calloc((size_t)d->tr.nranks * (size_t)n, sizeof *all)))
+        return clremat_fail(t->ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+    st = clremat_read(t->ctx, buf, 0, (size_t)n * sizeof(float), all + (size_t)d->tr.rank * (size_t)n);
+    a = now_ms();
+    if (st == CLREMAT_OK && (st = d->tr.allgather(d->tr.user, all, n)) != CLREMAT_OK)
+        st = clremat_fail(t->ctx, st, "gathering batchnorm statistics of %d ranks: %s", d->tr.nranks,
+                          clremat_last_error());
+    d->comm_ms += now_ms() - a;
+    for (int r = 1; st == CLREMAT_OK && r < d->tr.nranks; r++)
+        for (int64_t i = 0; i < n; i++)
+            all[i] += all[(size_t)r * (size_t)n + (size_t)i];
+    if (st == CLREMAT_OK)
+        st = clremat_write(t->ctx, buf, 0, (size_t)n * sizeof(float), all);
+    free(all);
+    return st;
+}

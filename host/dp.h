@@ -74,6 +74,15 @@ int clremat_dp_reduce_result(clremat_trainer *t, float result[2]);
 /** This rank's index (the shard of the global batch it trains on). */
 int clremat_dp_rank(const clremat_trainer *t);
 
+/** Ranks training together (1 without data parallelism). */
+int clremat_dp_nranks(const clremat_trainer *t);
+
+/** Replaces buf's first n floats, on every rank, by the sum over the ranks
+ * of their values, added in rank order (so every rank holds the same bits);
+ * through host memory (small buffers: batchnorm's statistics sums). No-op
+ * without data parallelism. */
+int clremat_dp_sum_buffer(clremat_trainer *t, clremat_buf *buf, int64_t n);
+
 /** Unmaps whatever a failed step left mapped and resets the bucket counters. */
 void clremat_dp_reset(clremat_trainer *t);
 

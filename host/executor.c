@@ -17,6 +17,10 @@
 #define S CLREMAT_MAX_SLOTS
 
 
+/* A batchnorm layer's slot in t->accum: its moving mean's (frozen, so free),
+ * which holds the micro-batches' summed statistics. */
+#define BN_SUMS(L) ((L)->n_params - 2)
+
 static int costs_with_gemm(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, clremat_layer_cost *costs,
                            size_t *ws_fwd, size_t *ws_bwd)
 {
@@ -122,6 +126,7 @@ int clremat_plan_input_for(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
     for (int l = 0; in->fused_update && l < g->n_layers; l++)
         costs[l].bwd_temp_bytes += clremat_fused_scratch_bytes(ctx, in, g, l);
     in->scratch_bytes = CLREMAT_SCRATCH_BYTES + clremat_dp_staging_bytes(g); /* data parallel: staging */
+    in->replicas = clremat_dp_transport_get() ? clremat_dp_transport_get()->nranks : 1;
     in->layer_cost = layer_cost;
     costs = NULL;
     if (ws_fwd_out) {
@@ -488,7 +493,9 @@ static int alloc_fixed(clremat_trainer *t)
                 goto fail;
         }
     }
-    if (t->accumulate > 1) { /* the accumulation buffer: one float per parameter (plan.accum_bytes) */
+    /* the accumulation buffer (plan.accum_bytes): one float per trainable parameter with accumulation, and
+     * batchnorm's statistics sums with several batches a step (micro-batches or data-parallel ranks) */
+    if (t->accumulate > 1 || clremat_dp_transport_get()) {
         if (!(t->accum = calloc((size_t)g->n_layers, sizeof *t->accum))) {
             st = clremat_fail(t->ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
             goto fail;
@@ -498,11 +505,17 @@ static int alloc_fixed(clremat_trainer *t)
                 st = clremat_fail(t->ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
                 goto fail;
             }
-            for (int p = 0; p < g->layers[l].n_params; p++)
+            for (int p = 0; t->accumulate > 1 && p < g->layers[l].n_params; p++)
                 if (!g->layers[l].params[p].frozen && /* frozen: no gradient to sum */
                     (st = clremat_pool_alloc(pool, (size_t)g->layers[l].params[p].elems * sizeof(float),
                                              "accumulated gradient", &t->accum[l][p])))
                     goto pool_fail;
+            /* batchnorm: the micro-batches' statistics, summed for the step's one update of the moving
+             * statistics, in the (frozen, gradient-free) moving mean's place (clremat_bn_moving_sums_floats) */
+            if (g->layers[l].type == CLREMAT_BATCHNORM &&
+                (st = clremat_pool_alloc(pool, (size_t)clremat_bn_moving_sums_floats(&g->layers[l]) * sizeof(float),
+                                         "moving-statistics sums", &t->accum[l][BN_SUMS(&g->layers[l])])))
+                goto pool_fail;
         }
     }
     if ((st = clremat_pool_alloc(pool, (size_t)(t->batch * clremat_shape_elems(&g->io.input)) * sizeof(float),
@@ -754,6 +767,11 @@ static void make_call(clremat_trainer *t, const clremat_graph *g, int l, clremat
      * rank's shard starts rank * (its samples) in; accumulation, the
      * micro-batch starts sample0 into the shard */
     c->sample0 = t->sample0 + (t->dp ? (int64_t)clremat_dp_rank(t) * t->batch * t->accumulate : 0);
+    /* several micro-batches a step: batchnorm sums their statistics, one moving update at the end */
+    if (L->type == CLREMAT_BATCHNORM && t->accum && t->accum[l]) {
+        c->bn_moving_acc = t->accum[l][BN_SUMS(L)];
+        c->bn_moving_first = t->sample0 == 0;
+    }
     if (l == g->n_layers - 1)
         c->loss_batch_div = t->loss_div;
 }
@@ -1111,6 +1129,7 @@ static int replan_smaller(clremat_trainer *t, const char *why)
     in.scratch_bytes = CLREMAT_SCRATCH_BYTES + (t->dp ? clremat_dp_staging_bytes(t->g) : 0);
     in.layer_cost = t->layer_cost;
     in.accumulate = t->accumulate;
+    in.replicas = t->dp ? clremat_dp_nranks(t) : 1;
     for (int k = 0; k < 3 && st != CLREMAT_OK; k++)
         if (act > 0 && (k == 0 || budgets[k] != budgets[k - 1]))
             st = clremat_plan_budget(&in, budgets[k], &np);
@@ -1227,6 +1246,26 @@ static int accumulate_grads(clremat_trainer *t, int m)
     return st;
 }
 
+/* The step's one update of every batchnorm layer's moving statistics from
+ * the sums of its accumulate micro-batches (after the last one), on every
+ * data-parallel rank from all ranks' sums. */
+static int bn_moving_finish_all(clremat_trainer *t)
+{
+    int st = CLREMAT_OK;
+    for (int l = 0; l < t->g->n_layers && st == CLREMAT_OK; l++) {
+        const clremat_layer *L = &t->g->layers[l];
+        if (L->type != CLREMAT_BATCHNORM)
+            continue;
+        /* data parallel: every rank's sums, added in rank order, on every rank */
+        if (t->dp)
+            st = clremat_dp_sum_buffer(t, t->accum[l][BN_SUMS(L)], clremat_bn_moving_sums_floats(L));
+        if (st == CLREMAT_OK)
+            st = clremat_bn_moving_finish(t->ctx, t->g, l, t->accum[l][BN_SUMS(L)], t->params[l],
+                                          (int64_t)t->accumulate * (t->dp ? clremat_dp_nranks(t) : 1));
+    }
+    return st;
+}
+
 /* Runs the plan's actions once on micro-batch m (already uploaded): the
  * loss layer's result goes to result; a non-finite one sets *nonfinite and
  * skips the gradient accumulation and the update. The last micro-batch
@@ -1301,6 +1340,8 @@ static int run_actions(clremat_trainer *t, int m, float result[2], int *nonfinit
                 if (st == CLREMAT_OK && m == t->accumulate - 1) {
                     t->update_started = 1;
                     st = run_update(t);
+                    if (st == CLREMAT_OK && t->accum) /* several batches a step */
+                        st = bn_moving_finish_all(t);
                 }
             }
             break;

@@ -2,7 +2,9 @@
  * --accumulate K runs K micro-batches of B / K samples through one plan made
  * at the micro-batch; parameter gradients are summed into an accumulation
  * buffer (one float per parameter, part of the plan's fixed bytes) and the
- * optimizer updates once. Pure C. */
+ * optimizer updates once. Batchnorm layers sum their micro-batches'
+ * statistics (3 floats per channel, in the same fixed bytes) for one update
+ * of their moving statistics a step. Pure C. */
 #include "plan.h"
 #include "error.h"
 
@@ -33,11 +35,23 @@ int clremat_accumulate_split(int64_t batch, int64_t accumulate, int64_t *micro)
     return CLREMAT_OK;
 }
 
+int64_t clremat_bn_moving_sums_floats(const clremat_layer *L)
+{
+    if (L->type != CLREMAT_BATCHNORM || L->n_params < 2)
+        return 0;
+    return 3 * L->params[L->n_params - 1].elems; /* per channel: mean shift, its square, variance */
+}
+
 uint64_t clremat_accum_bytes(const clremat_plan_input *in)
 {
-    if (in->accumulate <= 1)
+    int64_t n = 0;
+    if (in->accumulate <= 1 && in->replicas <= 1)
         return 0;
-    return (uint64_t)clremat_graph_trainable_elems(in->g) * sizeof(float); /* frozen: no gradient */
+    if (in->accumulate > 1)
+        n = clremat_graph_trainable_elems(in->g); /* frozen: no gradient */
+    for (int l = 0; l < in->g->n_layers; l++) /* several batches a step: batchnorm's sums */
+        n += clremat_bn_moving_sums_floats(&in->g->layers[l]);
+    return (uint64_t)n * sizeof(float);
 }
 
 void clremat_plan_set_accumulate(const clremat_plan_input *in, clremat_plan *out)

@@ -91,6 +91,10 @@ typedef struct clremat_plan_input {
      * micro-batch); > 1 adds an accumulation buffer of one float per
      * parameter to the fixed bytes (planner/accumulate.c). 0 or 1: none. */
     int accumulate;
+    /** Data-parallel ranks whose batches make one step (0 or 1: one): > 1
+     * (like accumulate > 1) adds batchnorm's statistics sums to the
+     * accumulation buffer (clremat_bn_moving_sums_floats). */
+    int replicas;
     /** Offload to host for budget: and auto: what copying one byte to the
      * host and back costs, in the units of the recompute cost (FLOPs, or
      * the unit of layer_cost); 0: offload is not a choice (a host-unified
@@ -240,8 +244,15 @@ uint64_t clremat_plan_grad_bytes(const clremat_plan_input *in);
  * nearest multiples; so does accumulate outside [1, CLREMAT_MAX_ACCUMULATE]. */
 int clremat_accumulate_split(int64_t batch, int64_t accumulate, int64_t *micro);
 
-/** Bytes of the accumulation buffer of in (one float per parameter when
- * in->accumulate > 1, else 0); counted in clremat_plan_fixed_bytes. */
+/** Floats a batchnorm layer L sums its micro-batches' statistics in for the
+ * step's one update of its moving statistics (3 per channel), 0 for any
+ * other layer. */
+int64_t clremat_bn_moving_sums_floats(const clremat_layer *L);
+
+/** Bytes of the accumulation buffer of in: one float per trainable
+ * parameter when in->accumulate > 1, plus clremat_bn_moving_sums_floats of
+ * every batchnorm layer when in->accumulate > 1 or in->replicas > 1 (several
+ * batches a step); counted in clremat_plan_fixed_bytes. */
 uint64_t clremat_accum_bytes(const clremat_plan_input *in);
 
 /** Sets out->accumulate and out->accum_bytes from in (the planners call it

@@ -57,6 +57,30 @@ void clremat_save_dots_flags(const clremat_plan_input *in, unsigned char *wl, un
     }
 }
 
+/* Clears the wrap flag of every wrapped layer and block of plan p none of
+ * whose layers p recomputes; returns 1 when it cleared any. */
+static int unwrap_idle(const clremat_graph *g, const clremat_plan *p, unsigned char *wl, unsigned char *wb)
+{
+    int changed = 0;
+    for (int l = 0; l < g->n_layers; l++)
+        if (wl[l] && p->recomputes[l] == 0) {
+            wl[l] = 0;
+            changed = 1;
+        }
+    for (int b = 0; b < g->n_blocks; b++) {
+        int busy = 0;
+        if (!wb[b])
+            continue;
+        for (int l = g->blocks[b].first; l <= g->blocks[b].last && !busy; l++)
+            busy = p->recomputes[l] > 0;
+        if (!busy) {
+            wb[b] = 0;
+            changed = 1;
+        }
+    }
+    return changed;
+}
+
 int clremat_plan_fixed(const clremat_plan_input *in, const clremat_policy *p, clremat_plan *out)
 {
     const clremat_graph *g = in->g;
@@ -155,8 +179,19 @@ int clremat_plan_fixed(const clremat_plan_input *in, const clremat_policy *p, cl
         if (wrapped)
             ad[l] = 0;
     }
-    out->policy = *p;
-    st = clremat_plan_from_flags(in, wl, wb, ad, out);
+    /* A wrapped unit none of whose layers is ever recomputed only holds its
+     * inputs: its outputs are kept anyway (an add or concat whose output is
+     * the kept input of the next wrapped layer, and whose backward reads
+     * nothing), so wrapping it keeps more than none. Such units are unwrapped
+     * and the plan made again (each round removes flags, so it ends), which
+     * keeps larger_than and list_of_layers never worse than none. */
+    for (;;) {
+        out->policy = *p;
+        st = clremat_plan_from_flags(in, wl, wb, ad, out);
+        if (st != CLREMAT_OK || !unwrap_idle(g, out, wl, wb))
+            break;
+        clremat_plan_free(out);
+    }
     if (st == CLREMAT_OK)
         out->policy = *p;
 done:

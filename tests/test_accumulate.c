@@ -18,7 +18,10 @@
  * - the planner alone: fixed bytes grow by the buffer, budget plans per
  *   micro-batch fit their budget; clremat fit's configurations with K: the
  *   largest batch is a multiple of K that fits while the next multiple does
- *   not, a batch not divisible by K is not planned and says why. */
+ *   not, a batch not divisible by K is not planned and says why;
+ * - batchnorm's moving statistics take one update a step from the whole
+ *   batch's statistics combined over the micro-batches (tolerances at
+ *   test_bn_moving_once_per_step). */
 #include "testutil.h"
 #include "data.h"
 #include "executor.h"
@@ -26,6 +29,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct model_case {
     const char *file;
@@ -63,9 +67,9 @@ typedef struct run_out {
     int n_recompute_actions;    /* recompute actions plus recomputations fused into a backward's GEMM */
 } run_out;
 
-/* STEPS steps of BATCH samples in k micro-batches under mode. */
-static void run_mode(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *d, const char *mode,
-                     const char *optimizer, int k, run_out *out)
+/* steps (<= STEPS) steps of BATCH samples in k micro-batches under mode. */
+static void run_mode_steps(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *d, const char *mode,
+                           const char *optimizer, int k, int steps, run_out *out)
 {
     clremat_policy pol;
     clremat_opt_config opt;
@@ -79,14 +83,14 @@ static void run_mode(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *
     ck_assert_int_eq(t->batch, BATCH / k);
     ck_assert_int_eq(t->plan.accumulate, k);
     clremat_pool_reset_peaks(ctx->pool);
-    for (int s = 0; s < STEPS; s++) {
+    for (int s = 0; s < steps; s++) {
         float correct;
         clremat_data_batch(&d->train, 7, s, BATCH, x, y);
         ck_assert_msg(clremat_trainer_step(t, x, y, &out->loss[s], &correct) == CLREMAT_OK, "%s K=%d step %d: %s",
                       mode, k, s, clremat_ctx_last_error(ctx));
         ck_assert(isfinite(out->loss[s]));
     }
-    ck_assert_int_eq(t->data_position, (int64_t)STEPS * BATCH);
+    ck_assert_int_eq(t->data_position, (int64_t)steps * BATCH);
     out->predicted = t->plan.peak_bytes;
     out->measured = clremat_pool_get_stats(ctx->pool).live_peak;
     out->fixed = t->plan.fixed_bytes;
@@ -97,6 +101,13 @@ static void run_mode(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *
     clremat_trainer_free(t);
     free(x);
     free(y);
+}
+
+/* STEPS steps of BATCH samples in k micro-batches under mode. */
+static void run_mode(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *d, const char *mode,
+                     const char *optimizer, int k, run_out *out)
+{
+    run_mode_steps(ctx, g, d, mode, optimizer, k, STEPS, out);
 }
 
 static double rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-30); }
@@ -390,6 +401,86 @@ START_TEST(test_fit_accumulate)
 }
 END_TEST
 
+
+/* Batchnorm's moving statistics take one update a step, from the whole
+ * batch's mean and biased variance combined over the micro-batches (their
+ * summed statistics, planner/accumulate.c): after one step from the same
+ * initial parameters they equal the unsplit batch's within BN_FIRST_TOL
+ * (float rounding of the combination: 6.5e-9 measured on PoCL; K updates
+ * of micro-batch statistics, the old behaviour, would weight the batch
+ * 1 - 0.9^4 = 0.34 instead of 0.1), after STEPS steps of SGD within BN_TOL
+ * (the micro-batches normalize with their own statistics, so the weights
+ * drift apart: 2e-4 measured on PoCL); the sums are in the plan (measured
+ * == predicted, accum_bytes = gradients + 3 floats per channel) and the
+ * moving statistics are bitwise the same under full remat as under none. */
+#define BN_FIRST_TOL 2e-6
+#define BN_TOL 1e-3
+static const char bn_model[] =
+    "{\"name\": \"bn_acc\", \"input\": {\"shape\": [6, 5, 3]}, \"layers\": ["
+    "{\"name\": \"conv\", \"type\": \"conv2d\", \"filters\": 4, \"kernel_size\": 3, \"padding\": \"same\", "
+    "\"use_bias\": false},"
+    "{\"name\": \"bn\", \"type\": \"batchnorm\", \"momentum\": 0.9},"
+    "{\"name\": \"relu\", \"type\": \"activation\", \"activation\": \"relu\"},"
+    "{\"name\": \"gap\", \"type\": \"global_avg_pool2d\"},"
+    "{\"name\": \"logits\", \"type\": \"dense\", \"units\": 3},"
+    "{\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}";
+
+START_TEST(test_bn_moving_once_per_step)
+{
+    char path[] = "/tmp/clremat-bnaccXXXXXX";
+    int fd = mkstemp(path);
+    FILE *f;
+    clremat_ctx *ctx;
+    clremat_graph *g;
+    clremat_dataset d;
+    run_out one[2], four[2], full4;
+    int64_t off = 0, C = 4;
+    ck_assert_int_ge(fd, 0);
+    f = fdopen(fd, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(bn_model, f);
+    fclose(f);
+    ck_assert_msg(clremat_graph_load(path, &g) == CLREMAT_OK, "%s", clremat_last_error());
+    unlink(path);
+    for (int l = 0; l < g->n_layers && strcmp(g->layers[l].name, "bn") != 0; l++)
+        for (int p = 0; p < g->layers[l].n_params; p++)
+            off += g->layers[l].params[p].elems;
+    off += 2 * C; /* past gamma and beta: moving_mean at off, moving_variance at off + C */
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_msg(clremat_data_synthetic(g, "images", 7, 256, 32, &d) == CLREMAT_OK, "%s", clremat_last_error());
+    for (int k = 0; k < 2; k++) { /* k 0: one step; 1: STEPS steps (SGD) */
+        int steps = k == 0 ? 1 : STEPS;
+        double worst = 0;
+        run_mode_steps(ctx, g, &d, "none", "sgd", 1, steps, &one[k]);
+        run_mode_steps(ctx, g, &d, "none", "sgd", 4, steps, &four[k]);
+        ck_assert_uint_eq(four[k].measured, four[k].predicted);
+        ck_assert_uint_eq(four[k].accum, (uint64_t)(clremat_graph_trainable_elems(g) + 3 * C) * sizeof(float));
+        for (int64_t i = off; i < off + 2 * C; i++)
+            worst = fmax(worst, fabs((double)four[k].params[i] - (double)one[k].params[i]) /
+                                    fmax(1.0, fabs((double)one[k].params[i])));
+        fprintf(stderr, "bn_acc K=4 after %d step(s): moving statistics within %.3g of the unsplit batch's "
+                "(moving mean[0] %.9g, unsplit %.9g)\n", steps, worst, (double)four[k].params[off],
+                (double)one[k].params[off]);
+        ck_assert_msg(worst <= (k == 0 ? BN_FIRST_TOL : BN_TOL), "K=4 after %d step(s): moving statistics differ "
+                      "by %.3g from the unsplit batch's", steps, worst);
+        /* and they moved: the update ran */
+        ck_assert(fabs((double)four[k].params[off]) > 1e-4 || fabs((double)four[k].params[off + C] - 1.0) > 1e-4);
+    }
+    run_mode_steps(ctx, g, &d, "full", "sgd", 4, STEPS, &full4);
+    ck_assert_uint_eq(full4.measured, full4.predicted);
+    ck_assert_msg(memcmp(full4.params, four[1].params, (size_t)clremat_graph_param_elems(g) * sizeof(float)) == 0,
+                  "K=4: parameters (moving statistics included) differ between full and none");
+    for (int k = 0; k < 2; k++) {
+        free(one[k].params);
+        free(four[k].params);
+    }
+    free(full4.params);
+    clremat_data_free(&d);
+    clremat_graph_free(g);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
 int main(void)
 {
     TCase *tc;
@@ -399,5 +490,6 @@ int main(void)
     tcase_add_test(tc, test_cli);
     tcase_add_test(tc, test_planner_fixed_bytes);
     tcase_add_test(tc, test_fit_accumulate);
+    tcase_add_test(tc, test_bn_moving_once_per_step);
     return test_run_device_suite(s);
 }

@@ -4,12 +4,14 @@
  * the same global batch within the documented float32 tolerance on every
  * bundled model; two runs are bitwise identical; each rank's predicted peak
  * (gradient staging included) equals its measured peak; -np 1 changes
- * nothing; weights are written once, by rank 0; an uneven batch, a rank that
+ * nothing; weights are written once, by rank 0; batchnorm's moving
+ * statistics agree across ranks and equal the global batch's; an uneven batch, a rank that
  * cannot open its device, a killed rank and a hung rank each end the job
  * with a clear message and a non-zero exit within bounded time. Skips (77)
  * with a message when configure found no MPI or there is no PoCL device. */
 #include "testutil.h"
 #include "config.h"
+#include "safetensors.h"
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
@@ -249,6 +251,63 @@ START_TEST(rank0_saves)
 }
 END_TEST
 
+/* Batchnorm's moving statistics under two ranks: both ranks end with the
+ * same bits (ranks_of: params_identical, moving statistics included), and
+ * after one step they are the global batch's, as one process at the same
+ * global batch computes them, within BN_TOL (the ranks' statistics sums
+ * added on every rank, host/dp.c; each rank's own shard would be off by
+ * far more). */
+#define BN_TOL 2e-6
+START_TEST(batchnorm_ranks_agree)
+{
+    char args[2048], mpath[256], w1[256], w2[256];
+    FILE *f;
+    json_t *a;
+    clremat_st_file s1, s2;
+    double worst = 0;
+    snprintf(mpath, sizeof mpath, "%s/bn.json", dir);
+    f = fopen(mpath, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"name\": \"bn_dp\", \"input\": {\"shape\": [6, 5, 3]}, \"layers\": ["
+          "{\"name\": \"conv\", \"type\": \"conv2d\", \"filters\": 4, \"kernel_size\": 3, \"padding\": \"same\"},"
+          "{\"name\": \"bn\", \"type\": \"batchnorm\", \"momentum\": 0.5},"
+          "{\"name\": \"relu\", \"type\": \"activation\", \"activation\": \"relu\"},"
+          "{\"name\": \"gap\", \"type\": \"global_avg_pool2d\"},"
+          "{\"name\": \"logits\", \"type\": \"dense\", \"units\": 3},"
+          "{\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}", f);
+    fclose(f);
+    snprintf(args, sizeof args, "--device " DEVICE " train %s --batch 8 --steps 3 --gemm native --json --quiet", mpath);
+    a = run_json(NULL, 2, args);
+    ranks_of(a, 8);
+    json_decref(a);
+    snprintf(w1, sizeof w1, "%s/one.safetensors", dir);
+    snprintf(w2, sizeof w2, "%s/two.safetensors", dir);
+    snprintf(args, sizeof args, "--device " DEVICE " train %s --batch 8 --steps 1 --gemm native --quiet --save %s",
+             mpath, w1);
+    ck_assert_msg(run(NULL, 0, args, NULL) == 0, "one process: %s", err);
+    snprintf(args, sizeof args, "--device " DEVICE " train %s --batch 8 --steps 1 --gemm native --quiet --save %s",
+             mpath, w2);
+    ck_assert_msg(run(NULL, 2, args, NULL) == 0, "two ranks: %s", err);
+    ck_assert_msg(clremat_st_read(w1, &s1) == CLREMAT_OK, "%s", clremat_last_error());
+    ck_assert_msg(clremat_st_read(w2, &s2) == CLREMAT_OK, "%s", clremat_last_error());
+    for (int k = 0; k < 2; k++) {
+        const char *name = k ? "bn/moving_variance" : "bn/moving_mean";
+        const clremat_st_tensor *t1 = clremat_st_find(&s1, name), *t2 = clremat_st_find(&s2, name);
+        ck_assert_msg(t1 && t2 && t1->elems == 4 && t2->elems == 4, "%s missing", name);
+        for (int64_t i = 0; i < 4; i++) {
+            float v1, v2;
+            memcpy(&v1, (const char *)t1->data + 4 * i, 4);
+            memcpy(&v2, (const char *)t2->data + 4 * i, 4);
+            worst = fmax(worst, fabs((double)v1 - (double)v2) / fmax(1.0, fabs((double)v1)));
+        }
+    }
+    fprintf(stderr, "batchnorm: moving statistics of 2 ranks within %.3g of one process's after one step\n", worst);
+    ck_assert_msg(worst <= BN_TOL, "moving statistics of 2 ranks differ by %.3g from one process's", worst);
+    clremat_st_free(&s1);
+    clremat_st_free(&s2);
+}
+END_TEST
+
 START_TEST(uneven_batch_refused)
 {
     char args[2048];
@@ -379,5 +438,6 @@ int main(void)
     tcase_add_test(tc, device_failure_ends_job);
     tcase_add_test(tc, killed_rank_ends_job);
     tcase_add_test(tc, hung_rank_times_out);
+    tcase_add_test(tc, batchnorm_ranks_agree);
     return test_run_suite(s);
 }
