@@ -1979,7 +1979,21 @@ void conv_fwd_direct(const int H, const int W, const int C, const int OH, const 
                     xp[p] = xrow + (ok[p] ? (long)iw * C : 0);
                 }
                 __global const float *wp = w + (long)(kh * KW + kw) * C * F + f0;
-                if (nf == 16) {
+                int all = 1;
+#pragma unroll
+                for (int p = 0; p < CD_P; p++)
+                    all &= ok[p];
+                if (nf == 16 && all) { /* interior: no padding test per tap */
+                    for (int c = 0; c < C; c++, wp += F) {
+                        const float8 w0 = vload8(0, wp), w1 = vload8(1, wp);
+#pragma unroll
+                        for (int p = 0; p < CD_P; p++) {
+                            const float v = xp[p][c];
+                            a0[p] += v * w0;
+                            a1[p] += v * w1;
+                        }
+                    }
+                } else if (nf == 16) {
                     for (int c = 0; c < C; c++, wp += F) {
                         const float8 w0 = vload8(0, wp), w1 = vload8(1, wp);
 #pragma unroll
@@ -2002,8 +2016,10 @@ void conv_fwd_direct(const int H, const int W, const int C, const int OH, const 
                 }
             }
         }
-        for (int p = 0; p < CD_P && ow0 + p < OW; p++)
-            cd_store_out(pre, out, ((long)r * OW + ow0 + p) * F + f0, nf, use_bias, act, b0, b1, a0[p], a1[p]);
+#pragma unroll
+        for (int p = 0; p < CD_P; p++) /* constant indices: the tile stays in registers */
+            if (ow0 + p < OW)
+                cd_store_out(pre, out, ((long)r * OW + ow0 + p) * F + f0, nf, use_bias, act, b0, b1, a0[p], a1[p]);
     }
 }
 
@@ -2052,7 +2068,21 @@ void conv_bwd_data_direct(const int H, const int W, const int C, const int OH, c
                 if (!any)
                     continue;
                 __global const float *wp = wt + (long)(kh * KW + kw) * F * C + c0;
-                if (nc == 16) {
+                int all = 1;
+#pragma unroll
+                for (int p = 0; p < CD_P; p++)
+                    all &= ok[p];
+                if (nc == 16 && all) { /* every pixel reached: no test per f */
+                    for (int f = 0; f < F; f++, wp += C) {
+                        const float8 w0 = vload8(0, wp), w1 = vload8(1, wp);
+#pragma unroll
+                        for (int p = 0; p < CD_P; p++) {
+                            const float v = dp[p][f];
+                            a0[p] += v * w0;
+                            a1[p] += v * w1;
+                        }
+                    }
+                } else if (nc == 16) {
                     for (int f = 0; f < F; f++, wp += C) {
                         const float8 w0 = vload8(0, wp), w1 = vload8(1, wp);
 #pragma unroll
@@ -2075,7 +2105,10 @@ void conv_bwd_data_direct(const int H, const int W, const int C, const int OH, c
                 }
             }
         }
-        for (int p = 0; p < CD_P && iw0 + p < W; p++) {
+#pragma unroll
+        for (int p = 0; p < CD_P; p++) {
+            if (iw0 + p >= W)
+                break;
             __global float *d = dx + ((long)r * W + iw0 + p) * C + c0;
             if (acc) {
                 a0[p] += clremat_load8(d, 0, nc);
@@ -2132,10 +2165,13 @@ void conv_wgrad_direct(const int rows, const int RC, const int H, const int W, c
             }
         }
     }
-    for (int i = 0; i < nc; i++) {
-        __global float *o = part + ch * KF + ((long)tap * C + c0 + i) * F + f0;
-        clremat_store8(o, 0, nf, a0[i]);
-        clremat_store8(o, 8, nf, a1[i]);
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        if (i < nc) {
+            __global float *o = part + ch * KF + ((long)tap * C + c0 + i) * F + f0;
+            clremat_store8(o, 0, nf, a0[i]);
+            clremat_store8(o, 8, nf, a1[i]);
+        }
     }
 }
 
@@ -2189,8 +2225,10 @@ void conv_dw_fwd(const int H, const int W, const int C, const int OH, const int 
                 }
             }
         }
-        for (int p = 0; p < CD_P && ow0 + p < OW; p++)
-            cd_store_out(pre, out, ((long)r * OW + ow0 + p) * F + f0, nf, use_bias, act, b0, b1, a0[p], a1[p]);
+#pragma unroll
+        for (int p = 0; p < CD_P; p++) /* constant indices: the tile stays in registers */
+            if (ow0 + p < OW)
+                cd_store_out(pre, out, ((long)r * OW + ow0 + p) * F + f0, nf, use_bias, act, b0, b1, a0[p], a1[p]);
     }
 }
 
@@ -2231,7 +2269,10 @@ void conv_dw_bwd_data(const int H, const int W, const int C, const int OH, const
                 }
             }
         }
-        for (int p = 0; p < CD_P && iw0 + p < W; p++) {
+#pragma unroll
+        for (int p = 0; p < CD_P; p++) {
+            if (iw0 + p >= W)
+                break;
             __global float *d = dx + ((long)r * W + iw0 + p) * C + c0;
             if (acc) {
                 a0[p] += clremat_load8(d, 0, nc);
