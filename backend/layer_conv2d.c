@@ -10,7 +10,10 @@
  * the input directly and needs no workspace. Backward: dZ = dout *
  * act'(preact) in place, db = column sums of dZ, dW = col^T dZ (col rebuilt
  * in the backward workspace), dcol = dZ W^T over the same workspace, then
- * col2im gathers dcol into dx in a fixed order (deterministic). */
+ * col2im gathers dcol into dx in a fixed order (deterministic). That is
+ * the CLBlast path's (and grouped convs') lowering; on the native path
+ * one-group and depthwise convs run the direct NHWC kernels of
+ * conv_direct.c instead (conv_algo_of decides, in one place). */
 #include "layer_seq.h"
 #include "conv_geom.h"
 #include "conv_direct.h"
