@@ -1929,3 +1929,427 @@ __kernel void bn_moving_finish(const int C, const float n, const float momentum,
         mv[c] = mv[c] * momentum + var * (1.0f - momentum);
     }
 }
+
+/* ------------------------------------------------------------------------
+ * conv12: direct NHWC convolution for CPU-class devices (the native GEMM
+ * path; backend/conv_direct.c launches them, layer_conv2d.c picks them).
+ * No im2col: the forward and the input gradient are register-tiled over
+ * CD_P neighbouring pixels of one row x 16 channels (two float8 per
+ * pixel); the weight gradient sums fixed chunks of rows into partials that
+ * conv_wgrad_reduce adds in chunk order. Every sum runs in a fixed order
+ * (no atomics), so results are deterministic. One work-item per
+ * work-group, as clremat_gemm_cpu. Geometry names as for conv_im2col; F
+ * filters, W kernel [KH][KW][C/groups][F]. */
+#define CD_P 4
+
+/* Lanes l of [i0, i0+8) below n: p[(i0 + l) / dm], else 0 (depthwise:
+ * output channel f reads input channel f / dm). */
+float8 cd_gather8(__global const float *p, const int i0, const int n, const int dm)
+{
+    float t[8];
+    if (dm == 1)
+        return clremat_load8(p, i0, n);
+    for (int j = 0; j < 8; j++)
+        t[j] = i0 + j < n ? p[(i0 + j) / dm] : 0.0f;
+    return vload8(0, t);
+}
+
+/* Lanes l of [i0, i0+8) below n: p[(i0 + l) * s + o], else 0. */
+float8 cd_strided8(__global const float *p, const int i0, const int n, const int s, const int o)
+{
+    float t[8];
+    if (s == 1 && o == 0)
+        return clremat_load8(p, i0, n);
+    for (int j = 0; j < 8; j++)
+        t[j] = i0 + j < n ? p[(i0 + j) * s + o] : 0.0f;
+    return vload8(0, t);
+}
+
+/* Forward epilogue of one pixel: pre = acc (+ bias), out = act(pre) on
+ * that float (clremat_act8, as the recompute kernel). */
+void cd_store_out(__global float *pre, __global float *out, const long idx, const int nf, const int use_bias,
+                  const int act, const float8 b0, const float8 b1, float8 v0, float8 v1)
+{
+    if (use_bias) {
+        v0 += b0;
+        v1 += b1;
+    }
+    clremat_store8(pre + idx, 0, nf, v0);
+    clremat_store8(pre + idx, 8, nf, v1);
+    if (act != CLREMAT_ACT_NONE) {
+        clremat_store8(out + idx, 0, nf, clremat_act8(act, v0));
+        clremat_store8(out + idx, 8, nf, clremat_act8(act, v1));
+    }
+}
+
+/* Forward, one group. Work-item (filters [16 t, 16 t + 16), row r = b * OH
+ * + oh): every output pixel of the row, sums over (kh, kw, c) in order. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void conv_fwd_direct(const int H, const int W, const int C, const int OH, const int OW, const int KH, const int KW,
+                     const int SH, const int SW, const int DH, const int DW, const int PH, const int PW,
+                     const int F, const int use_bias, const int act, __global const float *x,
+                     __global const float *w, __global const float *bias, __global float *pre,
+                     __global float *out)
+{
+    const int f0 = get_global_id(0) * 16, r = get_global_id(1);
+    const int nf = min(16, F - f0), oh = r % OH, b = r / OH;
+    const float8 b0 = use_bias ? clremat_load8(bias, f0, F) : (float8)(0.0f);
+    const float8 b1 = use_bias ? clremat_load8(bias, f0 + 8, F) : (float8)(0.0f);
+    for (int ow0 = 0; ow0 < OW; ow0 += CD_P) {
+        float8 a0[CD_P], a1[CD_P];
+#pragma unroll
+        for (int p = 0; p < CD_P; p++)
+            a0[p] = a1[p] = (float8)(0.0f);
+        for (int kh = 0; kh < KH; kh++) {
+            const int ih = oh * SH - PH + kh * DH;
+            if (ih < 0 || ih >= H)
+                continue;
+            __global const float *xrow = x + (long)(b * H + ih) * W * C;
+            for (int kw = 0; kw < KW; kw++) {
+                __global const float *xp[CD_P];
+                int ok[CD_P];
+#pragma unroll
+                for (int p = 0; p < CD_P; p++) {
+                    const int iw = (ow0 + p) * SW - PW + kw * DW;
+                    ok[p] = ow0 + p < OW && iw >= 0 && iw < W;
+                    xp[p] = xrow + (ok[p] ? (long)iw * C : 0);
+                }
+                __global const float *wp = w + (long)(kh * KW + kw) * C * F + f0;
+                int all = 1;
+#pragma unroll
+                for (int p = 0; p < CD_P; p++)
+                    all &= ok[p];
+                if (nf == 16 && all) { /* interior: no padding test per tap */
+                    for (int c = 0; c < C; c++, wp += F) {
+                        const float8 w0 = vload8(0, wp), w1 = vload8(1, wp);
+#pragma unroll
+                        for (int p = 0; p < CD_P; p++) {
+                            const float v = xp[p][c];
+                            a0[p] += v * w0;
+                            a1[p] += v * w1;
+                        }
+                    }
+                } else if (nf == 16) {
+                    for (int c = 0; c < C; c++, wp += F) {
+                        const float8 w0 = vload8(0, wp), w1 = vload8(1, wp);
+#pragma unroll
+                        for (int p = 0; p < CD_P; p++) {
+                            const float v = ok[p] ? xp[p][c] : 0.0f;
+                            a0[p] += v * w0;
+                            a1[p] += v * w1;
+                        }
+                    }
+                } else {
+                    for (int c = 0; c < C; c++, wp += F) {
+                        const float8 w0 = clremat_load8(wp, 0, nf), w1 = clremat_load8(wp, 8, nf);
+#pragma unroll
+                        for (int p = 0; p < CD_P; p++) {
+                            const float v = ok[p] ? xp[p][c] : 0.0f;
+                            a0[p] += v * w0;
+                            a1[p] += v * w1;
+                        }
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int p = 0; p < CD_P; p++) /* constant indices: the tile stays in registers */
+            if (ow0 + p < OW)
+                cd_store_out(pre, out, ((long)r * OW + ow0 + p) * F + f0, nf, use_bias, act, b0, b1, a0[p], a1[p]);
+    }
+}
+
+/* wt[tap][f][c] = w[tap][c][f] (the input gradient reads W^T rows). */
+__kernel void conv_wt_transpose(const int n, const int C, const int F, __global const float *w,
+                                __global float *wt)
+{
+    const int i = get_global_id(0);
+    if (i < n) {
+        const int c = i % C, t = i / C, f = t % F, tap = t / F;
+        wt[i] = w[((long)tap * C + c) * F + f];
+    }
+}
+
+/* Input gradient, one group. Work-item (channels [16 t, 16 t + 16), row
+ * r = b * H + ih): dx = sum over taps (kh, kw) reaching the pixel and over
+ * f, in that order, of dz[oh, ow, f] wt[tap][f][c]. acc: dx +=. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void conv_bwd_data_direct(const int H, const int W, const int C, const int OH, const int OW, const int KH,
+                          const int KW, const int SH, const int SW, const int DH, const int DW, const int PH,
+                          const int PW, const int F, const int acc, __global const float *dz,
+                          __global const float *wt, __global float *dx)
+{
+    const int c0 = get_global_id(0) * 16, r = get_global_id(1);
+    const int nc = min(16, C - c0), ih = r % H, b = r / H;
+    for (int iw0 = 0; iw0 < W; iw0 += CD_P) {
+        float8 a0[CD_P], a1[CD_P];
+#pragma unroll
+        for (int p = 0; p < CD_P; p++)
+            a0[p] = a1[p] = (float8)(0.0f);
+        for (int kh = 0; kh < KH; kh++) {
+            const int th = ih + PH - kh * DH;
+            if (th < 0 || th % SH != 0 || th / SH >= OH)
+                continue;
+            __global const float *drow = dz + (long)(b * OH + th / SH) * OW * F;
+            for (int kw = 0; kw < KW; kw++) {
+                __global const float *dp[CD_P];
+                int ok[CD_P], any = 0;
+#pragma unroll
+                for (int p = 0; p < CD_P; p++) {
+                    const int tw = iw0 + p + PW - kw * DW;
+                    ok[p] = iw0 + p < W && tw >= 0 && tw % SW == 0 && tw / SW < OW;
+                    dp[p] = drow + (ok[p] ? (long)(tw / SW) * F : 0);
+                    any |= ok[p];
+                }
+                if (!any)
+                    continue;
+                __global const float *wp = wt + (long)(kh * KW + kw) * F * C + c0;
+                int all = 1;
+#pragma unroll
+                for (int p = 0; p < CD_P; p++)
+                    all &= ok[p];
+                if (nc == 16 && all) { /* every pixel reached: no test per f */
+                    for (int f = 0; f < F; f++, wp += C) {
+                        const float8 w0 = vload8(0, wp), w1 = vload8(1, wp);
+#pragma unroll
+                        for (int p = 0; p < CD_P; p++) {
+                            const float v = dp[p][f];
+                            a0[p] += v * w0;
+                            a1[p] += v * w1;
+                        }
+                    }
+                } else if (nc == 16) {
+                    for (int f = 0; f < F; f++, wp += C) {
+                        const float8 w0 = vload8(0, wp), w1 = vload8(1, wp);
+#pragma unroll
+                        for (int p = 0; p < CD_P; p++) {
+                            const float v = ok[p] ? dp[p][f] : 0.0f;
+                            a0[p] += v * w0;
+                            a1[p] += v * w1;
+                        }
+                    }
+                } else {
+                    for (int f = 0; f < F; f++, wp += C) {
+                        const float8 w0 = clremat_load8(wp, 0, nc), w1 = clremat_load8(wp, 8, nc);
+#pragma unroll
+                        for (int p = 0; p < CD_P; p++) {
+                            const float v = ok[p] ? dp[p][f] : 0.0f;
+                            a0[p] += v * w0;
+                            a1[p] += v * w1;
+                        }
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int p = 0; p < CD_P; p++) {
+            if (iw0 + p >= W)
+                break;
+            __global float *d = dx + ((long)r * W + iw0 + p) * C + c0;
+            if (acc) {
+                a0[p] += clremat_load8(d, 0, nc);
+                a1[p] += clremat_load8(d, 8, nc);
+            }
+            clremat_store8(d, 0, nc, a0[p]);
+            clremat_store8(d, 8, nc, a1[p]);
+        }
+    }
+}
+
+/* Weight gradient, one group: partial sums over rows [ch * RC, ch * RC +
+ * RC) (rows r = (b, oh, ow) in order) of x[pixel the tap reads][c] dz[r][f]
+ * for channels [8 ct, 8 ct + 8) x filters [16 ft, 16 ft + 16) of tap
+ * (kh, kw). Work-item (ft + NFT * ct, tap, ch); part[ch][tap][c][f]. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void conv_wgrad_direct(const int rows, const int RC, const int H, const int W, const int C, const int OH,
+                       const int OW, const int KW, const int SH, const int SW, const int DH, const int DW,
+                       const int PH, const int PW, const int F, const long KF, __global const float *x,
+                       __global const float *dz, __global float *part)
+{
+    const int nft = (F + 15) / 16;
+    const int ft = get_global_id(0) % nft, ct = get_global_id(0) / nft;
+    const int tap = get_global_id(1), ch = get_global_id(2);
+    const int f0 = ft * 16, c0 = ct * 8, nf = min(16, F - f0), nc = min(8, C - c0);
+    const int kh = tap / KW, kw = tap % KW;
+    const int r0 = ch * RC, r1 = min(rows, r0 + RC);
+    float8 a0[8], a1[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        a0[i] = a1[i] = (float8)(0.0f);
+    int ow = r0 % OW, oh = (r0 / OW) % OH, b = r0 / (OW * OH);
+    for (int r = r0; r < r1; r++) {
+        const int ih = oh * SH - PH + kh * DH, iw = ow * SW - PW + kw * DW;
+        if (ih >= 0 && ih < H && iw >= 0 && iw < W) {
+            __global const float *dp = dz + (long)r * F + f0;
+            const float8 d0 = nf == 16 ? vload8(0, dp) : clremat_load8(dp, 0, nf);
+            const float8 d1 = nf == 16 ? vload8(1, dp) : clremat_load8(dp, 8, nf);
+            const float8 xv = clremat_load8(x + ((long)(b * H + ih) * W + iw) * C, c0, C);
+            a0[0] += xv.s0 * d0; a1[0] += xv.s0 * d1;
+            a0[1] += xv.s1 * d0; a1[1] += xv.s1 * d1;
+            a0[2] += xv.s2 * d0; a1[2] += xv.s2 * d1;
+            a0[3] += xv.s3 * d0; a1[3] += xv.s3 * d1;
+            a0[4] += xv.s4 * d0; a1[4] += xv.s4 * d1;
+            a0[5] += xv.s5 * d0; a1[5] += xv.s5 * d1;
+            a0[6] += xv.s6 * d0; a1[6] += xv.s6 * d1;
+            a0[7] += xv.s7 * d0; a1[7] += xv.s7 * d1;
+        }
+        if (++ow == OW) {
+            ow = 0;
+            if (++oh == OH) {
+                oh = 0;
+                b++;
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        if (i < nc) {
+            __global float *o = part + ch * KF + ((long)tap * C + c0 + i) * F + f0;
+            clremat_store8(o, 0, nf, a0[i]);
+            clremat_store8(o, 8, nf, a1[i]);
+        }
+    }
+}
+
+/* g[i] = sum over chunks ch = 0, 1, ... of part[ch * KF + i], in that
+ * order; eight per work-item (launch ceil(KF / 8)). */
+__kernel void conv_wgrad_reduce(const long KF, const int nch, __global const float *part, __global float *g)
+{
+    const long i0 = (long)get_global_id(0) * 8;
+    if (i0 < KF) {
+        const int n = (int)min(8L, KF - i0);
+        float8 s = clremat_load8(part + i0, 0, n);
+        for (int ch = 1; ch < nch; ch++)
+            s += clremat_load8(part + ch * KF + i0, 0, n);
+        clremat_store8(g + i0, 0, n, s);
+    }
+}
+
+/* Depthwise forward (groups = C, F = C * dm, W [KH][KW][1][F]). Work-item
+ * (filters [16 t, 16 t + 16), row r = b * OH + oh); sums over (kh, kw). */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void conv_dw_fwd(const int H, const int W, const int C, const int OH, const int OW, const int KH, const int KW,
+                 const int SH, const int SW, const int DH, const int DW, const int PH, const int PW, const int F,
+                 const int dm, const int use_bias, const int act, __global const float *x,
+                 __global const float *w, __global const float *bias, __global float *pre, __global float *out)
+{
+    const int f0 = get_global_id(0) * 16, r = get_global_id(1);
+    const int nf = min(16, F - f0), oh = r % OH, b = r / OH;
+    const float8 b0 = use_bias ? clremat_load8(bias, f0, F) : (float8)(0.0f);
+    const float8 b1 = use_bias ? clremat_load8(bias, f0 + 8, F) : (float8)(0.0f);
+    for (int ow0 = 0; ow0 < OW; ow0 += CD_P) {
+        float8 a0[CD_P], a1[CD_P];
+#pragma unroll
+        for (int p = 0; p < CD_P; p++)
+            a0[p] = a1[p] = (float8)(0.0f);
+        for (int kh = 0; kh < KH; kh++) {
+            const int ih = oh * SH - PH + kh * DH;
+            if (ih < 0 || ih >= H)
+                continue;
+            __global const float *xrow = x + (long)(b * H + ih) * W * C;
+            for (int kw = 0; kw < KW; kw++) {
+                __global const float *wp = w + (long)(kh * KW + kw) * F;
+                const float8 w0 = clremat_load8(wp, f0, F), w1 = clremat_load8(wp, f0 + 8, F);
+#pragma unroll
+                for (int p = 0; p < CD_P; p++) {
+                    const int iw = (ow0 + p) * SW - PW + kw * DW;
+                    if (ow0 + p < OW && iw >= 0 && iw < W) {
+                        __global const float *xp = xrow + (long)iw * C;
+                        a0[p] += cd_gather8(xp, f0, F, dm) * w0;
+                        a1[p] += cd_gather8(xp, f0 + 8, F, dm) * w1;
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int p = 0; p < CD_P; p++) /* constant indices: the tile stays in registers */
+            if (ow0 + p < OW)
+                cd_store_out(pre, out, ((long)r * OW + ow0 + p) * F + f0, nf, use_bias, act, b0, b1, a0[p], a1[p]);
+    }
+}
+
+/* Depthwise input gradient. Work-item (channels [16 t, 16 t + 16), row r =
+ * b * H + ih): dx[c] = sum over taps reaching the pixel, then m < dm, of
+ * dz[oh, ow, c dm + m] w[tap][c dm + m]. acc: dx +=. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void conv_dw_bwd_data(const int H, const int W, const int C, const int OH, const int OW, const int KH, const int KW,
+                      const int SH, const int SW, const int DH, const int DW, const int PH, const int PW,
+                      const int F, const int dm, const int acc, __global const float *dz,
+                      __global const float *w, __global float *dx)
+{
+    const int c0 = get_global_id(0) * 16, r = get_global_id(1);
+    const int nc = min(16, C - c0), ih = r % H, b = r / H;
+    for (int iw0 = 0; iw0 < W; iw0 += CD_P) {
+        float8 a0[CD_P], a1[CD_P];
+#pragma unroll
+        for (int p = 0; p < CD_P; p++)
+            a0[p] = a1[p] = (float8)(0.0f);
+        for (int kh = 0; kh < KH; kh++) {
+            const int th = ih + PH - kh * DH;
+            if (th < 0 || th % SH != 0 || th / SH >= OH)
+                continue;
+            __global const float *drow = dz + (long)(b * OH + th / SH) * OW * F;
+            for (int kw = 0; kw < KW; kw++) {
+                __global const float *wp = w + (long)(kh * KW + kw) * F;
+                for (int m = 0; m < dm; m++) {
+                    const float8 w0 = cd_strided8(wp, c0, C, dm, m), w1 = cd_strided8(wp, c0 + 8, C, dm, m);
+#pragma unroll
+                    for (int p = 0; p < CD_P; p++) {
+                        const int tw = iw0 + p + PW - kw * DW;
+                        if (iw0 + p < W && tw >= 0 && tw % SW == 0 && tw / SW < OW) {
+                            __global const float *dp = drow + (long)(tw / SW) * F;
+                            a0[p] += cd_strided8(dp, c0, C, dm, m) * w0;
+                            a1[p] += cd_strided8(dp, c0 + 8, C, dm, m) * w1;
+                        }
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int p = 0; p < CD_P; p++) {
+            if (iw0 + p >= W)
+                break;
+            __global float *d = dx + ((long)r * W + iw0 + p) * C + c0;
+            if (acc) {
+                a0[p] += clremat_load8(d, 0, nc);
+                a1[p] += clremat_load8(d, 8, nc);
+            }
+            clremat_store8(d, 0, nc, a0[p]);
+            clremat_store8(d, 8, nc, a1[p]);
+        }
+    }
+}
+
+/* Depthwise weight gradient: partial sums over rows [ch * RC, ch * RC +
+ * RC) of x[pixel the tap reads][f / dm] dz[r][f] for filters [16 t, 16 t +
+ * 16) of one tap. Work-item (t, tap, ch); part[ch][tap][f]. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void conv_dw_wgrad(const int rows, const int RC, const int H, const int W, const int C, const int OH,
+                   const int OW, const int KW, const int SH, const int SW, const int DH, const int DW,
+                   const int PH, const int PW, const int F, const int dm, const long KF,
+                   __global const float *x, __global const float *dz, __global float *part)
+{
+    const int f0 = get_global_id(0) * 16, tap = get_global_id(1), ch = get_global_id(2);
+    const int kh = tap / KW, kw = tap % KW;
+    const int r0 = ch * RC, r1 = min(rows, r0 + RC);
+    float8 a0 = (float8)(0.0f), a1 = (float8)(0.0f);
+    int ow = r0 % OW, oh = (r0 / OW) % OH, b = r0 / (OW * OH);
+    for (int r = r0; r < r1; r++) {
+        const int ih = oh * SH - PH + kh * DH, iw = ow * SW - PW + kw * DW;
+        if (ih >= 0 && ih < H && iw >= 0 && iw < W) {
+            __global const float *xp = x + ((long)(b * H + ih) * W + iw) * C;
+            __global const float *dp = dz + (long)r * F;
+            a0 += cd_gather8(xp, f0, F, dm) * clremat_load8(dp, f0, F);
+            a1 += cd_gather8(xp, f0 + 8, F, dm) * clremat_load8(dp, f0 + 8, F);
+        }
+        if (++ow == OW) {
+            ow = 0;
+            if (++oh == OH) {
+                oh = 0;
+                b++;
+            }
+        }
+    }
+    clremat_store8(part + ch * KF + (long)tap * F, f0, F, a0);
+    clremat_store8(part + ch * KF + (long)tap * F, f0 + 8, F, a1);
+}

@@ -10,9 +10,13 @@
  * the input directly and needs no workspace. Backward: dZ = dout *
  * act'(preact) in place, db = column sums of dZ, dW = col^T dZ (col rebuilt
  * in the backward workspace), dcol = dZ W^T over the same workspace, then
- * col2im gathers dcol into dx in a fixed order (deterministic). */
+ * col2im gathers dcol into dx in a fixed order (deterministic). That is
+ * the CLBlast path's (and grouped convs') lowering; on the native path
+ * one-group and depthwise convs run the direct NHWC kernels of
+ * conv_direct.c instead (conv_algo_of decides, in one place). */
 #include "layer_seq.h"
 #include "conv_geom.h"
+#include "conv_direct.h"
 #include "gemm.h"
 
 /* Geometry and the sizes the launches use. */
@@ -46,6 +50,40 @@ static int conv_dims_of(clremat_ctx *ctx, const clremat_layer *L, int64_t batch,
 
 static int64_t col_elems(const conv_dims *d) { return d->direct ? 0 : d->rows * d->g.groups * d->K; }
 
+/* How a conv2d layer runs. The one place that decides it, from the shape
+ * and the context's GEMM path; the cost model plans the workspace of every
+ * choice a path could make (conv_bwd_ws_elems), so the plan holds whatever
+ * path the executor resolves. */
+typedef enum conv_algo {
+    CONV_GEMM_1X1, /* 1x1, stride 1, one group: one GEMM on the input itself (both paths) */
+    CONV_IM2COL,   /* im2col + GEMM per group: the CLBlast path, and grouped (not depthwise) convs */
+    CONV_NHWC,     /* direct NHWC kernels, one group (native path) */
+    CONV_DEPTHWISE /* direct depthwise kernels, groups = C (native path) */
+} conv_algo;
+
+static int is_depthwise(const conv_dims *d) { return d->g.groups > 1 && d->g.groups == d->g.cin && d->g.cg == 1; }
+
+static conv_algo conv_algo_of(clremat_ctx *ctx, const conv_dims *d)
+{
+    if (d->direct)
+        return CONV_GEMM_1X1;
+    if (clremat_gemm_resolve(ctx) != CLREMAT_GEMM_NATIVE)
+        return CONV_IM2COL;
+    if (d->g.groups == 1)
+        return CONV_NHWC;
+    return is_depthwise(d) ? CONV_DEPTHWISE : CONV_IM2COL;
+}
+
+/* Backward workspace: the im2col matrix (CLBlast path, grouped convs) or
+ * what the direct kernels need (native path), the larger. */
+static int64_t conv_bwd_ws_elems(const clremat_layer *L, const conv_dims *d)
+{
+    int64_t col = col_elems(d), dir = 0;
+    if (!d->direct && (d->g.groups == 1 || is_depthwise(d)))
+        dir = clremat_conv_direct_bwd_elems(&d->g, d->rows, L->ksize[0], L->ksize[1], is_depthwise(d));
+    return col > dir ? col : dir;
+}
+
 static int conv_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
 {
     const clremat_layer *L = &g->layers[l];
@@ -69,7 +107,7 @@ static int conv_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer
         c->act_source = 1;
     }
     c->fwd_temp_bytes = seq_fbytes(col_elems(&d));
-    c->bwd_temp_bytes = seq_fbytes(col_elems(&d));
+    c->bwd_temp_bytes = seq_fbytes(conv_bwd_ws_elems(L, &d));
     /* im2col / col2im are copies; counted as one flop per element moved */
     c->fwd_flops = mm + (double)col_elems(&d) + (L->use_bias ? ew : 0) + (L->act != CLREMAT_ACT_NONE ? ew : 0);
     c->bwd_flops = 2.0 * mm + 2.0 * (double)col_elems(&d) + (L->use_bias ? ew : 0) +
@@ -98,6 +136,7 @@ static int conv_forward(clremat_layer_call *c)
     const clremat_buf *A;
     clremat_buf *pre;
     int64_t F, G;
+    conv_algo algo;
     int st = conv_dims_of(c->ctx, L, c->batch, &d);
     if (st != CLREMAT_OK)
         return st;
@@ -111,6 +150,11 @@ static int conv_forward(clremat_layer_call *c)
         (!d.direct && (st = clremat_check_buf(c->ctx, L->name, "workspace", c->temp, col_elems(&d)))))
         return st;
     pre = has_act ? c->slot[1] : c->slot[0];
+    algo = conv_algo_of(c->ctx, &d);
+    if (algo == CONV_NHWC || algo == CONV_DEPTHWISE)
+        return clremat_conv_direct_forward(c->ctx, &d.g, c->batch, L->ksize[0], L->ksize[1], algo == CONV_DEPTHWISE,
+                                           c->in[0], c->param[0], L->use_bias ? c->param[1] : NULL, (int)L->act,
+                                           pre, has_act ? c->slot[0] : NULL);
     if (d.direct) {
         A = c->in[0];
     } else {
@@ -157,10 +201,12 @@ static int conv_backward(clremat_layer_call *c)
     conv_dims d;
     int64_t F, G, FG, nin;
     const clremat_conv_geom *g;
+    conv_algo algo;
     int st = conv_dims_of(c->ctx, L, c->batch, &d);
     if (st != CLREMAT_OK)
         return st;
     g = &d.g;
+    algo = conv_algo_of(c->ctx, &d);
     F = g->cout;
     G = g->groups;
     FG = g->fg;
@@ -173,7 +219,7 @@ static int conv_backward(clremat_layer_call *c)
         (L->use_bias && c->grad[1] && (st = clremat_check_buf(c->ctx, L->name, "bias grad", c->grad[1], F))) ||
         (c->din[0] && (st = clremat_check_buf(c->ctx, L->name, "input grad", c->din[0], nin))) ||
         (!d.direct && (c->grad[0] || c->din[0]) &&
-         (st = clremat_check_buf(c->ctx, L->name, "workspace", c->temp, col_elems(&d)))))
+         (st = clremat_check_buf(c->ctx, L->name, "workspace", c->temp, conv_bwd_ws_elems(L, &d)))))
         return st;
     if (has_act) { /* dZ = dout * act'(preact), in place */
         int64_t n = d.rows * F;
@@ -185,6 +231,16 @@ static int conv_backward(clremat_layer_call *c)
         (st = clremat_run1d(c->ctx, "clremat_colsum8", (F + 7) / 8, SEQ_I(d.rows), SEQ_I(F), SEQ_M(c->dout),
                             SEQ_M(c->grad[1]), SEQ_END)) != CLREMAT_OK)
         return st;
+    if (algo == CONV_NHWC || algo == CONV_DEPTHWISE) {
+        const int dw = algo == CONV_DEPTHWISE;
+        if (c->grad[0] && (st = clremat_conv_direct_wgrad(c->ctx, g, c->batch, L->ksize[0], L->ksize[1], dw, c->in[0],
+                                                          c->dout, c->temp, c->grad[0])) != CLREMAT_OK)
+            return st;
+        if (!c->din[0])
+            return CLREMAT_OK;
+        return clremat_conv_direct_dgrad(c->ctx, g, c->batch, L->ksize[0], L->ksize[1], dw, c->dout, c->param[0],
+                                         c->temp, c->din_accumulate[0] != 0, c->din[0]);
+    }
     if (c->grad[0]) { /* dW[:, g*FG..] = col[:, g, :]^T dZ[:, g*FG..] */
         const clremat_buf *A = c->in[0];
         if (!d.direct) {

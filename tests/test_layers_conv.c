@@ -114,6 +114,19 @@ START_TEST(test_conv2d_layers)
     check(ctx, &L, 3, ref_conv2d_fwd, ref_conv2d_bwd);
     conv(&L, "conv_1x1_s2", 7, 5, 3, 4, 1, 2, 1, 1, 1, 0, CLREMAT_ACT_NONE, 0);
     check(ctx, &L, 2, ref_conv2d_fwd, ref_conv2d_bwd);
+    /* wider than one 16-channel tile of the direct kernels (a full tile and
+     * a tail) with more rows than one weight-gradient chunk (2 * 13 * 11 =
+     * 286 > 256): groups 1 (stride 1, stride 2, dilation 2), depthwise */
+    conv(&L, "conv_wide", 13, 11, 19, 21, 3, 1, 1, 1, 1, 0, CLREMAT_ACT_RELU, 1);
+    check(ctx, &L, 2, ref_conv2d_fwd, ref_conv2d_bwd);
+    conv(&L, "conv_wide_s2", 25, 23, 17, 18, 3, 2, 1, 1, 1, 0, CLREMAT_ACT_NONE, 0);
+    check(ctx, &L, 2, ref_conv2d_fwd, ref_conv2d_bwd);
+    conv(&L, "conv_wide_dil2", 13, 11, 17, 5, 3, 1, 2, 0, 1, 0, CLREMAT_ACT_TANH, 1);
+    check(ctx, &L, 2, ref_conv2d_fwd, ref_conv2d_bwd);
+    conv(&L, "conv_dw_wide", 13, 11, 19, 0, 3, 1, 1, 1, 1, 1, CLREMAT_ACT_SIGMOID, 1);
+    check(ctx, &L, 2, ref_conv2d_fwd, ref_conv2d_bwd);
+    conv(&L, "conv_dw_wide_m3", 13, 11, 7, 0, 3, 1, 1, 0, 1, 3, CLREMAT_ACT_NONE, 0);
+    check(ctx, &L, 3, ref_conv2d_fwd, ref_conv2d_bwd);
     clremat_ctx_destroy(ctx);
 }
 END_TEST
@@ -351,6 +364,13 @@ START_TEST(test_conv_geometry_and_costs)
     ck_assert(c.fwd_flops >= 2.0 * 3 * 49 * 18 * 4);
     ck_assert(c.bwd_flops >= 4.0 * 3 * 49 * 18 * 4);
     ck_assert_uint_eq(c.param_bytes, (18 * 4 + 4) * 4);
+    /* the backward workspace also holds what the native path's direct
+     * kernels need when that is larger: one output pixel, the transposed
+     * kernel (kh*kw*C*F = 3*2*3*4 floats) outgrows the im2col row */
+    conv(&L, "geo_small", 3, 2, 3, 4, 3, 1, 1, 0, 1, 0, CLREMAT_ACT_NONE, 0);
+    ck_assert_int_eq(clremat_layer_cost_of(&g, 0, 1, &c), CLREMAT_OK);
+    ck_assert_uint_eq(c.fwd_temp_bytes, (size_t)18 * 4);
+    ck_assert_uint_eq(c.bwd_temp_bytes, (size_t)18 * 4 * 4);
     /* 1x1 stride 1: no workspace */
     conv(&L, "geo3", 5, 5, 8, 4, 1, 1, 1, 0, 1, 0, CLREMAT_ACT_NONE, 0);
     ck_assert_int_eq(clremat_layer_cost_of(&g, 0, 2, &c), CLREMAT_OK);
