@@ -21,6 +21,7 @@ typedef struct {
     json_t *input;          /* the clremat "input" object */
     name_ref *refs;
     int n_refs, cap_refs;
+    int frozen;             /* depth of enclosing sub-models with trainable=False */
 } walk;
 
 static int add_ref(walk *w, const char *keras, const char *ref)
@@ -199,7 +200,7 @@ static int walk_layer(walk *w, json_t *entry, int seq, int top, const char *path
     const char *ins[8];
     char full[CLREMAT_NAME_LEN * 2], h5me[128], h5pre[512];
     json_t *nodes = json_object_get(entry, "inbound_nodes"), *kwargs = NULL;
-    int n_in = 0, st;
+    int n_in = 0, st, frozen;
 
     if (!cls || !name)
         return clremat_set_error(CLREMAT_ERR_PARSE, "%s: a layer entry has no class_name or config.name", w->m->origin);
@@ -215,9 +216,15 @@ static int walk_layer(walk *w, json_t *entry, int seq, int top, const char *path
     snprintf(h5pre, sizeof h5pre, "%slayers/%s/", h5, h5me);
     if ((st = dtype_policy(w->m, name, cls, cfg)))
         return st;
-    if (json_is_false(json_object_get(cfg, "trainable")))
-        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: layer '%s' (%s): trainable=False is not supported (clremat "
-                                 "trains every parameter)", w->m->origin, name, cls);
+    frozen = json_is_false(json_object_get(cfg, "trainable"));
+    /* Keras runs a frozen BatchNormalization (or one inside a frozen model)
+     * in inference mode, normalizing with its moving statistics; clremat's
+     * batchnorm always trains with batch statistics, so that is refused. */
+    if (strcmp(cls, "BatchNormalization") == 0 && (frozen || w->frozen))
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: layer '%s' (%s): trainable=False%s is not supported: Keras "
+                                 "then normalizes with the moving statistics (inference mode), clremat's batchnorm "
+                                 "trains with batch statistics", w->m->origin, name, cls,
+                                 frozen ? "" : " (of an enclosing model)");
     if (seq) {
         ins[n_in++] = last_ref[0] ? last_ref : (top ? "@input" : block_in);
     } else {
@@ -251,7 +258,12 @@ static int walk_layer(walk *w, json_t *entry, int seq, int top, const char *path
         }
         snprintf(sub_path, sizeof sub_path, "%s/", full);
         blk = json_pack("{ssso}", "block", name, "layers", arr);
-        if ((st = walk_model(w, entry, sub_path, h5pre, arr, 0, "@block_input", inner_last, sizeof inner_last))) {
+        if (frozen)
+            json_object_set_new(blk, "trainable", json_false());
+        w->frozen += frozen;
+        st = walk_model(w, entry, sub_path, h5pre, arr, 0, "@block_input", inner_last, sizeof inner_last);
+        w->frozen -= frozen;
+        if (st) {
             json_decref(blk);
             return st;
         }
@@ -282,6 +294,8 @@ static int walk_layer(walk *w, json_t *entry, int seq, int top, const char *path
             json_decref(c.out);
             return st;
         }
+        if (frozen) /* Keras's trainable=False: no gradient, no optimizer state, no update */
+            json_object_set_new(c.out, "trainable", json_false());
         json_array_append_new(out, c.out);
         /* a class mapped to a block (SeparableConv2D) names its output */
         snprintf(last_ref, last_len, "%s", c.out_ref[0] ? c.out_ref : full);

@@ -206,17 +206,15 @@ static void check_fixture(const char *name)
     expect_free(&e);
 }
 
-/* The config of fixture `fixture` with the layer named `layer` changed by
- * edit(), read as a to_json file: the refusal must name the file, the layer,
- * the class and contain want. */
-static void refused_in(const char *fixture, const char *layer, void (*edit)(json_t *entry), const char *cls,
-                       const char *want)
+/* Writes the config of fixture `fixture` with the layer named `layer`
+ * changed by edit() as a to_json file into tmp (a mkstemps template ending
+ * in ".json"). */
+static void edited_config(const char *fixture, const char *layer, void (*edit)(json_t *entry), char *tmp)
 {
-    char path[2300], tmp[] = "/tmp/clremat_keras_XXXXXX.json", quoted[80];
+    char path[2300];
     unsigned char *cfg;
     size_t n, i;
     json_t *root, *e, *hit = NULL;
-    clremat_keras_model km;
     int fd;
     snprintf(path, sizeof path, "%s/%s.keras", fixture_dir(), fixture);
     ck_assert_int_eq(clremat_keras_zip_member(path, "config.json", &cfg, &n), CLREMAT_OK);
@@ -232,6 +230,17 @@ static void refused_in(const char *fixture, const char *layer, void (*edit)(json
     ck_assert_int_eq(json_dumpfd(root, fd, 0), 0);
     close(fd);
     json_decref(root);
+}
+
+/* The config of fixture `fixture` with the layer named `layer` changed by
+ * edit(), read as a to_json file: the refusal must name the file, the layer,
+ * the class and contain want. */
+static void refused_in(const char *fixture, const char *layer, void (*edit)(json_t *entry), const char *cls,
+                       const char *want)
+{
+    char tmp[] = "/tmp/clremat_keras_XXXXXX.json", quoted[80];
+    clremat_keras_model km;
+    edited_config(fixture, layer, edit, tmp);
     ck_assert_int_eq(clremat_keras_is_keras(tmp), 1);
     ck_assert_int_eq(clremat_keras_read(tmp, NULL, NULL, &km), CLREMAT_ERR_PARSE);
     fprintf(stderr, "refused: %s\n", clremat_last_error());
@@ -276,7 +285,7 @@ START_TEST(test_refusals)
     refused(to_elu, "(Dense)", "activation 'elu' is not supported; supported:");
     refused(to_mixed, "(Dense)", "dtype policy 'mixed_float16' is not supported");
     refused(to_l2, "(Dense)", "'kernel_regularizer'");
-    refused(to_frozen, "(Dense)", "trainable=False");
+    refused_in("resnet", "stem_bn", to_frozen, "(BatchNormalization)", "inference mode");
     refused_in("resnet", "b1_conv1", to_first, "(Conv2D)", "data_format 'channels_first' is not supported");
     refused_in("resnet", "pool", to_first, "(MaxPooling2D)", "channels_last only");
     refused_in("resnet", "b1_conv1", to_causal, "(Conv2D)", "padding 'causal' is not supported (valid, same)");
@@ -284,6 +293,33 @@ START_TEST(test_refusals)
     refused_in("resnet", "stem_bn", to_renorm, "(BatchNormalization)", "'renorm'");
     refused_in("mobilenet", "cat", to_axis1, "(Concatenate)", "only axis -1");
     refused_in("mobilenet", "sep", to_policy, "(SeparableConv2D)", "dtype policy 'mixed_bfloat16' is not supported");
+}
+END_TEST
+
+/* Keras's trainable=False becomes clremat's "trainable": false: the layer's
+ * parameters are frozen, the others still train. */
+START_TEST(test_frozen_layer)
+{
+    char tmp[] = "/tmp/clremat_keras_XXXXXX.json";
+    clremat_keras_model km;
+    clremat_graph *g;
+    int d1, d2;
+    edited_config("seq_mlp", "d1", to_frozen, tmp);
+    ck_assert_msg(clremat_keras_read(tmp, NULL, NULL, &km) == CLREMAT_OK, "%s", clremat_last_error());
+    ck_assert_msg(clremat_graph_load_string(km.json, tmp, &g) == CLREMAT_OK, "%s", clremat_last_error());
+    d1 = clremat_graph_find_layer(g, "d1");
+    d2 = clremat_graph_find_layer(g, "d2");
+    ck_assert_int_ge(d1, 0);
+    ck_assert_int_ge(d2, 0);
+    ck_assert_int_eq(g->layers[d1].frozen, 1);
+    ck_assert_int_eq(g->layers[d2].frozen, 0);
+    ck_assert_int_gt(g->layers[d1].n_params, 0);
+    for (int p = 0; p < g->layers[d1].n_params; p++)
+        ck_assert_int_eq(g->layers[d1].params[p].frozen, 1);
+    ck_assert_int_lt(clremat_graph_trainable_elems(g), clremat_graph_param_elems(g));
+    clremat_graph_free(g);
+    clremat_keras_free(&km);
+    unlink(tmp);
 }
 END_TEST
 
@@ -393,6 +429,7 @@ int main(void)
     tcase_add_test(tc, test_mobilenet);
     tcase_add_test(tc, test_legacy);
     tcase_add_test(tc, test_refusals);
+    tcase_add_test(tc, test_frozen_layer);
     tcase_add_test(tc, test_export_reimport);
     tcase_add_test(tc, test_export_format_refused);
     return test_run_device_suite(s);
