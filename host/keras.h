@@ -56,7 +56,8 @@ int clremat_keras_save_path(const char *model_path, const char *save_path);
 
 /** Refuses (CLREMAT_ERR_INVALID_ARGUMENT, a message naming both) a
  * `--save` target that model_path's weights cannot be written to: a
- * legacy .h5 model into .weights.h5 or .keras. Checked before training. */
+ * legacy .h5 model into .weights.h5 or .keras, and any other model into a
+ * legacy .h5 name. Checked before training. */
 int clremat_keras_save_check(const char *model_path, const char *save_path);
 
 /** Reads a Keras model: a `.keras` archive, a legacy `.h5` model, or a to_json file with weights

@@ -37,6 +37,12 @@ int clremat_keras_save_check(const char *model_path, const char *save_path)
                                  "back into a legacy .h5 file (--save trained.h5: the original with the new weights, "
                                  "read by keras.models.load_model or load_weights), not .keras or .weights.h5 "
                                  "(Keras 3's layout, which the legacy file does not carry)", save_path, model_path);
+    /* a .h5 target of any other model would otherwise get clremat's own
+     * format under a Keras file name */
+    if (!clremat_keras_is_legacy(model_path) && clremat_keras_is_legacy(save_path))
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "--save %s: a legacy .h5 file is written only for a "
+                                 "legacy .h5 model (%s is not one); save a Keras 3 model's weights as .weights.h5 "
+                                 "or .keras, and clremat's as .safetensors", save_path, model_path);
     return CLREMAT_OK;
 }
 

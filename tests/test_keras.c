@@ -396,6 +396,15 @@ START_TEST(test_export_format_refused)
         clremat_graph_free(g);
         clremat_keras_free(&km);
     }
+    /* the check train makes before training: a legacy .h5 name of a model
+     * that is not a legacy one would otherwise get clremat's own format */
+    ck_assert_int_eq(clremat_keras_save_check("m.keras", "/tmp/out.h5"), CLREMAT_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(clremat_last_error(), "/tmp/out.h5") && strstr(clremat_last_error(), "m.keras"), "%s",
+                  clremat_last_error());
+    ck_assert_int_eq(clremat_keras_save_check("model.json", "/tmp/out.hdf5"), CLREMAT_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(clremat_keras_save_check("m.keras", "/tmp/out.weights.h5"), CLREMAT_OK);
+    ck_assert_int_eq(clremat_keras_save_check("legacy.h5", "/tmp/out.h5"), CLREMAT_OK);
+    ck_assert_int_eq(clremat_keras_save_check("model.json", "/tmp/out.safetensors"), CLREMAT_OK);
 }
 END_TEST
 
