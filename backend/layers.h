@@ -68,6 +68,12 @@ typedef struct clremat_layer_call {
                                                      batch's count (rows or elements), not c->batch's; 0: c->batch */
     int grad_accumulate[CLREMAT_MAX_PARAMS];    /**< 1: add into grad[p] (a table tied to a later layer's
                                                      kernel, whose backward wrote it first); embedding only */
+    /* mixed precision (issue 16, backend/precision.c) */
+    int64_t alloc_batch;                        /**< the batch the buffers were sized for (0: batch); the
+                                                     loss layer of a partial evaluation batch runs at less */
+    float loss_scale;                           /**< mixed_float16: a loss layer's backward multiplies the
+                                                     gradient it starts by this (0: 1) */
+    const char *stage_tag;                      /**< pool tag of the float32 staging (static; NULL: a default) */
 } clremat_layer_call;
 
 /** Runs layer c->layer forward: reads in[], param[]; writes every slot.

@@ -175,6 +175,10 @@ int cli_fit(const cli_global *g, int argc, char **argv)
         return cli_error("unknown optimizer '%s'; valid: sgd, adam, adamw", o.optimizer), 2;
     if (clremat_model_load(o.model_path, &gr, NULL))
         return cli_error("%s", clremat_last_error());
+    if (clremat_model_set_precision(gr, o.precision)) {
+        clremat_graph_free(gr);
+        return cli_error("%s", clremat_last_error());
+    }
     st = o.remat ? clremat_fit_parse_configs(gr, o.remat, &configs, &n_configs)
                  : clremat_fit_default_configs(gr, &configs, &n_configs);
     if (st) {
@@ -228,7 +232,7 @@ int cli_fit(const cli_global *g, int argc, char **argv)
     rq.batch = o.batch;
     /* as the trainer runs it: with the fused update where it applies (host/fit.c
      * drops it for configurations with accumulation) */
-    rq.opt_states = clremat_opt_state_count(opt.kind) | (clremat_trainer_fused(&opt, 1) ? CLREMAT_PLAN_FUSED_UPDATE : 0);
+    rq.opt_states = clremat_opt_state_count(opt.kind) | (clremat_trainer_fused(&opt, 1, gr) ? CLREMAT_PLAN_FUSED_UPDATE : 0);
     rq.sizes = o.n_sizes ? o.sizes : dev_size;
     rq.n_sizes = o.n_sizes ? o.n_sizes : 1;
     rq.configs = configs;

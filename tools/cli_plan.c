@@ -57,10 +57,10 @@ static double now_s(void)
 
 /* The planner's opt_states argument for opt and accumulate micro-batches
  * per step: its state count, with the fused update where it applies (clremat_trainer_fused). */
-static int plan_opt_states(const clremat_opt_config *opt, int accumulate)
+static int plan_opt_states(const clremat_opt_config *opt, int accumulate, const clremat_graph *g)
 {
     return clremat_opt_state_count(opt->kind) |
-           (clremat_trainer_fused(opt, accumulate) ? CLREMAT_PLAN_FUSED_UPDATE : 0);
+           (clremat_trainer_fused(opt, accumulate, g) ? CLREMAT_PLAN_FUSED_UPDATE : 0);
 }
 
 /* --pareto: the front as a table or JSON, and optionally an SVG plot. */
@@ -171,11 +171,16 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         return cli_error("%s", clremat_last_error());
     if (o.memory_trace && clremat_same_file(o.memory_trace, o.model_path))
         return cli_error("--memory-trace %s: is the model file; refusing to overwrite it", o.memory_trace);
-    if ((st = clremat_model_load(o.model_path, &gr, NULL)))
+    if ((st = clremat_model_load(o.model_path, &gr, NULL)) == CLREMAT_OK &&
+        (st = clremat_model_set_precision(gr, o.precision)) != CLREMAT_OK) {
+        clremat_graph_free(gr);
+        gr = NULL;
+    }
+    if (st)
         return json ? cli_json_error(st, clremat_last_error()) : cli_error("%s", clremat_last_error());
     if (o.pareto) {
         opt.no_fused_update = o.no_fused_update;
-        st = print_pareto(gr, batch, (int)o.accumulate, plan_opt_states(&opt, (int)o.accumulate), json, o.points,
+        st = print_pareto(gr, batch, (int)o.accumulate, plan_opt_states(&opt, (int)o.accumulate, gr), json, o.points,
                           o.svg);
         clremat_graph_free(gr);
         return st;
@@ -195,7 +200,7 @@ int cli_plan(const cli_global *g, int argc, char **argv)
     opt.no_fused_update = o.no_fused_update;
     /* with --accumulate K the plan is one micro-batch's (its peak is what the device holds) */
     if (st || (st = clremat_plan_for_offload(ctx, gr, batch / o.accumulate, (int)o.accumulate, &pol,
-                                             plan_opt_states(&opt, (int)o.accumulate), limit, NULL, o.overlap,
+                                             plan_opt_states(&opt, (int)o.accumulate, gr), limit, NULL, o.overlap,
                                              o.offload, &plan, &costs, NULL, NULL))) {
         if (json)
             cli_json_error(st, clremat_last_error());
@@ -240,7 +245,7 @@ int cli_plan(const cli_global *g, int argc, char **argv)
                "\"predicted_host_peak_bytes\": %llu, \"offload_bytes\": %llu, \"offloads\": %d},\n",
                (unsigned long long)plan.peak_bytes, (unsigned long long)plan.fixed_bytes,
                (unsigned long long)plan.param_bytes, (unsigned long long)plan.kept_act_bytes,
-               clremat_trainer_fused(&opt, (int)o.accumulate) ? "true" : "false",
+               clremat_trainer_fused(&opt, (int)o.accumulate, gr) ? "true" : "false",
                (unsigned long long)plan.accum_bytes, (unsigned long long)plan.host_peak_bytes,
                (unsigned long long)plan.offload_bytes, plan.n_offloads);
         printf(" \"flops\": {\"step\": %.9g, \"recompute\": %.9g, \"recompute_share\": %.9g}, \"recompute_actions\": %d",
@@ -288,7 +293,7 @@ int cli_plan(const cli_global *g, int argc, char **argv)
                (double)plan.peak_bytes / 1048576.0);
         printf("fixed                 %llu bytes (parameters %llu, %s, optimizer state, batch)\n",
                (unsigned long long)plan.fixed_bytes, (unsigned long long)plan.param_bytes,
-               clremat_trainer_fused(&opt, (int)o.accumulate) ? "no gradients: the update is fused into the backward"
+               clremat_trainer_fused(&opt, (int)o.accumulate, gr) ? "no gradients: the update is fused into the backward"
                                                                : "with gradients");
         if (plan.accumulate > 1)
             printf("accumulation buffer   %llu bytes (in the fixed bytes: gradients summed over %d micro-batches)\n",

@@ -50,6 +50,10 @@ static void print_json(const clremat_train_config *cfg, const clremat_train_resu
            (unsigned long long)r->accum_bytes, (unsigned long long)r->predicted_host_peak,
            (unsigned long long)r->measured_host_peak, (unsigned long long)r->offload_bytes, r->n_offloads,
            (unsigned long long)r->buffers_created_after_first_step, r->fused_update ? "true" : "false");
+    printf(" \"precision\": ");
+    cli_json_string(stdout, clremat_precision_name(r->precision) ? clremat_precision_name(r->precision) : "float32");
+    cli_json_member(stdout, ", \"loss_scale\": ", r->loss_scale);
+    printf(", \"skipped_steps\": %lld,\n", (long long)r->skipped_steps);
     printf(" \"flops\": {\"step\": %.9g, \"recompute\": %.9g, \"recompute_share\": ", r->step_flops,
            r->recompute_flops);
     cli_json_num(stdout, r->step_flops > 0 ? r->recompute_flops / r->step_flops : 0);
@@ -78,6 +82,11 @@ static void print_summary(const clremat_train_config *cfg, const clremat_train_r
     printf("device       %s [%s]\n", r->device, r->platform);
     printf("remat        %s\n", r->remat);
     printf("gemm         %s\n", r->gemm);
+    if (r->precision == CLREMAT_PREC_MIXED_FLOAT16)
+        printf("precision    mixed_float16 (loss scale %g, %lld steps skipped)\n", (double)r->loss_scale,
+               (long long)r->skipped_steps);
+    else if (r->precision != CLREMAT_PREC_FLOAT32)
+        printf("precision    %s\n", clremat_precision_name(r->precision));
     printf("steps        %lld at batch %lld (%lld warm-up steps excluded from timing)\n", (long long)r->steps_run,
            (long long)cfg->batch, (long long)cfg->warmup);
     if (r->accumulate > 1)
