@@ -215,6 +215,8 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         cli_json_string(stdout, gr->name);
         printf(", \"remat\": ");
         cli_json_string(stdout, pol.text);
+        printf(", \"precision\": ");
+        cli_json_string(stdout, clremat_precision_name(gr->precision));
         printf(", \"batch\": %lld, \"accumulate\": %d, \"micro_batch\": %lld, \"gemm\": ", batch, plan.accumulate,
                batch / plan.accumulate);
         if (ctx)
@@ -280,6 +282,9 @@ int cli_plan(const cli_global *g, int argc, char **argv)
                    gr->name, pol.text, batch, plan.accumulate, batch / plan.accumulate);
         else
             printf("model %s, remat %s, batch %lld\n\n", gr->name, pol.text, batch);
+        if (gr->precision != CLREMAT_PREC_FLOAT32) /* 16-bit slots; staging in the workspaces */
+            printf("precision %s: activations and their gradients stored in 16 bits, float32 staging per launch\n\n",
+                   clremat_precision_name(gr->precision));
         printf("%-28s %-18s %12s %12s %-9s %-9s %4s %12s\n", "layer", "block", "out bytes", "saved bytes", "output",
                "internal", "rec", "fwd FLOPs");
         for (int l = 0; l < gr->n_layers; l++) {
