@@ -15,6 +15,13 @@
 #define NO_TIME_NOTE "no device: step time not predicted"
 
 /* FNV-1a of the model file's bytes: part of the calibration cache's key (0 when unreadable). */
+/* The calibration cache's key takes the model file's hash; --precision
+ * changes the step without changing the file, so it salts the hash. */
+static uint64_t precision_salt(const clremat_graph *g)
+{
+    return (uint64_t)g->precision * 0x9e3779b97f4a7c15ull;
+}
+
 static uint64_t model_hash(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -217,7 +224,7 @@ int cli_fit(const cli_global *g, int argc, char **argv)
         clremat_transfer_calibration tc;
         fprintf(stderr, "fit: step-time calibration on %s at batch %lld (measured unless cached)...\n",
                 clremat_ctx_device(ctx)->name, (long long)cb);
-        if ((st = clremat_fit_calibrate_cached(ctx, gr, model_hash(o.model_path), cb, &opt, 1, (int)o.steps,
+        if ((st = clremat_fit_calibrate_cached(ctx, gr, model_hash(o.model_path) ^ precision_salt(gr), cb, &opt, 1, (int)o.steps,
                                                o.recalibrate, &cal, &from_cache))) {
             rc = cli_error("fit: %s", clremat_last_error());
             goto done;
