@@ -65,9 +65,18 @@ static int check_max_alloc(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
             TOO_BIG((uint64_t)L->params[p].elems * sizeof(float), L->name, L->params[p].name);
         for (int s = 0; s < costs[l].n_slots; s++)
             TOO_BIG(costs[l].slot_bytes[s], L->name, costs[l].slot_name[s] ? costs[l].slot_name[s] : "out");
-        TOO_BIG(costs[l].fwd_temp_bytes > wf[l] ? costs[l].fwd_temp_bytes - wf[l] : 0, L->name, "forward workspace");
-        TOO_BIG(costs[l].bwd_temp_bytes > wb[l] ? costs[l].bwd_temp_bytes - wb[l] : 0, L->name,
-                "backward workspace");
+        /* the workspace is one buffer, the GEMM's another; mixed precision's
+         * staging is one buffer per tensor, each no larger than a slot's
+         * float32 size (checked below) */
+        TOO_BIG(costs[l].fwd_temp_bytes > wf[l] + costs[l].fwd_stage_bytes
+                    ? costs[l].fwd_temp_bytes - wf[l] - costs[l].fwd_stage_bytes : 0,
+                L->name, "forward workspace");
+        TOO_BIG(costs[l].bwd_temp_bytes > wb[l] + costs[l].bwd_stage_bytes
+                    ? costs[l].bwd_temp_bytes - wb[l] - costs[l].bwd_stage_bytes : 0,
+                L->name, "backward workspace");
+        for (int s = 0; s < costs[l].n_slots; s++)
+            if (costs[l].slot16 >> s & 1u)
+                TOO_BIG(2 * costs[l].slot_bytes[s], L->name, "float32 staging");
         TOO_BIG(wf[l] > wb[l] ? wf[l] : wb[l], L->name, "GEMM workspace");
     }
 #undef TOO_BIG
