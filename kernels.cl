@@ -2353,3 +2353,85 @@ void conv_dw_wgrad(const int rows, const int RC, const int H, const int W, const
     clremat_store8(part + ch * KF + (long)tap * F, f0, F, a0);
     clremat_store8(part + ch * KF + (long)tap * F, f0 + 8, F, a1);
 }
+
+/* ------------------------------------------------------------------------
+ * Mixed precision (issue 16): 16-bit storage of activations and their
+ * gradients, arithmetic in float32. fmt 0: float32, 1: IEEE binary16
+ * (vload_half / vstore_half_rte: core OpenCL 1.2, no cl_khr_fp16 needed;
+ * round to nearest even, overflow to infinity), 2: bfloat16 (the high 16
+ * bits of a float32, rounded to nearest even from the float's bits, NaN
+ * kept a quiet NaN of the same sign). Buffers are passed as bytes. */
+inline float clremat_ld16(__global const uchar *p, const int fmt, const int i)
+{
+    if (fmt == 1)
+        return vload_half(i, (__global const half *)p);
+    if (fmt == 2)
+        return as_float((uint)((__global const ushort *)p)[i] << 16);
+    return ((__global const float *)p)[i];
+}
+
+inline ushort clremat_bf16_rne(const float v)
+{
+    const uint u = as_uint(v);
+    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep sign, force quiet */
+        return (ushort)((u >> 16) | 0x0040u);
+    return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+inline void clremat_st16(__global uchar *p, const int fmt, const int i, const float v)
+{
+    if (fmt == 1)
+        vstore_half_rte(v, i, (__global half *)p);
+    else if (fmt == 2)
+        ((__global ushort *)p)[i] = clremat_bf16_rne(v);
+    else
+        ((__global float *)p)[i] = v;
+}
+
+/* dst[i] = store(dfmt, act(load(sfmt, src[i])) * scale) (acc: added to
+ * dst[i]'s value, in float32, before the store); act 0 is the identity. The
+ * conversion at a layer boundary, the activation recompute of the mixed
+ * path (the same kernel writes an activation output in the forward and in
+ * a recompute, so both round alike) and the loss-scaled gradient. */
+__kernel void clremat_cvt16(const int n, const int act, const float scale, const int acc, const int sfmt,
+                            __global const uchar *src, const int dfmt, __global uchar *dst)
+{
+    const int i = get_global_id(0);
+    if (i < n) {
+        float v = clremat_ld16(src, sfmt, i);
+        if (act)
+            v = clremat_act1(act, v);
+        v *= scale;
+        if (acc)
+            v = clremat_ld16(dst, dfmt, i) + v;
+        clremat_st16(dst, dfmt, i, v);
+    }
+}
+
+/* x[i] *= s over n float32 (unscaling parameter gradients). */
+__kernel void clremat_scale_f32(const int n, const float s, __global float *x)
+{
+    const int i = get_global_id(0);
+    if (i < n)
+        x[i] *= s;
+}
+
+/* clremat_count_nonfinite over n elements stored in format fmt. */
+__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
+void clremat_count_nonfinite16(const int n, const int fmt, __global const uchar *x, __global int *count)
+{
+    __local int part[256];
+    const int lid = get_local_id(0);
+    int c = 0;
+    for (int i = get_global_id(0); i < n; i += get_global_size(0))
+        c += isfinite(clremat_ld16(x, fmt, i)) ? 0 : 1;
+    part[lid] = c;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = 128; s > 0; s >>= 1) {
+        if (lid < s)
+            part[lid] += part[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0 && part[0] != 0)
+        atomic_add(count, part[0]);
+}

@@ -1,6 +1,7 @@
 /* layers.c: dispatches cost, forward, backward and activation recompute to
  * the implementation of each layer type. */
 #include "layer_impl.h"
+#include "mixed_precision.h"
 #include <string.h>
 
 static const clremat_layer_impl *const impls[CLREMAT_LAYER_TYPE_COUNT] = {
@@ -43,12 +44,23 @@ static const clremat_layer_impl *impl_of(const clremat_graph *g, int l)
 int clremat_layer_cost_of(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *out)
 {
     const clremat_layer_impl *im = impl_of(g, l);
+    int st;
     if (!im || batch <= 0)
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "cost of layer %d: bad layer or batch %lld",
                                  l, (long long)batch);
     memset(out, 0, sizeof *out);
     out->act_source = -1;
-    return im->cost(g, l, batch, out);
+    st = im->cost(g, l, batch, out);
+    if (st == CLREMAT_OK) /* mixed precision: 16-bit slots, float32 staging */
+        clremat_mixed_cost(g, l, batch, out);
+    return st;
+}
+
+/* The mixed cost of the layer of c at the batch its buffers were sized for. */
+static int call_cost(clremat_layer_call *c, clremat_layer_cost *cost)
+{
+    int st = clremat_layer_cost_of(c->g, c->layer, c->alloc_batch > 0 ? c->alloc_batch : c->batch, cost);
+    return st == CLREMAT_OK ? st : clremat_fail(c->ctx, st, "%s", clremat_last_error());
 }
 
 /* Per-sample elements of a byte count measured at batch 1 (floats; never 0). */
@@ -132,6 +144,11 @@ int clremat_layer_forward(clremat_layer_call *c)
     const clremat_layer_impl *im = impl_of(c->g, c->layer);
     if (!im)
         return clremat_fail(c->ctx, CLREMAT_ERR_INVALID_ARGUMENT, "forward: bad layer %d", c->layer);
+    if (c->g->precision != CLREMAT_PREC_FLOAT32) {
+        clremat_layer_cost cost;
+        int st = call_cost(c, &cost);
+        return st == CLREMAT_OK ? clremat_mixed_forward(c, &cost, im->forward) : st;
+    }
     return im->forward(c);
 }
 
@@ -140,12 +157,22 @@ int clremat_layer_backward(clremat_layer_call *c)
     const clremat_layer_impl *im = impl_of(c->g, c->layer);
     if (!im)
         return clremat_fail(c->ctx, CLREMAT_ERR_INVALID_ARGUMENT, "backward: bad layer %d", c->layer);
+    if (c->g->precision != CLREMAT_PREC_FLOAT32) {
+        clremat_layer_cost cost;
+        int st = call_cost(c, &cost);
+        return st == CLREMAT_OK ? clremat_mixed_backward(c, &cost, im->backward) : st;
+    }
     return im->backward(c);
 }
 
 int clremat_layer_recompute_activation(clremat_layer_call *c)
 {
     const clremat_layer_impl *im = impl_of(c->g, c->layer);
+    if (im && c->g->precision != CLREMAT_PREC_FLOAT32) {
+        clremat_layer_cost cost;
+        int st = call_cost(c, &cost);
+        return st == CLREMAT_OK ? clremat_mixed_recompute_act(c, &cost) : st;
+    }
     if (!im || !im->recompute_act)
         return clremat_fail(c->ctx, CLREMAT_ERR_INTERNAL, "layer %s has no separate activation to recompute",
                             c->g->layers[c->layer].name);

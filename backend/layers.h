@@ -75,6 +75,12 @@ typedef struct clremat_layer_call {
      * (gradient accumulation's micro-batches, data-parallel ranks). */
     clremat_buf *bn_moving_acc;
     int bn_moving_first;
+    /* mixed precision (issue 16, backend/precision.c) */
+    int64_t alloc_batch;                        /**< the batch the buffers were sized for (0: batch); the
+                                                     loss layer of a partial evaluation batch runs at less */
+    float loss_scale;                           /**< mixed_float16: a loss layer's backward multiplies the
+                                                     gradient it starts by this (0: 1) */
+    const char *stage_tag;                      /**< pool tag of the float32 staging (static; NULL: a default) */
 } clremat_layer_call;
 
 /** Runs layer c->layer forward: reads in[], param[]; writes every slot.

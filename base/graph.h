@@ -164,6 +164,16 @@ typedef struct clremat_graph_io {
     int64_t classes;            /**< softmax_ce: number of classes */
 } clremat_graph_io;
 
+/** Model precision (issue 16, base/precision.c): float32, or Keras's mixed
+ * policies, in which activations and activation gradients are stored in 16
+ * bits while parameters, their gradients and optimizer states stay float32. */
+typedef enum clremat_precision {
+    CLREMAT_PREC_FLOAT32 = 0,
+    CLREMAT_PREC_MIXED_FLOAT16 = 1,  /**< IEEE binary16 storage, dynamic loss scaling */
+    CLREMAT_PREC_MIXED_BFLOAT16 = 2, /**< bfloat16 storage (the high half of a float32), no loss scaling */
+    CLREMAT_PREC_COUNT
+} clremat_precision;
+
 typedef struct clremat_graph {
     char name[CLREMAT_NAME_LEN];
     clremat_layer *layers;
@@ -174,6 +184,7 @@ typedef struct clremat_graph {
     clremat_graph_io io;
     int finalized;
     char error[1024];           /**< last error of a graph call */
+    int precision;              /**< clremat_precision (0: float32) */
 } clremat_graph;
 
 /** A new empty graph; NULL when out of host memory. */
@@ -223,6 +234,23 @@ int clremat_layer_type_from_name(const char *name);
 
 /** Name of an activation ("relu", ...) and its inverse (-1 if unknown). */
 const char *clremat_act_name(clremat_act a);
+
+/** "float32", "mixed_float16", "mixed_bfloat16" (NULL for an unknown value). */
+const char *clremat_precision_name(int precision);
+
+/** The clremat_precision named name, or -1 for an unknown name. */
+int clremat_precision_from_name(const char *name);
+
+/** Bytes of one stored activation element at precision (4, or 2 mixed). */
+size_t clremat_precision_act_bytes(int precision);
+
+/** Host conversions between float and the 16-bit formats, rounding to
+ * nearest even (binary16 overflow gives infinity; NaN stays a quiet NaN of
+ * the same sign): the reference of the device kernels. */
+float clremat_half_to_float(uint16_t h);
+uint16_t clremat_float_to_half(float f);
+float clremat_bf16_to_float(uint16_t h);
+uint16_t clremat_float_to_bf16(float f);
 int clremat_act_from_name(const char *name);
 
 /** Blocks a user-given name (as in a list_of_layers remat policy) refers to:

@@ -24,6 +24,11 @@ Sections (all by default; --only picks some):
   fused        the MLP's peak with the optimizer update fused into the
                backward against --no-fused-update (predicted and measured),
                and their step times
+  precision    mixed precision (issue 16): the MLP and the transformer
+               in float32, mixed_float16 and mixed_bfloat16 in one run:
+               step time (ratio to float32; target <= 1.1 on PoCL), kept
+               activation bytes (ratio, about 0.5) and peaks, next to
+               PyTorch CPU's float32 step
   mpi          data-parallel training, 1 and 2 ranks (mpirun) at the same
                global batch: step time, time in the gradient exchange and
                its share of the step, against PyTorch DistributedDataParallel
@@ -364,6 +369,43 @@ def fused_section(rounds):
           "step time fused / unfused %.3f" % (d, d / 1e6, res["unfused"]["train_pred"] - res["fused"]["train_pred"],
                                               res["unfused"]["fixed"] - res["fused"]["fixed"],
                                               med(res["fused"]["ms"]) / med(res["unfused"]["ms"])))
+def precision_section(rounds, quick):
+    cases = (("MLP (bench/mlp1024.json, batch 256, SGD)", "bench/mlp1024.json", ["--batch", "256", "--optimizer", "sgd"],
+              "mlp", 6 if quick else 12, 3),
+             ("transformer (models/transformer.json, batch 32, Adam)", "models/transformer.json", ["--batch", "32"],
+              "transformer", 20 if quick else 40, 10))
+    precs = ("float32", "mixed_float16", "mixed_bfloat16")
+    print("== Mixed precision: the same step in float32 and in 16-bit activation storage, median of %d rounds"
+          % rounds)
+    for name, model, args, torch_name, steps, warmup in cases:
+        res = {p: {"ms": []} for p in precs}
+        tc = []
+        for _ in range(rounds):
+            for p in precs:
+                j = clremat_step(model, args + ["--precision", p], steps, warmup)
+                r = res[p]
+                r["ms"].append(j["step_time_ms"]["median"])
+                r["peak"] = j["memory"]["measured_peak_bytes"]
+                r["kept"] = j["memory"]["kept_activation_bytes"]
+                r["fixed"] = j["memory"]["fixed_bytes"]
+                r["val"] = j["val_accuracy"]
+            tc.append(torch_step(torch_name, False, steps, warmup))
+        f = res["float32"]
+        print(name)
+        print("%-16s %10s %8s %14s %8s %14s %8s %12s" % ("", "ms/step", "/ fp32", "kept act bytes", "/ fp32",
+                                                          "measured peak", "/ fp32", "fixed bytes"))
+        for p in precs:
+            r = res[p]
+            print("%-16s %10.1f %8.2f %14d %8.3f %14d %8.3f %12d" % (p, med(r["ms"]), med(r["ms"]) / med(f["ms"]),
+                                                                   r["kept"], r["kept"] / f["kept"], r["peak"],
+                                                                   r["peak"] / f["peak"], r["fixed"]))
+        print("%-16s %10.1f (PyTorch CPU float32, 2 threads, the faster of OpenBLAS threads 1 and 2)"
+              % ("pytorch", med(tc)))
+        worst = max(med(res[p]["ms"]) / med(f["ms"]) for p in precs[1:])
+        print("target: mixed no slower than 1.1 x float32: %.2f -> %s" % (worst, "met" if worst <= 1.1 else "NOT met"))
+        print()
+
+
 def mpirun_prefix(np):
     pre = ["mpirun", "--oversubscribe", "-np", str(np)]
     if os.geteuid() == 0:
@@ -494,14 +536,14 @@ def torch_step_long(name, T, steps):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", action="append", choices=["gemm", "mlp", "transformer", "llama", "resnet20", "remat",
-                                                        "stream", "fused", "mpi", "attention"])
+                                                        "stream", "fused", "mpi", "attention", "precision"])
     ap.add_argument("--attention-max-t", type=int, default=1024,
                     help="attention section: largest T run on the device (larger T: planned peaks only)")
     ap.add_argument("--rounds", type=int, default=3, help="repetitions of each comparison (median reported)")
     ap.add_argument("--quick", action="store_true", help="1 round, fewer steps (a smoke run)")
     a = ap.parse_args()
     sections = a.only or ["gemm", "mlp", "transformer", "llama", "resnet20", "remat", "stream", "fused", "mpi",
-                          "attention"]
+                          "attention", "precision"]
     rounds = 1 if a.quick else a.rounds
     os.chdir(ROOT)
     dev = run([TOOL, "devices"]).strip().splitlines()
@@ -536,6 +578,8 @@ def main():
         stream_section(rounds)
     if "fused" in sections:
         fused_section(rounds)
+    if "precision" in sections:
+        precision_section(rounds, a.quick)
     if "mpi" in sections:
         mpi_section(rounds, a.quick)
     if "attention" in sections:

@@ -236,19 +236,25 @@ done:
     return st;
 }
 
-static int load_model(const char *model, clremat_graph **gr)
+static int load_model(const char *model, const char *precision, clremat_graph **gr)
 {
+    int st;
     if (!model)
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "model: NULL path");
-    return clremat_model_load(model, gr, NULL);
+    if ((st = clremat_model_load(model, gr, NULL)) == CLREMAT_OK && (st = clremat_model_set_precision(*gr, precision))) {
+        clremat_graph_free(*gr);
+        *gr = NULL;
+    }
+    return st;
 }
 
 int clremat_api_plan(const char *model, const char *options, char **json)
 {
     static const char *const known[] = {"remat", "batch", "accumulate", "optimizer", "memory_limit", "device",
-                                        "gemm", "overlap", "no_fused_update", "offload", "actions", NULL};
+                                        "gemm", "overlap", "no_fused_update", "offload", "actions", "precision", NULL};
     opts o = {0};
     clremat_plan_request rq;
+    const char *precision = NULL;
     clremat_opt_config opt;
     const char *optname = "adam";
     int64_t batch = 32, accumulate = 1;
@@ -267,7 +273,8 @@ int clremat_api_plan(const char *model, const char *options, char **json)
         (st = opt_str(&o, "optimizer", &optname)) || (st = opt_bytes(&o, "memory_limit", &rq.memory_limit)) ||
         (st = opt_str(&o, "device", &rq.device)) || (st = opt_str(&o, "gemm", &rq.gemm)) ||
         (st = opt_bool(&o, "overlap", &rq.overlap)) || (st = opt_bool(&o, "no_fused_update", &nofuse)) ||
-        (st = opt_str(&o, "offload", &rq.offload)) || (st = opt_bool(&o, "actions", &actions)))
+        (st = opt_str(&o, "offload", &rq.offload)) || (st = opt_bool(&o, "actions", &actions)) ||
+        (st = opt_str(&o, "precision", &precision)))
         goto done;
     if (clremat_opt_defaults(optname, &opt) != 0) {
         st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "unknown optimizer '%s'; valid: sgd, adam, adamw", optname);
@@ -277,10 +284,10 @@ int clremat_api_plan(const char *model, const char *options, char **json)
     rq.batch = batch;
     rq.accumulate = accumulate;
     rq.opt = &opt;
-    if ((st = load_model(model, &gr)) || (st = clremat_plan_run(gr, &rq, &pol, &plan, &costs, &ctx)))
+    if ((st = load_model(model, precision, &gr)) || (st = clremat_plan_run(gr, &rq, &pol, &plan, &costs, &ctx)))
         goto done;
     REPORT(json, clremat_report_plan_json(f, gr, pol.text, batch, &plan, costs, ctx,
-                                          clremat_trainer_fused(&opt, (int)accumulate), actions), planned);
+                                          clremat_trainer_fused(&opt, (int)accumulate, gr), actions), planned);
 planned:
     clremat_plan_free(&plan);
 done:
@@ -293,8 +300,10 @@ done:
 
 int clremat_api_pareto(const char *model, const char *options, char **json)
 {
-    static const char *const known[] = {"batch", "accumulate", "optimizer", "no_fused_update", "points", NULL};
+    static const char *const known[] = {"batch", "accumulate", "optimizer", "no_fused_update", "points",
+                                        "precision", NULL};
     opts o = {0};
+    const char *precision = NULL;
     clremat_opt_config opt;
     const char *optname = "adam";
     int64_t batch = 32, accumulate = 1, points = 40;
@@ -308,7 +317,7 @@ int clremat_api_pareto(const char *model, const char *options, char **json)
     if ((st = opt_int(&o, "batch", 1, INT32_MAX, &batch)) ||
         (st = opt_int(&o, "accumulate", 1, CLREMAT_MAX_ACCUMULATE, &accumulate)) ||
         (st = opt_str(&o, "optimizer", &optname)) || (st = opt_bool(&o, "no_fused_update", &nofuse)) ||
-        (st = opt_int(&o, "points", 2, 100000, &points)))
+        (st = opt_int(&o, "points", 2, 100000, &points)) || (st = opt_str(&o, "precision", &precision)))
         goto done;
     if (clremat_opt_defaults(optname, &opt) != 0) {
         st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "unknown optimizer '%s'; valid: sgd, adam, adamw", optname);
@@ -320,8 +329,8 @@ int clremat_api_pareto(const char *model, const char *options, char **json)
         if ((st = clremat_accumulate_split(batch, accumulate, &micro)))
             goto done;
     }
-    if ((st = load_model(model, &gr)) ||
-        (st = clremat_pareto_run(gr, batch, (int)accumulate, clremat_plan_opt_states(&opt, (int)accumulate),
+    if ((st = load_model(model, precision, &gr)) ||
+        (st = clremat_pareto_run(gr, batch, (int)accumulate, clremat_plan_opt_states(&opt, (int)accumulate, gr),
                                  (int)points, &pts, &n, &marks, &nm)))
         goto done;
     REPORT(json, clremat_report_pareto_json(f, gr->name, batch, (int)accumulate, pts, n, marks, nm), done);
@@ -337,7 +346,7 @@ int clremat_api_compare(const char *model, const char *options, char **json)
 {
     static const char *const known[] = {"devices", "remat", "batch", "steps", "warmup", "seed", "data", "optimizer",
                                         "lr", "momentum", "beta1", "beta2", "epsilon", "weight_decay",
-                                        "memory_limit", "accumulate", NULL};
+                                        "memory_limit", "accumulate", "precision", NULL};
     opts o = {0};
     clremat_compare_config cfg;
     clremat_compare_run *runs = NULL;
@@ -363,7 +372,8 @@ int clremat_api_compare(const char *model, const char *options, char **json)
         (st = opt_hparams(&o, &cfg.lr, &cfg.momentum, &cfg.beta1, &cfg.beta2, &cfg.epsilon, &cfg.weight_decay,
                           &cfg.opt_set)) ||
         (st = opt_bytes(&o, "memory_limit", &cfg.memory_limit)) ||
-        (st = opt_int(&o, "accumulate", 1, CLREMAT_MAX_ACCUMULATE, &cfg.accumulate)))
+        (st = opt_int(&o, "accumulate", 1, CLREMAT_MAX_ACCUMULATE, &cfg.accumulate)) ||
+        (st = opt_str(&o, "precision", &cfg.precision)))
         goto done;
     cfg.seed = (uint64_t)seed;
     hp[0] = cfg.momentum, hp[1] = cfg.beta1, hp[2] = cfg.beta2, hp[3] = cfg.epsilon, hp[4] = cfg.weight_decay;
@@ -421,7 +431,7 @@ static int opt_list(const opts *o, const char *name, int bytes, uint64_t *vals, 
 int clremat_api_fit(const char *model, const char *options, char **json)
 {
     static const char *const known[] = {"device", "memory", "remat", "optimizer", "batch", "max_batch", "steps",
-                                        "calibration_batch", "accumulate", "offload", "recalibrate", NULL};
+                                        "calibration_batch", "accumulate", "offload", "recalibrate", "precision", NULL};
     opts o = {0};
     clremat_fit_options fo;
     clremat_fit_outcome out;
@@ -446,7 +456,7 @@ int clremat_api_fit(const char *model, const char *options, char **json)
         (st = opt_int(&o, "steps", 1, 1000, &fo.steps)) ||
         (st = opt_int(&o, "calibration_batch", 1, INT32_MAX, &fo.calibration_batch)) ||
         (st = opt_list(&o, "accumulate", 0, acc, 16, &n_acc)) || (st = opt_bool(&o, "offload", &fo.offload)) ||
-        (st = opt_bool(&o, "recalibrate", &fo.recalibrate)))
+        (st = opt_bool(&o, "recalibrate", &fo.recalibrate)) || (st = opt_str(&o, "precision", &fo.precision)))
         goto done;
     if (!model) {
         st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "model: NULL path");
@@ -576,7 +586,7 @@ int clremat_api_train(const char *model, const char *options, const clremat_api_
                                         "momentum", "beta1", "beta2", "epsilon", "weight_decay", "remat",
                                         "memory_limit", "gemm", "accumulate", "offload", "overlap",
                                         "no_fused_update", "load", "weights_only", "save", "train_samples",
-                                        "val_samples", NULL};
+                                        "val_samples", "precision", NULL};
     opts o = {0};
     clremat_train_config cfg;
     clremat_api_run *r = NULL;
@@ -614,7 +624,8 @@ int clremat_api_train(const char *model, const char *options, const clremat_api_
         (st = opt_bool(&o, "no_fused_update", &cfg.no_fused_update)) || (st = opt_str(&o, "load", &cfg.load)) ||
         (st = opt_bool(&o, "weights_only", &cfg.weights_only)) || (st = opt_str(&o, "save", &cfg.save)) ||
         (st = opt_int(&o, "train_samples", 1, INT32_MAX, &cfg.train_samples)) ||
-        (st = opt_int(&o, "val_samples", 1, INT32_MAX, &cfg.val_samples)))
+        (st = opt_int(&o, "val_samples", 1, INT32_MAX, &cfg.val_samples)) ||
+        (st = opt_str(&o, "precision", &cfg.precision)))
         goto done;
     cfg.seed = (uint64_t)seed;
     hp[0] = cfg.momentum, hp[1] = cfg.beta1, hp[2] = cfg.beta2, hp[3] = cfg.epsilon, hp[4] = cfg.weight_decay;

@@ -131,6 +131,7 @@ static void run_one(clremat_ctx *ctx, const clremat_compare_config *cfg, const c
     tc.timeline = 1;
     tc.costs_measured = cfg->costs_measured;
     tc.accumulate = cfg->accumulate;
+    tc.precision = cfg->precision;
     st = clremat_train_run_ctx(ctx, &tc, &res);
     r->status = st;
     r->median_ms = res.median_ms;
@@ -174,13 +175,17 @@ static void predict(const clremat_compare_config *cfg, const char *mode, clremat
     clremat_opt_config opt;
     if (clremat_model_load(cfg->model_path, &g, NULL) != CLREMAT_OK)
         return;
+    if (clremat_model_set_precision(g, cfg->precision) != CLREMAT_OK) {
+        clremat_graph_free(g);
+        return;
+    }
     if (clremat_policy_parse(mode, &p) == CLREMAT_OK &&
         clremat_opt_defaults(cfg->optimizer ? cfg->optimizer : "adam", &opt) == 0 &&
         cfg->batch % (cfg->accumulate > 1 ? cfg->accumulate : 1) == 0 &&
         clremat_plan_for_accum(NULL, g, cfg->batch / (cfg->accumulate > 1 ? cfg->accumulate : 1),
                                cfg->accumulate > 1 ? (int)cfg->accumulate : 1, &p,
                                clremat_opt_state_count(opt.kind) |
-                                   (clremat_trainer_fused(&opt, cfg->accumulate > 1 ? (int)cfg->accumulate : 1)
+                                   (clremat_trainer_fused(&opt, cfg->accumulate > 1 ? (int)cfg->accumulate : 1, g)
                                         ? CLREMAT_PLAN_FUSED_UPDATE
                                         : 0),
                                r->limit, NULL, 0, &plan, NULL, NULL, NULL) == CLREMAT_OK) {
@@ -248,6 +253,10 @@ int clremat_compare(const clremat_compare_config *cfg, clremat_compare_run **out
     *n_out = 0;
     if ((st = clremat_model_load(cfg->model_path, &g, NULL)))
         return st;
+    if ((st = clremat_model_set_precision(g, cfg->precision))) {
+        clremat_graph_free(g);
+        return st;
+    }
     st = clremat_batch_check(g, cfg->batch); /* one clear refusal, not one per run */
     clremat_graph_free(g);
     if (st)

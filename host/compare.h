@@ -23,6 +23,7 @@ typedef struct clremat_compare_config {
     int progress;               /**< a line per run on stderr */
     int costs_measured;         /**< budget/auto plan from measured per-layer times */
     int64_t accumulate;         /**< gradient accumulation: micro-batches per step (0 or 1: none) */
+    const char *precision;      /**< --precision: overrides the model file's (NULL: keep) */
 } clremat_compare_config;
 
 /** Outcome of one (device, mode) run. */

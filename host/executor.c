@@ -3,6 +3,7 @@
  * assumed (an action's new tensors, then its workspace), so the pool's
  * measured high-water equals the predicted peak to the byte. */
 #include "executor.h"
+#include "mixed_precision.h"
 #include "fused_update.h"
 #include "dp.h"
 #include "attn_variants.h"
@@ -68,9 +69,18 @@ static int check_max_alloc(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
             TOO_BIG((uint64_t)L->params[p].elems * sizeof(float), L->name, L->params[p].name);
         for (int s = 0; s < costs[l].n_slots; s++)
             TOO_BIG(costs[l].slot_bytes[s], L->name, costs[l].slot_name[s] ? costs[l].slot_name[s] : "out");
-        TOO_BIG(costs[l].fwd_temp_bytes > wf[l] ? costs[l].fwd_temp_bytes - wf[l] : 0, L->name, "forward workspace");
-        TOO_BIG(costs[l].bwd_temp_bytes > wb[l] ? costs[l].bwd_temp_bytes - wb[l] : 0, L->name,
-                "backward workspace");
+        /* the workspace is one buffer, the GEMM's another; mixed precision's
+         * staging is one buffer per tensor, each no larger than a slot's
+         * float32 size (checked below) */
+        TOO_BIG(costs[l].fwd_temp_bytes > wf[l] + costs[l].fwd_stage_bytes
+                    ? costs[l].fwd_temp_bytes - wf[l] - costs[l].fwd_stage_bytes : 0,
+                L->name, "forward workspace");
+        TOO_BIG(costs[l].bwd_temp_bytes > wb[l] + costs[l].bwd_stage_bytes
+                    ? costs[l].bwd_temp_bytes - wb[l] - costs[l].bwd_stage_bytes : 0,
+                L->name, "backward workspace");
+        for (int s = 0; s < costs[l].n_slots; s++)
+            if (costs[l].slot16 >> s & 1u)
+                TOO_BIG(2 * costs[l].slot_bytes[s], L->name, "float32 staging");
         TOO_BIG(wf[l] > wb[l] ? wf[l] : wb[l], L->name, "GEMM workspace");
     }
 #undef TOO_BIG
@@ -174,8 +184,9 @@ int clremat_plan_for_offload(clremat_ctx *ctx, const clremat_graph *g, int64_t b
     in.accumulate = accumulate;
     /* budget and auto weigh offload against recomputation where it frees
      * real device memory: a device whose memory is not the host's, at the
-     * transfer cost measured there (cached) */
-    if (ctx && !ctx->info.host_unified && !overlap &&
+     * transfer cost measured there (cached); not under mixed precision,
+     * whose staging lives on one queue (clremat_trainer_new refuses offload) */
+    if (ctx && !ctx->info.host_unified && !overlap && g->precision == CLREMAT_PREC_FLOAT32 &&
         (p->kind == CLREMAT_POLICY_BUDGET || p->kind == CLREMAT_POLICY_AUTO)) {
         clremat_transfer_calibration tc;
         if (clremat_transfer_calibrate(ctx, &tc) == CLREMAT_OK)
@@ -533,9 +544,10 @@ fail:
     return st;
 }
 
-int clremat_trainer_fused(const clremat_opt_config *opt, int accumulate)
+int clremat_trainer_fused(const clremat_opt_config *opt, int accumulate, const clremat_graph *g)
 {
     clremat_fused_query q = {0};
+    q.loss_scaling = g && g->precision == CLREMAT_PREC_MIXED_FLOAT16;
     q.opt_kind = (int)opt->kind;
     q.disabled = opt->no_fused_update != 0;
     q.accumulate = accumulate;
@@ -668,7 +680,26 @@ int clremat_trainer_new_accum(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
         }
         memcpy(t->layer_cost, layer_cost, sizeof *t->layer_cost * (size_t)g->n_layers);
     }
-    t->fused = clremat_trainer_fused(opt, accumulate);
+    t->fused = clremat_trainer_fused(opt, accumulate, g);
+    t->loss_scale = g->precision == CLREMAT_PREC_MIXED_FLOAT16 ? CLREMAT_LOSS_SCALE_INITIAL : 1.0f;
+    if (g->precision != CLREMAT_PREC_FLOAT32) {
+        /* the layer-boundary staging is released without a fence: one queue only */
+        const char *what = overlap ? "overlapped recomputation (--overlap)"
+                           : offload ? "offloading to the host (--offload)"
+                           : clremat_dp_transport_get() && clremat_dp_transport_get()->nranks > 1
+                               ? "data-parallel training" : NULL;
+        if (!clremat_precision_name(g->precision)) {
+            st = clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "model '%s': unknown precision %d", g->name,
+                              g->precision);
+            goto fail;
+        }
+        if (what) {
+            st = clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT,
+                              "model '%s': precision %s does not run with %s; use --precision float32 or drop it",
+                              g->name, clremat_precision_name(g->precision), what);
+            goto fail;
+        }
+    }
     st = clremat_plan_for_offload(ctx, g, t->batch, accumulate, p, opt_states_arg(t),
                                   limit ? limit - live : 0, layer_cost, overlap, offload, &t->plan, &t->costs,
                                   &t->gemm_ws_fwd, &t->gemm_ws_bwd);
@@ -774,6 +805,10 @@ static void make_call(clremat_trainer *t, const clremat_graph *g, int l, clremat
     }
     if (l == g->n_layers - 1)
         c->loss_batch_div = t->loss_div;
+    /* mixed precision: buffers sized at the trainer's batch, the loss scale */
+    c->alloc_batch = t->batch;
+    c->loss_scale = t->loss_scale;
+    c->stage_tag = clremat_trainer_tag(t, l, CLREMAT_TAG_WORKSPACE);
 }
 
 static int alloc_tensor(clremat_trainer *t, size_t bytes, const char *tag, clremat_buf **out)
@@ -816,7 +851,8 @@ static int run_forward(clremat_trainer *t, const clremat_graph *g, const clremat
         if ((alloc_slots >> s & 1u) &&
             (st = alloc_tensor(t, costs[l].slot_bytes[s], clremat_trainer_tag(t, l, s), &t->act[l * S + s])))
             return st;
-    if ((st = alloc_workspace(t, l, costs[l].fwd_temp_bytes, gemm_ws[l])) != CLREMAT_OK)
+    /* the mixed-precision staging (part of the workspace) is taken by the launch */
+    if ((st = alloc_workspace(t, l, costs[l].fwd_temp_bytes - costs[l].fwd_stage_bytes, gemm_ws[l])) != CLREMAT_OK)
         return st;
     clremat_ctx_set_label(t->ctx, l, phase);
     make_call(t, g, l, &c);
@@ -846,6 +882,14 @@ static size_t fused_split(const clremat_trainer *t, int l, unsigned *self, unsig
     return bytes;
 }
 
+/* The optimizer's step number of the running step: steps whose update was
+ * skipped (mixed_float16, non-finite gradients) do not count, as the
+ * optimizer inside Keras's LossScaleOptimizer does not see them. */
+static int64_t opt_step_no(const clremat_trainer *t)
+{
+    return t->step + 1 - t->skipped_steps;
+}
+
 /* The updates of the parameters whose gradients went to scratch, then the
  * scratch given back. */
 static int update_from_scratch(clremat_trainer *t, int l, unsigned scratch, int st)
@@ -859,7 +903,7 @@ static int update_from_scratch(clremat_trainer *t, int l, unsigned scratch, int 
         if (st == CLREMAT_OK && t->upd_scratch[p]) {
             clremat_buf *const state[2] = {t->state[l][2 * p], t->state[l][2 * p + 1]};
             clremat_ctx_set_label(t->ctx, l, CLREMAT_PHASE_UPDATE);
-            st = clremat_opt_step(t->ctx, &t->opt, t->step + 1, t->params[l][p], t->upd_scratch[p], state,
+            st = clremat_opt_step(t->ctx, &t->opt, opt_step_no(t), t->params[l][p], t->upd_scratch[p], state,
                                   L->params[p].elems);
         }
         bs[n++] = &t->upd_scratch[p];
@@ -883,7 +927,8 @@ static int run_backward(clremat_trainer *t, const clremat_action *a)
             (st = alloc_tensor(t, t->costs[L->inputs[i]].slot_bytes[0],
                                clremat_trainer_tag(t, L->inputs[i], CLREMAT_TAG_GRADIENT), &t->dgrad[L->inputs[i]])))
             return st;
-    if ((st = alloc_workspace(t, a->layer, cost->bwd_temp_bytes - scratch_bytes, t->gemm_ws_bwd[a->layer])) !=
+    if ((st = alloc_workspace(t, a->layer, cost->bwd_temp_bytes - scratch_bytes - cost->bwd_stage_bytes,
+                              t->gemm_ws_bwd[a->layer])) !=
         CLREMAT_OK)
         return st;
     for (int p = 0; p < L->n_params; p++)
@@ -894,7 +939,7 @@ static int run_backward(clremat_trainer *t, const clremat_action *a)
     clremat_ctx_set_label(t->ctx, a->layer, CLREMAT_PHASE_BACKWARD);
     make_call(t, t->g, a->layer, &c);
     if (self) {
-        if ((st = clremat_fused_opt_make(t->ctx, &t->opt, t->step + 1, &fc.opt)) != CLREMAT_OK)
+        if ((st = clremat_fused_opt_make(t->ctx, &t->opt, opt_step_no(t), &fc.opt)) != CLREMAT_OK)
             return update_from_scratch(t, a->layer, scratch, st);
         for (int k = 0; k < 2 * CLREMAT_MAX_PARAMS; k++)
             fc.state[k] = t->state[a->layer][k];
@@ -934,9 +979,66 @@ static int run_update(clremat_trainer *t)
             if (L->params[p].frozen || fused_param(t, l, p)) /* frozen: no update; fused: in its backward */
                 continue;
             /* with accumulation, the gradient summed over the micro-batches */
-            st = clremat_opt_step(t->ctx, &t->opt, t->step + 1, t->params[l][p],
+            st = clremat_opt_step(t->ctx, &t->opt, opt_step_no(t), t->params[l][p],
                                   t->accumulate > 1 ? t->accum[l][p] : t->grads[l][p], state, L->params[p].elems);
         }
+    }
+    return st;
+}
+
+/* Reads layer l's output into out as floats (a 16-bit output widened). */
+static int read_output(clremat_trainer *t, const clremat_graph *g, const clremat_layer_cost *costs, int l,
+                       float *out)
+{
+    const size_t bytes = costs[l].slot_bytes[0];
+    uint16_t *h;
+    int st;
+    if (!(costs[l].slot16 & 1u))
+        return clremat_read(t->ctx, t->act[l * S], 0, bytes, out);
+    if (!(h = malloc(bytes ? bytes : 1)))
+        return clremat_fail(t->ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+    if ((st = clremat_read(t->ctx, t->act[l * S], 0, bytes, h)) == CLREMAT_OK)
+        for (size_t i = 0; i < bytes / 2; i++)
+            out[i] = g->precision == CLREMAT_PREC_MIXED_FLOAT16 ? clremat_half_to_float(h[i])
+                                                                 : clremat_bf16_to_float(h[i]);
+    free(h);
+    return st;
+}
+
+/* mixed_float16, before the update: the step's parameter gradients (scaled
+ * by the loss scale) are checked; all finite: unscaled in place, and the
+ * scale doubles after CLREMAT_LOSS_SCALE_GROWTH_STEPS finite steps in a row;
+ * else *finite = 0, the update is skipped and the scale halves. */
+static int loss_scale_check(clremat_trainer *t, int *finite)
+{
+    int st = CLREMAT_OK;
+    int64_t bad = 0;
+    *finite = 1;
+    for (int l = 0; l < t->g->n_layers && st == CLREMAT_OK && !bad; l++)
+        for (int p = 0; p < t->g->layers[l].n_params && st == CLREMAT_OK && !bad; p++) {
+            clremat_buf *gb = t->accumulate > 1 ? t->accum[l][p] : t->grads[l][p];
+            if (!t->g->layers[l].params[p].frozen && gb)
+                st = clremat_op_count_nonfinite(t->ctx, gb, t->g->layers[l].params[p].elems, &bad);
+        }
+    if (st != CLREMAT_OK)
+        return st;
+    if (bad) {
+        *finite = 0;
+        t->last_skipped = 1;
+        t->skipped_steps++;
+        t->scale_good_steps = 0;
+        t->loss_scale *= 0.5f;
+        return CLREMAT_OK;
+    }
+    for (int l = 0; l < t->g->n_layers && st == CLREMAT_OK; l++)
+        for (int p = 0; p < t->g->layers[l].n_params && st == CLREMAT_OK; p++) {
+            clremat_buf *gb = t->accumulate > 1 ? t->accum[l][p] : t->grads[l][p];
+            if (!t->g->layers[l].params[p].frozen && gb)
+                st = clremat_op_scale(t->ctx, gb, t->g->layers[l].params[p].elems, 1.0f / t->loss_scale);
+        }
+    if (st == CLREMAT_OK && ++t->scale_good_steps >= CLREMAT_LOSS_SCALE_GROWTH_STEPS) {
+        t->loss_scale *= 2.0f;
+        t->scale_good_steps = 0;
     }
     return st;
 }
@@ -962,11 +1064,14 @@ static int forward_only(clremat_trainer *t, const clremat_graph *g, const clrema
     for (int l = 0; l < n && st == CLREMAT_OK; l++) {
         st = run_forward(t, g, costs, gemm_ws, l, (1u << costs[l].n_slots) - 1, CLREMAT_PHASE_OTHER);
         if (st == CLREMAT_OK && t->capture_out && l == t->capture_layer)
-            st = clremat_read(t->ctx, t->act[l * S], 0, costs[l].slot_bytes[0], t->capture_out);
+            st = read_output(t, g, costs, l, t->capture_out);
         if (st == CLREMAT_OK && check) {
             int64_t cnt = 0;
-            st = clremat_op_count_nonfinite(t->ctx, t->act[l * S], (int64_t)(costs[l].slot_bytes[0] / sizeof(float)),
-                                            &cnt);
+            st = (costs[l].slot16 & 1u)
+                     ? clremat_op_count_nonfinite_fmt(t->ctx, t->act[l * S], (int64_t)(costs[l].slot_bytes[0] / 2),
+                                                      g->precision, &cnt)
+                     : clremat_op_count_nonfinite(t->ctx, t->act[l * S],
+                                                  (int64_t)(costs[l].slot_bytes[0] / sizeof(float)), &cnt);
             if (st == CLREMAT_OK && cnt > 0) {
                 *bad = l;
                 break;
@@ -1338,8 +1443,14 @@ static int run_actions(clremat_trainer *t, int m, float result[2], int *nonfinit
                 if (t->accumulate > 1)
                     st = accumulate_grads(t, m);
                 if (st == CLREMAT_OK && m == t->accumulate - 1) {
+                    int finite = 1;
                     t->update_started = 1;
-                    st = run_update(t);
+                    if (g->precision == CLREMAT_PREC_MIXED_FLOAT16) /* check and unscale the gradients */
+                        st = loss_scale_check(t, &finite);
+                    if (st == CLREMAT_OK && finite)
+                        st = run_update(t);
+                    /* the moving statistics move even on a skipped step, as without
+                     * accumulation (there the backward moves them) */
                     if (st == CLREMAT_OK && t->accum) /* several batches a step */
                         st = bn_moving_finish_all(t);
                 }
@@ -1365,6 +1476,7 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
     float result[2] = {0, 0}, sum[2] = {0, 0};
 
     t->update_started = 0;
+    t->last_skipped = 0;
     t->ctx->profiling = t->profiling;
     t->loss_div = t->accumulate > 1 ? t->batch * t->accumulate : 0;
     for (m = 0; m < t->accumulate && st == CLREMAT_OK && !nonfinite; m++) {

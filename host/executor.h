@@ -84,7 +84,17 @@ typedef struct clremat_trainer {
     void **host;                        /**< [layer * CLREMAT_MAX_SLOTS + slot] host copy while offloaded */
     struct clremat_dp_state *dp;        /**< data-parallel gradient averaging (host/dp.h); NULL: one process */
     clremat_graph *own_g;               /**< g with the plan's attention modes resolved (owned; NULL: none) */
+    /* mixed_float16 dynamic loss scaling (Keras LossScaleOptimizer) */
+    float loss_scale;                   /**< the current scale (1 when not mixed_float16) */
+    int64_t scale_good_steps;           /**< finite steps since the scale last changed */
+    int64_t skipped_steps;              /**< steps whose update was skipped (non-finite gradients) */
+    int last_skipped;                   /**< 1: the last step's update was skipped */
 } clremat_trainer;
+
+/** Initial loss scale and growth interval of mixed_float16 (Keras's
+ * LossScaleOptimizer defaults: 2^15, doubled after 2000 finite steps). */
+#define CLREMAT_LOSS_SCALE_INITIAL 32768.0f
+#define CLREMAT_LOSS_SCALE_GROWTH_STEPS 2000
 
 /** Kinds of a layer's tensors for clremat_trainer_tag, after its slots. */
 #define CLREMAT_TAG_GRADIENT CLREMAT_MAX_SLOTS           /**< the gradient of its output */
@@ -103,11 +113,12 @@ void clremat_tensor_name(char *buf, size_t len, const clremat_graph *g, const cl
  * (`clremat train --memory-trace`). Lives as long as the trainer. */
 const char *clremat_trainer_tag(const clremat_trainer *t, int l, int k);
 
-/** 1 when a trainer with optimizer opt and accumulate micro-batches per
- * step (0 or 1: none) runs the update inside the backward
+/** 1 when a trainer of g (NULL: float32) with optimizer opt and accumulate
+ * micro-batches per step (0 or 1: none) runs the update inside the backward
  * (clremat_fused_update_applies of the planner for opt's kind and
- * no_fused_update; no gradient accumulation, no data parallelism). */
-int clremat_trainer_fused(const clremat_opt_config *opt, int accumulate);
+ * no_fused_update; no gradient accumulation, no data parallelism, no
+ * mixed_float16 loss scaling). */
+int clremat_trainer_fused(const clremat_opt_config *opt, int accumulate, const clremat_graph *g);
 
 /** Plans (policy p at batch), allocates the fixed memory (parameters,
  * gradients, optimizer state, batch, labels, scratch) and initializes the

@@ -10,6 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The calibration cache's key takes the model file's hash; a precision
+ * given apart from the file changes the step without changing the file, so
+ * it salts the hash. */
+static uint64_t precision_salt(const clremat_graph *g)
+{
+    return (uint64_t)g->precision * 0x9e3779b97f4a7c15ull;
+}
+
 /* FNV-1a of the model file's bytes: part of the calibration cache's key (0 when unreadable). */
 static uint64_t model_hash(const char *path)
 {
@@ -30,7 +38,8 @@ int clremat_fit_execute(const clremat_fit_options *o, clremat_fit_outcome *out, 
     int n_configs = 0, have_cal = 0, st;
     memset(out, 0, sizeof *out);
     *usage = 0;
-    if ((st = clremat_model_load(o->model_path, &out->gr, NULL)))
+    if ((st = clremat_model_load(o->model_path, &out->gr, NULL)) ||
+        (st = clremat_model_set_precision(out->gr, o->precision)))
         return st;
     st = o->remat ? clremat_fit_parse_configs(out->gr, o->remat, &out->configs, &n_configs)
                   : clremat_fit_default_configs(out->gr, &out->configs, &n_configs);
@@ -69,7 +78,7 @@ int clremat_fit_execute(const clremat_fit_options *o, clremat_fit_outcome *out, 
         if (o->notes)
             fprintf(stderr, "fit: step-time calibration on %s at batch %lld (measured unless cached)...\n",
                     clremat_ctx_device(out->ctx)->name, (long long)cb);
-        if ((st = clremat_fit_calibrate_cached(out->ctx, out->gr, model_hash(o->model_path), cb, o->opt, 1,
+        if ((st = clremat_fit_calibrate_cached(out->ctx, out->gr, model_hash(o->model_path) ^ precision_salt(out->gr), cb, o->opt, 1,
                                                (int)o->steps, o->recalibrate, &out->cal, &out->from_cache)))
             return st;
         if (o->offload && clremat_transfer_calibrate(out->ctx, &tc) == CLREMAT_OK) /* copies take time even where they free nothing */
@@ -82,7 +91,7 @@ int clremat_fit_execute(const clremat_fit_options *o, clremat_fit_outcome *out, 
     /* as the trainer runs it: with the fused update where it applies (host/fit.c
      * drops it for configurations with accumulation) */
     out->rq.opt_states = clremat_opt_state_count(o->opt->kind) |
-                         (clremat_trainer_fused(o->opt, 1) ? CLREMAT_PLAN_FUSED_UPDATE : 0);
+                         (clremat_trainer_fused(o->opt, 1, out->gr) ? CLREMAT_PLAN_FUSED_UPDATE : 0);
     out->rq.sizes = o->n_sizes ? o->sizes : out->dev_size;
     out->rq.n_sizes = o->n_sizes ? o->n_sizes : 1;
     out->rq.configs = out->configs;

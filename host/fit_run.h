@@ -23,6 +23,7 @@ typedef struct clremat_fit_options {
     int offload;                /**< every configuration again with offload */
     int recalibrate;            /**< measure step times even when cached */
     int notes;                  /**< say on stderr what the calibration does */
+    const char *precision;      /**< overrides the model file's precision (NULL: keep) */
 } clremat_fit_options;
 
 /** A finished `fit`: the request and its rows (clremat_fit_outcome_free). */

@@ -919,10 +919,11 @@ static int read_input(const loader *ld, const json_t *root, clremat_shape *shape
 
 static int load_root(loader *ld, const json_t *root, clremat_graph **out)
 {
-    static const char *const fields[] = {"name", "description", "input", "layers", NULL};
-    json_t *nv = json_object_get(root, "name"), *lv = json_object_get(root, "layers"), *dv;
+    static const char *const fields[] = {"name", "description", "input", "layers", "precision", NULL};
+    json_t *nv = json_object_get(root, "name"), *lv = json_object_get(root, "layers"), *dv,
+           *pv = json_object_get(root, "precision");
     clremat_shape shape;
-    int ids, st;
+    int ids, st, precision = CLREMAT_PREC_FLOAT32;
     scope top;
 
     if ((st = check_fields(ld, root, "model", fields)) != CLREMAT_OK)
@@ -931,6 +932,8 @@ static int load_root(loader *ld, const json_t *root, clremat_graph **out)
         return bad_field(ld, root, "model", "name", "a non-empty string of at most 63 characters");
     if ((dv = json_object_get(root, "description")) && !json_is_string(dv))
         return bad_field(ld, root, "model", "description", "a string");
+    if (pv && (!json_is_string(pv) || (precision = clremat_precision_from_name(json_string_value(pv))) < 0))
+        return bad_field(ld, root, "model", "precision", "\"float32\", \"mixed_float16\" or \"mixed_bfloat16\"");
     if ((st = read_input(ld, root, &shape, &ids)) != CLREMAT_OK)
         return st;
     if (!lv)
@@ -966,6 +969,7 @@ static int load_root(loader *ld, const json_t *root, clremat_graph **out)
         ld->g = NULL;
         return st;
     }
+    ld->g->precision = precision;
     *out = ld->g;
     return CLREMAT_OK;
 }

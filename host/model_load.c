@@ -49,3 +49,15 @@ int clremat_model_load(const char *path, clremat_graph **g, float **init_params)
     clremat_keras_free(&km);
     return st;
 }
+
+int clremat_model_set_precision(clremat_graph *g, const char *name)
+{
+    int p;
+    if (!name)
+        return CLREMAT_OK;
+    if ((p = clremat_precision_from_name(name)) < 0)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT,
+                                 "--precision must be float32, mixed_float16 or mixed_bfloat16, got '%s'", name);
+    g->precision = p;
+    return CLREMAT_OK;
+}

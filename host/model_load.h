@@ -12,6 +12,11 @@
  * layout (malloc'd; NULL when the file has no weights), else NULL. */
 int clremat_model_load(const char *path, clremat_graph **g, float **init_params);
 
+/** Sets g's precision to the one named (--precision; NULL: keeps the model
+ * file's). An unknown name is CLREMAT_ERR_INVALID_ARGUMENT naming the three
+ * valid ones. */
+int clremat_model_set_precision(clremat_graph *g, const char *name);
+
 /** The weights file of a Keras to_json file: PATH with ".json" replaced by
  * ".weights.h5" when that file exists, else NULL (static buffer). */
 const char *clremat_keras_json_weights(const char *path);

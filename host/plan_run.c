@@ -4,10 +4,10 @@
 #include "error.h"
 #include <stdlib.h>
 
-int clremat_plan_opt_states(const clremat_opt_config *opt, int accumulate)
+int clremat_plan_opt_states(const clremat_opt_config *opt, int accumulate, const clremat_graph *g)
 {
     return clremat_opt_state_count(opt->kind) |
-           (clremat_trainer_fused(opt, accumulate) ? CLREMAT_PLAN_FUSED_UPDATE : 0);
+           (clremat_trainer_fused(opt, accumulate, g) ? CLREMAT_PLAN_FUSED_UPDATE : 0);
 }
 
 int clremat_plan_run(const clremat_graph *gr, const clremat_plan_request *rq, clremat_policy *pol,
@@ -32,7 +32,7 @@ int clremat_plan_run(const clremat_graph *gr, const clremat_plan_request *rq, cl
     }
     /* with accumulation the plan is one micro-batch's (its peak is what the device holds) */
     if (st || (st = clremat_plan_for_offload(*ctx, gr, rq->batch / accumulate, accumulate, pol,
-                                             clremat_plan_opt_states(rq->opt, accumulate), limit, NULL, rq->overlap,
+                                             clremat_plan_opt_states(rq->opt, accumulate, gr), limit, NULL, rq->overlap,
                                              rq->offload, plan, costs, NULL, NULL))) {
         if (*ctx) /* keep the message: destroying the context does not touch it */
             clremat_ctx_destroy(*ctx);

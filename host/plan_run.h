@@ -29,7 +29,7 @@ typedef struct clremat_plan_request {
 /** The planner's opt_states argument for opt and accumulate micro-batches
  * per step: its state count, with the fused update where it applies
  * (clremat_trainer_fused). */
-int clremat_plan_opt_states(const clremat_opt_config *opt, int accumulate);
+int clremat_plan_opt_states(const clremat_opt_config *opt, int accumulate, const clremat_graph *g);
 
 /** Plans gr as rq asks: *pol the parsed mode, *plan the plan, *costs the
  * per-layer costs (free() it), *ctx the context opened for rq->gemm (NULL

@@ -55,6 +55,8 @@ void clremat_report_plan_json(FILE *f, const clremat_graph *gr, const char *rema
     clremat_json_string(f, gr->name);
     fprintf(f, ", \"remat\": ");
     clremat_json_string(f, remat);
+    fprintf(f, ", \"precision\": ");
+    clremat_json_string(f, clremat_precision_name(gr->precision));
     fprintf(f, ", \"batch\": %lld, \"accumulate\": %d, \"micro_batch\": %lld, \"gemm\": ", batch, plan->accumulate,
            batch / plan->accumulate);
     if (ctx)
@@ -211,6 +213,10 @@ void clremat_report_train_json(FILE *f, const clremat_train_config *cfg, const c
            (unsigned long long)r->accum_bytes, (unsigned long long)r->predicted_host_peak,
            (unsigned long long)r->measured_host_peak, (unsigned long long)r->offload_bytes, r->n_offloads,
            (unsigned long long)r->buffers_created_after_first_step, r->fused_update ? "true" : "false");
+    fprintf(f, " \"precision\": ");
+    clremat_json_string(f, clremat_precision_name(r->precision) ? clremat_precision_name(r->precision) : "float32");
+    clremat_json_member(f, ", \"loss_scale\": ", r->loss_scale);
+    fprintf(f, ", \"skipped_steps\": %lld,\n", (long long)r->skipped_steps);
     fprintf(f, " \"flops\": {\"step\": %.9g, \"recompute\": %.9g, \"recompute_share\": ", r->step_flops,
            r->recompute_flops);
     clremat_json_num(f, r->step_flops > 0 ? r->recompute_flops / r->step_flops : 0);

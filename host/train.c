@@ -595,14 +595,19 @@ static int write_memory_trace(const clremat_train_config *cfg, const clremat_tra
     return st;
 }
 
-static void progress(const clremat_train_config *cfg, int64_t step, float loss, double t0, double *last)
+static void progress(const clremat_train_config *cfg, const clremat_trainer *tr, int64_t step, float loss,
+                     double t0, double *last)
 {
     double t = now_ms();
-    if (!cfg->progress || (t - *last < 1000.0 && step + 1 != cfg->steps))
+    char scale[96] = "";
+    if (!cfg->progress || (t - *last < 1000.0 && step + 1 != cfg->steps && !tr->last_skipped))
         return;
     *last = t;
-    fprintf(stderr, "step %lld/%lld  loss %.6f  %.2f steps/s\n", (long long)(step + 1), (long long)cfg->steps,
-            (double)loss, (double)(step + 1) / ((t - t0) / 1000.0));
+    if (tr->g->precision == CLREMAT_PREC_MIXED_FLOAT16) /* dynamic loss scaling */
+        snprintf(scale, sizeof scale, "  loss scale %g  skipped %lld%s", (double)tr->loss_scale,
+                 (long long)tr->skipped_steps, tr->last_skipped ? " (this step)" : "");
+    fprintf(stderr, "step %lld/%lld  loss %.6f  %.2f steps/s%s\n", (long long)(step + 1), (long long)cfg->steps,
+            (double)loss, (double)(step + 1) / ((t - t0) / 1000.0), scale);
 }
 
 /* Mean loss and accuracy over every validation sample, in order: whole
@@ -710,6 +715,9 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         batch /= dp->nranks; /* this rank's shard; every plan and buffer below is per rank */
     res->local_batch = batch;
     if ((st = check_paths(cfg)) || (st = clremat_model_load(cfg->model_path, &g, &keras_params)))
+        goto fail;
+    res->g = g;
+    if ((st = clremat_model_set_precision(g, cfg->precision)))
         goto fail;
     res->g = g;
     /* before the data or anything else is sized from the batch */
@@ -881,7 +889,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         if (s == 0)
             created_after_first = clremat_pool_get_stats(ctx->pool).created;
         if (!dp || dp->rank == 0) /* data parallel: rank 0 reports progress */
-            progress(cfg, s, loss, t0, &last);
+            progress(cfg, t, s, loss, t0, &last);
         if (cfg->on_step && cfg->on_step(cfg->on_step_user, s + 1, steps, loss) != 0) {
             /* stopped between steps: the parameters are those after step s + 1 */
             res->final_params = malloc(t->plan.param_bytes ? t->plan.param_bytes : 1);
@@ -914,6 +922,9 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         res->buffers_created_after_first_step = ps.created - created_after_first;
     }
     res->final_loss = res->losses[steps - 1];
+    res->precision = g->precision;
+    res->loss_scale = t->loss_scale;
+    res->skipped_steps = t->skipped_steps;
     if (cfg->profile) {
         res->profile = malloc(sizeof *res->profile * (size_t)(g->n_layers + 1));
         if (res->profile)

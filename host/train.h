@@ -53,6 +53,7 @@ typedef struct clremat_train_config {
                                          CLREMAT_ERR_INVALID_ARGUMENT, the result holding the steps run
                                          and final_params (the parameters after the last of them) */
     void *on_step_user;             /**< passed to on_step */
+    const char *precision;          /**< --precision: overrides the model file's "precision" (NULL: keep) */
 } clremat_train_config;
 
 typedef struct clremat_train_result {
@@ -101,6 +102,10 @@ typedef struct clremat_train_result {
     double *comm_ms, *wait_ms;      /**< per step: time in the exchange, and waiting for the device to stage */
     double comm_median_ms, wait_median_ms; /**< medians over the timed steps */
     double comm_share;              /**< exchange time over step time, summed over the timed steps */
+    /* mixed precision (issue 16) */
+    int precision;                  /**< clremat_precision the run used */
+    float loss_scale;               /**< mixed_float16: the loss scale after the last step (else 1) */
+    int64_t skipped_steps;          /**< mixed_float16: steps whose update was skipped (non-finite gradients) */
 } clremat_train_result;
 
 /** Runs a whole training job. On failure returns a status with the message in

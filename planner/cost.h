@@ -30,6 +30,14 @@ typedef struct clremat_layer_cost {
      * producer instead of being recomputed by a pass of its own (a dense
      * layer's x in dW = x^T dZ, on the native GEMM path). */
     unsigned bwd_act_fusable_inputs;
+    /* mixed precision (issue 16; all 0 at float32): bit s of slot16: slot s
+     * is stored in 16 bits (slot_bytes already halved); bit i of in16: input
+     * i arrives in 16 bits. The launch converts them at the layer boundary
+     * into float32 staging buffers of fwd_stage_bytes / bwd_stage_bytes,
+     * which fwd_temp_bytes / bwd_temp_bytes include (the executor allocates
+     * the rest of the workspace; the staging is taken by the launch). */
+    unsigned slot16, in16;
+    size_t fwd_stage_bytes, bwd_stage_bytes;
 } clremat_layer_cost;
 
 #endif /* CLREMAT_COST_H */

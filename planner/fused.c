@@ -20,6 +20,10 @@ int clremat_fused_update_applies(const clremat_fused_query *q)
      * across replicas before the update */
     if (q->accumulate > 1 || q->replicas > 1)
         return 0;
+    /* mixed_float16 skips the update of a step whose gradients are not all
+     * finite, which is known only after the last backward */
+    if (q->loss_scaling)
+        return 0;
     return 1;
 }
 

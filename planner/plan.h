@@ -204,11 +204,13 @@ typedef struct clremat_fused_query {
     int disabled;       /**< the user turned it off (--no-fused-update) */
     int accumulate;     /**< gradient accumulation steps per update (0 or 1: none) */
     int replicas;       /**< data-parallel replicas whose gradients are reduced (0 or 1: none) */
+    int loss_scaling;   /**< mixed_float16: a step with non-finite gradients skips its update */
 } clremat_fused_query;
 
 /** 1 when the step's update runs inside the backward: SGD with momentum,
  * Adam or AdamW, not disabled, no gradient accumulation, no data
- * parallelism. The one predicate the trainer, `clremat plan` and the
+ * parallelism, no loss scaling (the step's update may only run once every
+ * gradient is known finite). The one predicate the trainer, `clremat plan` and the
  * advisor ask; a new condition (gradient clipping by global norm, which
  * needs every gradient before any update) belongs here. */
 int clremat_fused_update_applies(const clremat_fused_query *q);

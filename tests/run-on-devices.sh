@@ -37,8 +37,8 @@ test_prog=$1
 shift
 name=$(basename "$test_prog")
 
-GEMM_SUITES="test_train test_remat test_faults test_soak test_compare test_data_safety test_layers_core test_layers_seq test_fused test_accumulate test_offload test_keras test_layers_llm test_llm test_hf test_attention_flash test_attention_choice test_layers_conv"
-E2E_SUITES="test_train test_remat test_faults test_soak test_compare test_data_safety test_fused test_accumulate test_offload test_llm test_hf"
+GEMM_SUITES="test_train test_remat test_faults test_soak test_compare test_data_safety test_layers_core test_layers_seq test_fused test_accumulate test_offload test_keras test_layers_llm test_llm test_hf test_attention_flash test_attention_choice test_layers_conv test_precision"
+E2E_SUITES="test_train test_remat test_faults test_soak test_compare test_data_safety test_fused test_accumulate test_offload test_llm test_hf test_precision"
 
 # A device test names CLREMAT_TEST_DEVICE; with a shared libclremat the
 # program is a libtool wrapper and the binary lives in .libs/.

@@ -191,7 +191,7 @@ START_TEST(test_choice_device)
         ck_assert_int_eq(clremat_policy_parse("none", &p), CLREMAT_OK);
         /* planned as the trainer runs: with the fused update where it applies */
         ck_assert_int_eq(clremat_plan_for_ctx(ctx, g, BATCH, &p,
-                                              2 | (clremat_trainer_fused(&opt, 1) ? CLREMAT_PLAN_FUSED_UPDATE : 0), 0,
+                                              2 | (clremat_trainer_fused(&opt, 1, g) ? CLREMAT_PLAN_FUSED_UPDATE : 0), 0,
                                               NULL, 0, &mem, NULL, NULL, NULL),
                          CLREMAT_OK);
     }

@@ -35,6 +35,7 @@ typedef struct cli_plan_opts {
     const char *memory_trace;   /**< --memory-trace FILE: the plan's live tensors as Chrome trace JSON */
     int64_t accumulate;         /**< --accumulate K (default 1): plan a micro-batch of batch / K */
     const char *offload;        /**< --offload all|NAMES: outputs moved to host memory (NULL: none) */
+    const char *precision;      /**< --precision: overrides the model file's (NULL: keep) */
 } cli_plan_opts;
 
 /** Options of `clremat devices`. */
@@ -70,6 +71,7 @@ typedef struct cli_fit_opts {
     int n_accumulate;           /**< 0: none given (1 alone) */
     int offload;                /**< --offload: every configuration again with its kept outputs offloaded */
     int recalibrate;            /**< --recalibrate: measure step times even when cached */
+    const char *precision;      /**< --precision: overrides the model file's (NULL: keep) */
 } cli_fit_opts;
 
 /** Prints the command's usage to f. */

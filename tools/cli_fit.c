@@ -95,6 +95,7 @@ int cli_fit(const cli_global *g, int argc, char **argv)
     fo.offload = o.offload;
     fo.recalibrate = o.recalibrate;
     fo.notes = 1;
+    fo.precision = o.precision;
     if ((st = clremat_fit_execute(&fo, &out, &usage))) {
         rc = out.gr ? cli_error("fit: %s", clremat_last_error()) + usage : cli_error("%s", clremat_last_error());
         goto done;

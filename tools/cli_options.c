@@ -139,6 +139,8 @@ static int train_usage(FILE *f)
         "                       per-device calibration; also $CLREMAT_GEMM)\n"
         "  --overlap            recompute on a second queue, overlapping the previous segment's\n"
         "                       backward, at no extra memory (same peak as without)\n"
+        "  --precision P        float32 | mixed_float16 | mixed_bfloat16: 16-bit activations,\n"
+        "                       float32 parameters (default: the model file's, else float32)\n"
         "  --no-fused-update    keep parameter gradients and update after the backward (default:\n"
         "                       sgd, adam and adamw update inside the backward, no gradient buffers)\n"
         "  --profile            per-layer device time of the last step\n"
@@ -156,6 +158,15 @@ static int train_usage(FILE *f)
 /* getopt codes of long options without a short letter */
 #define CLI_OPT_OFFLOAD 0x101
 #define CLI_OPT_SAVE_FORMAT 0x102
+#define CLI_OPT_PRECISION 0x103
+
+/* --precision's value: one of the three names (base/precision.c). */
+static int check_precision(const char *v)
+{
+    if (clremat_precision_from_name(v) < 0)
+        return cli_error("--precision must be float32, mixed_float16 or mixed_bfloat16, got '%s'", v), 1;
+    return 0;
+}
 #define BATCH_MAX ((int64_t)2147483647)
 #define STEPS_MAX ((int64_t)100000000)
 #define POINTS_MAX ((int64_t)10000)
@@ -319,7 +330,7 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         {"memory-trace", required_argument, NULL, 'T'}, {"no-fused-update", no_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'}, {"accumulate", required_argument, NULL, 'A'},
         {"offload", required_argument, NULL, CLI_OPT_OFFLOAD}, {"save-format", required_argument, NULL, CLI_OPT_SAVE_FORMAT},
-        {NULL, 0, NULL, 0}};
+        {"precision", required_argument, NULL, CLI_OPT_PRECISION}, {NULL, 0, NULL, 0}};
     int c;
     int64_t v;
 
@@ -369,6 +380,7 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
         case 'q': cfg->progress = 0; break;
         case 'T': cfg->memory_trace = optarg; break;
         case 'A': if (parse_accumulate(optarg, &cfg->accumulate)) return 2; break;
+        case CLI_OPT_PRECISION: if (check_precision(optarg)) return 2; cfg->precision = optarg; break;
         case CLI_OPT_OFFLOAD:
             if (!*optarg)
                 return cli_error("--offload takes all or layer names, got ''"), 2;
@@ -413,7 +425,8 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         {"overlap", no_argument, NULL, 'O'}, {"gemm", required_argument, NULL, 'G'},
         {"memory-trace", required_argument, NULL, 'T'}, {"no-fused-update", no_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'}, {"accumulate", required_argument, NULL, 'A'},
-        {"offload", required_argument, NULL, CLI_OPT_OFFLOAD}, {NULL, 0, NULL, 0}};
+        {"offload", required_argument, NULL, CLI_OPT_OFFLOAD}, {"precision", required_argument, NULL, CLI_OPT_PRECISION},
+        {NULL, 0, NULL, 0}};
     int c;
     int64_t v;
 
@@ -444,6 +457,7 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         case 'v': o->svg = optarg; break;
         case 'T': o->memory_trace = optarg; break;
         case 'A': if (parse_accumulate(optarg, &o->accumulate)) return 2; break;
+        case CLI_OPT_PRECISION: if (check_precision(optarg)) return 2; o->precision = optarg; break;
         case CLI_OPT_OFFLOAD:
             if (!*optarg)
                 return cli_error("--offload takes all or layer names, got ''"), 2;
@@ -458,6 +472,7 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
             printf("usage: clremat plan MODEL [--remat MODE] [--batch N] [--accumulate K] [--optimizer NAME]\n"
                    "       [--json] [--actions]\n"
                    "       [--memory-limit BYTES | --device SEL] [--overlap] [--gemm PATH] [--no-fused-update]\n"
+                   "       [--precision float32|mixed_float16|mixed_bfloat16]\n"
                    "       [--pareto [--points N] [--svg FILE]] [--memory-trace FILE]\n"
                    "Prints, per layer, output and saved bytes, whether tensors are kept or discarded after\n"
                    "the forward pass, recomputations and forward FLOPs; then the predicted peak of live\n"
@@ -535,7 +550,8 @@ int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_op
         {"momentum", required_argument, NULL, '1'}, {"beta1", required_argument, NULL, '2'},
         {"beta2", required_argument, NULL, '3'}, {"epsilon", required_argument, NULL, '4'},
         {"weight-decay", required_argument, NULL, '5'}, {"accumulate", required_argument, NULL, 'A'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"precision", required_argument, NULL, CLI_OPT_PRECISION}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
     clremat_compare_config *cfg = &o->cfg;
     int c;
     int64_t v;
@@ -580,9 +596,12 @@ int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_op
         case 'q': cfg->progress = 0; break;
         case 'C': if (parse_costs(optarg, &cfg->costs_measured)) return 2; break;
         case 'A': if (parse_accumulate(optarg, &cfg->accumulate)) return 2; break;
+        case CLI_OPT_PRECISION: if (check_precision(optarg)) return 2; cfg->precision = optarg; break;
         case 'h':
             printf("usage: clremat compare MODEL [--devices all|SEL,SEL...] [--remat MODE,MODE...]\n"
                    "       [--batch N] [--accumulate K] [--steps N] [--warmup N] [--seed N] [--data TASK|FILE] [--optimizer NAME]\n"
+                   "       [--precision float32|mixed_float16|mixed_bfloat16]\n"
+
                    "       [--lr X] [--momentum X] [--beta1 X] [--beta2 X] [--epsilon X] [--weight-decay X]\n"
                    "       [--memory-limit BYTES] [--costs flops|measured] [--json] [--csv FILE]\n"
                    "       [--svg FILE] [--quiet]\n"
@@ -619,6 +638,7 @@ static int fit_usage(FILE *f)
         "usage: clremat fit MODEL [--memory SIZE,SIZE...] [--device SEL] [--batch N] [--optimizer NAME]\n"
         "       [--remat MODE,MODE...] [--accumulate K,K...] [--offload] [--max-batch N] [--steps N]\n"
         "       [--calibration-batch N] [--recalibrate] [--json] [--svg FILE]\n"
+        "       [--precision float32|mixed_float16|mixed_bfloat16]\n"
         "For each memory size (--memory, e.g. 6GiB,8GiB,16GiB; else the memory of --device) and\n"
         "each remat mode: the predicted peak of a training step at --batch (32), whether it fits,\n"
         "the recompute share and the predicted step time, the fastest that fits marked; and the\n"
@@ -705,7 +725,8 @@ int cli_fit_parse(const cli_global *g, int argc, char **argv, cli_fit_opts *o)
         {"steps", required_argument, NULL, 's'}, {"json", no_argument, NULL, 'j'},
         {"svg", required_argument, NULL, 'v'}, {"calibration-batch", required_argument, NULL, 'c'},
         {"accumulate", required_argument, NULL, 'A'}, {"offload", no_argument, NULL, 'F'},
-        {"recalibrate", no_argument, NULL, 'R'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"recalibrate", no_argument, NULL, 'R'}, {"help", no_argument, NULL, 'h'},
+        {"precision", required_argument, NULL, CLI_OPT_PRECISION}, {NULL, 0, NULL, 0}};
     int c;
 
     memset(o, 0, sizeof *o);
@@ -741,6 +762,7 @@ int cli_fit_parse(const cli_global *g, int argc, char **argv, cli_fit_opts *o)
         case 'A': if (parse_accumulate_list(optarg, o->accumulate, &o->n_accumulate)) return 2; break;
         case 'F': o->offload = 1; break;
         case 'R': o->recalibrate = 1; break;
+        case CLI_OPT_PRECISION: if (check_precision(optarg)) return 2; o->precision = optarg; break;
         case 'h': return fit_usage(stdout);
         default: return fit_usage(stderr);
         }

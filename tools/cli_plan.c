@@ -95,11 +95,16 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         return cli_error("%s", clremat_last_error());
     if (o.memory_trace && clremat_same_file(o.memory_trace, o.model_path))
         return cli_error("--memory-trace %s: is the model file; refusing to overwrite it", o.memory_trace);
-    if ((st = clremat_model_load(o.model_path, &gr, NULL)))
+    if ((st = clremat_model_load(o.model_path, &gr, NULL)) == CLREMAT_OK &&
+        (st = clremat_model_set_precision(gr, o.precision)) != CLREMAT_OK) {
+        clremat_graph_free(gr);
+        gr = NULL;
+    }
+    if (st)
         return json ? cli_json_error(st, clremat_last_error()) : cli_error("%s", clremat_last_error());
     if (o.pareto) {
         opt.no_fused_update = o.no_fused_update;
-        st = print_pareto(gr, batch, (int)o.accumulate, clremat_plan_opt_states(&opt, (int)o.accumulate), json, o.points,
+        st = print_pareto(gr, batch, (int)o.accumulate, clremat_plan_opt_states(&opt, (int)o.accumulate, gr), json, o.points,
                           o.svg);
         clremat_graph_free(gr);
         return st;
@@ -125,13 +130,16 @@ int cli_plan(const cli_global *g, int argc, char **argv)
     }
     if (json) {
         clremat_report_plan_json(stdout, gr, pol.text, batch, &plan, costs, ctx,
-                                 clremat_trainer_fused(&opt, (int)o.accumulate), actions);
+                                 clremat_trainer_fused(&opt, (int)o.accumulate, gr), actions);
     } else {
         if (plan.accumulate > 1)
             printf("model %s, remat %s, batch %lld as %d micro-batches of %lld (the plan is one micro-batch's)\n\n",
                    gr->name, pol.text, batch, plan.accumulate, batch / plan.accumulate);
         else
             printf("model %s, remat %s, batch %lld\n\n", gr->name, pol.text, batch);
+        if (gr->precision != CLREMAT_PREC_FLOAT32) /* 16-bit slots; staging in the workspaces */
+            printf("precision %s: activations and their gradients stored in 16 bits, float32 staging per launch\n\n",
+                   clremat_precision_name(gr->precision));
         printf("%-28s %-18s %12s %12s %-9s %-9s %4s %12s\n", "layer", "block", "out bytes", "saved bytes", "output",
                "internal", "rec", "fwd FLOPs");
         for (int l = 0; l < gr->n_layers; l++) {
@@ -146,7 +154,7 @@ int cli_plan(const cli_global *g, int argc, char **argv)
                (double)plan.peak_bytes / 1048576.0);
         printf("fixed                 %llu bytes (parameters %llu, %s, optimizer state, batch)\n",
                (unsigned long long)plan.fixed_bytes, (unsigned long long)plan.param_bytes,
-               clremat_trainer_fused(&opt, (int)o.accumulate) ? "no gradients: the update is fused into the backward"
+               clremat_trainer_fused(&opt, (int)o.accumulate, gr) ? "no gradients: the update is fused into the backward"
                                                                : "with gradients");
         if (plan.accumulate > 1)
             printf("accumulation buffer   %llu bytes (in the fixed bytes: gradients summed over %d micro-batches)\n",

@@ -13,6 +13,11 @@ static void print_summary(const clremat_train_config *cfg, const clremat_train_r
     printf("device       %s [%s]\n", r->device, r->platform);
     printf("remat        %s\n", r->remat);
     printf("gemm         %s\n", r->gemm);
+    if (r->precision == CLREMAT_PREC_MIXED_FLOAT16)
+        printf("precision    mixed_float16 (loss scale %g, %lld steps skipped)\n", (double)r->loss_scale,
+               (long long)r->skipped_steps);
+    else if (r->precision != CLREMAT_PREC_FLOAT32)
+        printf("precision    %s\n", clremat_precision_name(r->precision));
     printf("steps        %lld at batch %lld (%lld warm-up steps excluded from timing)\n", (long long)r->steps_run,
            (long long)cfg->batch, (long long)cfg->warmup);
     if (r->accumulate > 1)

@@ -199,18 +199,20 @@ class Model:
         return m
 
     def plan(self, remat="none", batch=32, memory_limit=None, optimizer=None, accumulate=None, device=None,
-             gemm=None, overlap=None, no_fused_update=None, offload=None, actions=None):
-        """The remat plan (`clremat plan --json` with the same options)."""
+             gemm=None, overlap=None, no_fused_update=None, offload=None, actions=None, precision=None):
+        """The remat plan (`clremat plan --json` with the same options; precision: "float32",
+        "mixed_float16" or "mixed_bfloat16", None for the model file's)."""
         opts = _options(remat=remat, batch=batch, memory_limit=memory_limit, optimizer=optimizer,
                         accumulate=accumulate, device=device, gemm=gemm, overlap=overlap,
-                        no_fused_update=no_fused_update, offload=offload, actions=actions)
+                        no_fused_update=no_fused_update, offload=offload, actions=actions, precision=precision)
         return Plan(json.loads(_lib.call_json(_lib.lib.clremat_api_plan, _path(self.path), opts)))
 
-    def pareto(self, batch=32, points=None, optimizer=None, accumulate=None, no_fused_update=None):
+    def pareto(self, batch=32, points=None, optimizer=None, accumulate=None, no_fused_update=None,
+               precision=None):
         """The Pareto front of peak bytes against recompute FLOPs (`clremat plan --pareto --json`):
         a dict with "front" and "modes"."""
         opts = _options(batch=batch, points=points, optimizer=optimizer, accumulate=accumulate,
-                        no_fused_update=no_fused_update)
+                        no_fused_update=no_fused_update, precision=precision)
         return json.loads(_lib.call_json(_lib.lib.clremat_api_pareto, _path(self.path), opts))
 
     def train(self, data=None, steps=200, device=None, remat=None, batch=32, validation=None, progress=None,
@@ -220,7 +222,7 @@ class Model:
         name, or None (the model's synthetic task); validation: (val_x, val_y) with array data.
         progress(step, steps, loss) is called after every step; an exception in it stops the
         run and is raised again here. Other options as the command's (lr, optimizer, seed,
-        warmup, memory_limit, gemm, accumulate, ...)."""
+        warmup, memory_limit, gemm, accumulate, precision, ...)."""
         tensors, n, keep = None, 0, None
         if data is not None and not isinstance(data, (str, os.PathLike)):
             tensors, keep = _data_tensors(data, validation)

@@ -296,3 +296,21 @@ def test_fit_with_device_times(models, device):
                     batch=16, steps=2)
     assert r["calibration"]["measured_step_ms"] > 0
     assert all(c["predicted_step_ms"] > 0 for c in r["sizes"][0]["configs"])
+
+
+def test_precision_same_as_cli(tool, models, device):
+    path = os.path.join(models, "regression.json")
+    p = clremat.Model(path).plan(remat="full", batch=64, precision="mixed_bfloat16")
+    cli = json.loads(cli_json(tool, "plan", path, "--remat", "full", "--batch", "64", "--precision", "mixed_bfloat16"))
+    assert p.report == cli and cli["precision"] == "mixed_bfloat16"
+    f32 = clremat.Model(path).plan(remat="full", batch=64)
+    assert f32.report["precision"] == "float32"
+    assert p.report["memory"]["kept_activation_bytes"] < f32.report["memory"]["kept_activation_bytes"]
+    r = clremat.Model(path).train(steps=6, warmup=1, batch=16, seed=7, device=device, remat="full",
+                                  precision="mixed_float16")
+    cli = json.loads(cli_json(tool, "train", path, *train_args(device, "--remat", "full", "--precision",
+                                                               "mixed_float16")))
+    assert np.array_equal(bits(r.losses), bits(cli["losses"]))
+    assert r.report["precision"] == "mixed_float16" and r.report["skipped_steps"] == cli["skipped_steps"]
+    with pytest.raises(clremat.InvalidArgumentError, match="float16x"):
+        clremat.Model(path).plan(precision="float16x")
