@@ -22,6 +22,9 @@ typedef struct {
     name_ref *refs;
     int n_refs, cap_refs;
     int frozen;             /* depth of enclosing sub-models with trainable=False */
+    char policy[32];        /* the mixed dtype policy of the model ("": float32 so far) */
+    char policy_layer[CLREMAT_NAME_LEN * 2], f32_layer[CLREMAT_NAME_LEN * 2]; /* first layer of each */
+    char f32_class[64];
 } walk;
 
 static int add_ref(walk *w, const char *keras, const char *ref)
@@ -113,18 +116,34 @@ static void h5_name(h5names *h, const char *cls, char *out, size_t len)
  * the layer's clremat precision field, and nowhere else. Until then they,
  * and every other policy (float16, bfloat16, float64, int8 quantized ...),
  * are refused naming the policy. */
-static int dtype_policy(const clremat_keras_model *m, const char *name, const char *cls, json_t *cfg)
+/* A layer's dtype policy. clremat's precision is the model's (its
+ * "precision" field): Keras's mixed_float16 and mixed_bfloat16 map to it
+ * when every layer has the same one (noted in w, checked by
+ * policy_finish); float32 layers beside them, other policies, are
+ * refused. */
+static int dtype_policy(walk *w, const char *name, const char *cls, json_t *cfg)
 {
+    const clremat_keras_model *m = w->m;
     json_t *d = json_object_get(cfg, "dtype");
     const char *s = json_is_string(d) ? json_string_value(d)
                                       : json_string_value(json_object_get(json_object_get(d, "config"), "name"));
-    if (!d || json_is_null(d) || (s && strcmp(s, "float32") == 0))
+    if (!d || json_is_null(d) || (s && strcmp(s, "float32") == 0)) {
+        if (!w->f32_layer[0]) {
+            snprintf(w->f32_layer, sizeof w->f32_layer, "%s", name);
+            snprintf(w->f32_class, sizeof w->f32_class, "%s", cls);
+        }
         return CLREMAT_OK;
-    if (s && strncmp(s, "mixed_", 6) == 0)
-        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: layer '%s' (%s): dtype policy '%s' is not supported "
-                                 "(mixed precision is not mapped from Keras yet: clremat imports float32 models; "
-                                 "save the model with the float32 policy), refused, not approximated",
-                                 m->origin, name, cls, s);
+    }
+    if (s && (strcmp(s, "mixed_float16") == 0 || strcmp(s, "mixed_bfloat16") == 0)) {
+        if (!w->policy[0]) {
+            snprintf(w->policy, sizeof w->policy, "%s", s);
+            snprintf(w->policy_layer, sizeof w->policy_layer, "%s", name);
+        } else if (strcmp(w->policy, s) != 0)
+            return clremat_set_error(CLREMAT_ERR_PARSE, "%s: layer '%s' (%s): dtype policy '%s' differs from layer "
+                                     "'%s''s '%s': clremat's precision is one per model, refused, not approximated",
+                                     m->origin, name, cls, s, w->policy_layer, w->policy);
+        return CLREMAT_OK;
+    }
     return clremat_set_error(CLREMAT_ERR_PARSE, "%s: layer '%s' (%s): dtype policy '%s' is not supported (clremat "
                              "imports float32 models), refused, not approximated", m->origin, name, cls,
                              s ? s : "(not a name)");
@@ -214,7 +233,7 @@ static int walk_layer(walk *w, json_t *entry, int seq, int top, const char *path
     h5_name(hn, cls, h5me, sizeof h5me);
     snprintf(full, sizeof full, "%s%s", path, name);
     snprintf(h5pre, sizeof h5pre, "%slayers/%s/", h5, h5me);
-    if ((st = dtype_policy(w->m, name, cls, cfg)))
+    if ((st = dtype_policy(w, name, cls, cfg)))
         return st;
     frozen = json_is_false(json_object_get(cfg, "trainable"));
     /* Keras runs a frozen BatchNormalization (or one inside a frozen model)
@@ -505,10 +524,20 @@ int clremat_keras_read(const char *path, const char *weights_path, const char *l
     }
     if (out->legacy && (st = clremat_keras_legacy_paths(out)))
         goto fail;
+    if (w.policy[0] && w.f32_layer[0]) {
+        st = clremat_set_error(CLREMAT_ERR_PARSE, "%s: layer '%s' (%s): dtype policy 'float32' in a model whose layer "
+                               "'%s' has '%s': clremat's precision is one per model (16-bit activations everywhere, "
+                               "float32 statistics and loss), so a float32 layer among mixed ones is refused, not "
+                               "approximated; give every layer the same policy", path, w.f32_layer, w.f32_class,
+                               w.policy_layer, w.policy);
+        goto fail;
+    }
     json_array_append_new(layers, json_pack("{sssss[s]}", "name", "loss", "type", out->loss, "inputs", last));
     doc = json_pack("{sssOsO}", "name",
                     json_string_value(json_object_get(json_object_get(root, "config"), "name")) ?: "model", "input",
                     w.input, "layers", layers);
+    if (doc && w.policy[0]) /* Keras's mixed policy is clremat's precision of the same name */
+        json_object_set_new(doc, "precision", json_string(w.policy));
     if (!doc || !(out->json = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER))) {
         st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory");
         goto fail;

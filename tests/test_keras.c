@@ -283,7 +283,8 @@ START_TEST(test_refusals)
 {
     refused(to_lstm, "(LSTM)", "supported: InputLayer");
     refused(to_elu, "(Dense)", "activation 'elu' is not supported; supported:");
-    refused(to_mixed, "(Dense)", "dtype policy 'mixed_float16' is not supported");
+    /* one layer's mixed policy among float32 ones: the first float32 layer is named */
+    refused_in("seq_mlp", "d1", to_mixed, "(LayerNormalization)", "whose layer 'd1' has 'mixed_float16'");
     refused(to_l2, "(Dense)", "'kernel_regularizer'");
     refused_in("resnet", "stem_bn", to_frozen, "(BatchNormalization)", "inference mode");
     refused_in("resnet", "b1_conv1", to_first, "(Conv2D)", "data_format 'channels_first' is not supported");
@@ -292,7 +293,48 @@ START_TEST(test_refusals)
     refused_in("resnet", "stem_bn", to_axis1, "(BatchNormalization)", "only axis -1");
     refused_in("resnet", "stem_bn", to_renorm, "(BatchNormalization)", "'renorm'");
     refused_in("mobilenet", "cat", to_axis1, "(Concatenate)", "only axis -1");
-    refused_in("mobilenet", "sep", to_policy, "(SeparableConv2D)", "dtype policy 'mixed_bfloat16' is not supported");
+    refused_in("mobilenet", "sep", to_policy, "(", "whose layer 'sep' has 'mixed_bfloat16'");
+}
+END_TEST
+
+/* Every layer of seq_mlp under the mixed_bfloat16 policy (Keras's
+ * DTypePolicy object form), written as a to_json file into tmp. */
+static void all_mixed(char *tmp)
+{
+    char path[2300];
+    unsigned char *cfg;
+    size_t n, i;
+    json_t *root, *e;
+    int fd;
+    snprintf(path, sizeof path, "%s/seq_mlp.keras", fixture_dir());
+    ck_assert_int_eq(clremat_keras_zip_member(path, "config.json", &cfg, &n), CLREMAT_OK);
+    root = json_loads((char *)cfg, 0, NULL);
+    free(cfg);
+    json_array_foreach(json_object_get(json_object_get(root, "config"), "layers"), i, e)
+        if (strcmp(json_string_value(json_object_get(e, "class_name")), "InputLayer") != 0)
+            to_policy(e);
+    fd = mkstemps(tmp, 5);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(json_dumpfd(root, fd, 0), 0);
+    close(fd);
+    json_decref(root);
+}
+
+/* A model whose every layer has the same mixed policy imports with that
+ * precision. */
+START_TEST(test_mixed_policy)
+{
+    char tmp[] = "/tmp/clremat_keras_XXXXXX.json";
+    clremat_keras_model km;
+    clremat_graph *g;
+    all_mixed(tmp);
+    ck_assert_msg(clremat_keras_read(tmp, NULL, NULL, &km) == CLREMAT_OK, "%s", clremat_last_error());
+    ck_assert_msg(strstr(km.json, "\"precision\": \"mixed_bfloat16\""), "%s", km.json);
+    ck_assert_msg(clremat_graph_load_string(km.json, tmp, &g) == CLREMAT_OK, "%s", clremat_last_error());
+    ck_assert_int_eq(g->precision, CLREMAT_PREC_MIXED_BFLOAT16);
+    clremat_graph_free(g);
+    clremat_keras_free(&km);
+    unlink(tmp);
 }
 END_TEST
 
@@ -439,6 +481,7 @@ int main(void)
     tcase_add_test(tc, test_legacy);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_frozen_layer);
+    tcase_add_test(tc, test_mixed_policy);
     tcase_add_test(tc, test_export_reimport);
     tcase_add_test(tc, test_export_format_refused);
     return test_run_device_suite(s);
