@@ -60,11 +60,12 @@ static const int gemm_blocks[][3] = {{288, 256, 256}, {144, 128, 128}, {96, 64, 
  * row, 24 accumulators) where the device's native float vector is 16 wide
  * (AVX-512: 32 vector registers), else 6 x 16 (two float8 per row, 12
  * accumulators: AVX2's 16 registers). $CLREMAT_GEMM_TILE=6x16 or 12x32
- * forces one (benchmarks, tests). Results do not depend on the tile or
+ * forces one (benchmarks, tests; another non-empty value is an error).
+ * Results do not depend on the tile or
  * the blocks except through GC_KC, the same in every row above but the
  * smallest: every C element sums its products in k order within a
  * k-block of GC_KC. */
-static void choose_build_options(clremat_ctx *ctx)
+static int choose_build_options(clremat_ctx *ctx)
 {
     cl_ulong local = 0;
     cl_uint vw = 0;
@@ -79,6 +80,9 @@ static void choose_build_options(clremat_ctx *ctx)
         vw = 16;
     else if (force && strcmp(force, "6x16") == 0)
         vw = 8;
+    else if (force && *force)
+        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT,
+                            "CLREMAT_GEMM_TILE is '%s': not a native GEMM register tile (6x16 or 12x32)", force);
     mr = vw >= 16 ? 12 : 6;
     nr = vw >= 16 ? 32 : 16;
     for (;; i++) {
@@ -95,6 +99,7 @@ static void choose_build_options(clremat_ctx *ctx)
     snprintf(ctx->build_options, sizeof ctx->build_options,
              "%s -DGC_MC=%d -DGC_NC=%d -DGC_KC=%d -DGC_MR=%d -DGC_NR=%d", BUILD_OPTIONS, ctx->gemm_mc,
              ctx->gemm_nc, ctx->gemm_kc, mr, nr);
+    return CLREMAT_OK;
 }
 #define BIN_MAGIC "clremat-program-binary 2\n"
 
@@ -197,7 +202,8 @@ int clremat_build_program(clremat_ctx *ctx)
         src = owned;
         origin = override;
     }
-    choose_build_options(ctx);
+    if ((st = choose_build_options(ctx)) != CLREMAT_OK)
+        goto done;
     /* the binary cache: same device, driver, source and options */
     cached = binary_path(build_key(ctx, src, len), bpath, sizeof bpath);
     if (cached && load_binary(ctx, bpath))
