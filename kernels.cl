@@ -807,7 +807,50 @@ __kernel void clremat_bias_act8(const int n, const int units, const int use_bias
 #ifndef GC_MR
 #define GC_MR 6
 #endif
+#ifndef GC_NR
 #define GC_NR 16
+#endif
+/* A register tile row is two vectors of GC_VW floats: float8 for the 6 x 16
+ * tile (AVX2-class devices), float16 for 12 x 32 (AVX-512-class devices,
+ * whose 32 vector registers hold its 24 accumulators); backend/program.c
+ * picks the tile from the device's native float vector width. */
+#if GC_NR == 32
+#define GC_VW 16
+typedef float16 gc_vec;
+#define gc_vload vload16
+#define gc_vstore vstore16
+#else
+#define GC_VW 8
+typedef float8 gc_vec;
+#define gc_vload vload8
+#define gc_vstore vstore8
+#endif
+
+/* act of a gc_vec, through clremat_act8 on each eight-lane part (the bits
+ * of every other activation kernel). */
+gc_vec gc_act(const int act, const gc_vec v)
+{
+#if GC_VW == 16
+    return (float16)(clremat_act8(act, v.lo), clremat_act8(act, v.hi));
+#else
+    return clremat_act8(act, v);
+#endif
+}
+
+/* clremat_opt8 on a gc_vec, eight lanes at a time (the same bits). */
+void gc_opt(const int kind, const float8 hp, const gc_vec g, gc_vec *p, gc_vec *s0, gc_vec *s1)
+{
+#if GC_VW == 16
+    float8 pl = (*p).lo, ph = (*p).hi, al = (*s0).lo, ah = (*s0).hi, bl = (*s1).lo, bh = (*s1).hi;
+    clremat_opt8(kind, hp, g.lo, &pl, &al, &bl);
+    clremat_opt8(kind, hp, g.hi, &ph, &ah, &bh);
+    *p = (float16)(pl, ph);
+    *s0 = (float16)(al, ah);
+    *s1 = (float16)(bl, bh);
+#else
+    clremat_opt8(kind, hp, g, p, s0, s1);
+#endif
+}
 #ifndef GC_MC
 #define GC_MC 288
 #endif
@@ -828,6 +871,39 @@ void gc_pack_a(__local float *Ap, __global const float *A, const int tA, const l
     const int np = (mc + GC_MR - 1) / GC_MR;
     for (int p = 0; p < np; p++) {
         __local float *dst = Ap + p * GC_KC * GC_MR;
+#if GC_MR == 12
+        if (!tA && act == CLREMAT_ACT_NONE && m0 + p * GC_MR + GC_MR <= M && p * GC_MR + GC_MR <= mc) {
+            /* a whole panel of rows: eight k of each of the twelve rows
+             * loaded as float8 and stored transposed (the same floats as
+             * the scalar loop below) */
+            __global const float *src = A + (long)(m0 + p * GC_MR) * lda + k0;
+            int k = 0;
+            for (; k + 8 <= kc; k += 8) {
+                float8 r[GC_MR];
+#pragma unroll
+                for (int i = 0; i < GC_MR; i++)
+                    r[i] = vload8(0, src + (long)i * lda + k);
+                __local float *d = dst + k * GC_MR;
+#define GC_PACK_A_COL(j)                                                                                          \
+    vstore8((float8)(r[0].s##j, r[1].s##j, r[2].s##j, r[3].s##j, r[4].s##j, r[5].s##j, r[6].s##j, r[7].s##j), 0, \
+            d + j * GC_MR);                                                                                       \
+    vstore4((float4)(r[8].s##j, r[9].s##j, r[10].s##j, r[11].s##j), 0, d + j * GC_MR + 8)
+                GC_PACK_A_COL(0);
+                GC_PACK_A_COL(1);
+                GC_PACK_A_COL(2);
+                GC_PACK_A_COL(3);
+                GC_PACK_A_COL(4);
+                GC_PACK_A_COL(5);
+                GC_PACK_A_COL(6);
+                GC_PACK_A_COL(7);
+#undef GC_PACK_A_COL
+            }
+            for (; k < kc; k++)
+                for (int i = 0; i < GC_MR; i++)
+                    dst[k * GC_MR + i] = src[(long)i * lda + k];
+            continue;
+        }
+#endif
         for (int r = 0; r < GC_MR; r++) {
             const int m = m0 + p * GC_MR + r;
             if (m < M && p * GC_MR + r < mc) {
@@ -862,6 +938,15 @@ void gc_pack_a(__local float *Ap, __global const float *A, const int tA, const l
                     dst[k * GC_MR + 4] = v.s4;
                     dst[k * GC_MR + 5] = v.s5;
                 }
+            } else if (GC_MR == 12 && h == GC_MR && act != CLREMAT_ACT_NONE) {
+                /* the twelve values of a k in the lanes of two eight-wide activations */
+                for (int k = 0; k < kc; k++) {
+                    __global const float *s = src + (long)k * lda;
+                    const float8 v = clremat_act8(act, vload8(0, s));
+                    const float8 w = clremat_act8(act, (float8)(s[8], s[9], s[10], s[11], 0.0f, 0.0f, 0.0f, 0.0f));
+                    vstore8(v, 0, dst + k * GC_MR);
+                    vstore4(w.lo, 0, dst + k * GC_MR + 8);
+                }
             } else if (h == GC_MR) {
                 for (int k = 0; k < kc; k++) {
                     __global const float *s = src + (long)k * lda;
@@ -894,8 +979,8 @@ void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const l
             __global const float *src = B + (long)(k0 + k) * ldb + n0;
             for (int p = 0; p < nfull; p++) {
                 __local float *dst = Bp + (p * GC_KC + k) * GC_NR;
-                vstore8(vload8(0, src + p * GC_NR), 0, dst);
-                vstore8(vload8(0, src + p * GC_NR + 8), 0, dst + 8);
+                gc_vstore(gc_vload(0, src + p * GC_NR), 0, dst);
+                gc_vstore(gc_vload(1, src + p * GC_NR), 1, dst);
             }
         }
         for (int p = nfull; p < np; p++) {
@@ -994,13 +1079,13 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
             __local const float *ap = Ap + pi * GC_KC * GC_MR;
             for (int pj = 0; pj * GC_NR < nc; pj++) {
                 __local const float *bp = Bp + pj * GC_KC * GC_NR;
-                float8 c0[GC_MR], c1[GC_MR];
+                gc_vec c0[GC_MR], c1[GC_MR];
                 float acc[GC_MR][GC_NR];
 #pragma unroll
                 for (int r = 0; r < GC_MR; r++)
                     c0[r] = c1[r] = 0.0f;
                 for (int k = 0; k < kc; k++) {
-                    const float8 b0 = vload8(0, bp + k * GC_NR), b1 = vload8(1, bp + k * GC_NR);
+                    const gc_vec b0 = gc_vload(0, bp + k * GC_NR), b1 = gc_vload(1, bp + k * GC_NR);
                     __local const float *a = ap + k * GC_MR;
 #pragma unroll
                     for (int r = 0; r < GC_MR; r++) {
@@ -1015,19 +1100,19 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                     if (epi == 2) {
                         for (int r = 0; r < GC_MR; r++) {
                             const long ci = (long)(mrow + r) * ldc + ncol;
-                            float8 p0 = vload8(0, C + ci), p1 = vload8(1, C + ci);
-                            float8 a0 = vload8(0, out + ci), a1 = vload8(1, out + ci);
-                            float8 b0 = okind ? vload8(0, s1 + ci) : (float8)(0.0f);
-                            float8 b1 = okind ? vload8(1, s1 + ci) : (float8)(0.0f);
-                            clremat_opt8(okind, hp, alpha * c0[r], &p0, &a0, &b0);
-                            clremat_opt8(okind, hp, alpha * c1[r], &p1, &a1, &b1);
-                            vstore8(p0, 0, C + ci);
-                            vstore8(p1, 1, C + ci);
-                            vstore8(a0, 0, out + ci);
-                            vstore8(a1, 1, out + ci);
+                            gc_vec p0 = gc_vload(0, C + ci), p1 = gc_vload(1, C + ci);
+                            gc_vec a0 = gc_vload(0, out + ci), a1 = gc_vload(1, out + ci);
+                            gc_vec b0 = okind ? gc_vload(0, s1 + ci) : (gc_vec)(0.0f);
+                            gc_vec b1 = okind ? gc_vload(1, s1 + ci) : (gc_vec)(0.0f);
+                            gc_opt(okind, hp, alpha * c0[r], &p0, &a0, &b0);
+                            gc_opt(okind, hp, alpha * c1[r], &p1, &a1, &b1);
+                            gc_vstore(p0, 0, C + ci);
+                            gc_vstore(p1, 1, C + ci);
+                            gc_vstore(a0, 0, out + ci);
+                            gc_vstore(a1, 1, out + ci);
                             if (okind) {
-                                vstore8(b0, 0, s1 + ci);
-                                vstore8(b1, 1, s1 + ci);
+                                gc_vstore(b0, 0, s1 + ci);
+                                gc_vstore(b1, 1, s1 + ci);
                             }
                         }
                         continue;
@@ -1035,32 +1120,32 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
 #pragma unroll
                     for (int r = 0; r < GC_MR; r++) {
                         __global float *cr = C + (long)(mrow + r) * ldc + ncol;
-                        float8 v0 = alpha * c0[r], v1 = alpha * c1[r];
+                        gc_vec v0 = alpha * c0[r], v1 = alpha * c1[r];
                         if (kb > 0) {
-                            v0 = vload8(0, cr) + v0;
-                            v1 = vload8(1, cr) + v1;
+                            v0 = gc_vload(0, cr) + v0;
+                            v1 = gc_vload(1, cr) + v1;
                         } else if (beta != 0.0f) {
-                            v0 = v0 + beta * vload8(0, cr);
-                            v1 = v1 + beta * vload8(1, cr);
+                            v0 = v0 + beta * gc_vload(0, cr);
+                            v1 = v1 + beta * gc_vload(1, cr);
                         }
                         if (last && epi && use_bias) {
-                            v0 = v0 + vload8(0, bias + ncol);
-                            v1 = v1 + vload8(1, bias + ncol);
+                            v0 = v0 + gc_vload(0, bias + ncol);
+                            v1 = v1 + gc_vload(1, bias + ncol);
                         }
-                        vstore8(v0, 0, cr);
-                        vstore8(v1, 1, cr);
+                        gc_vstore(v0, 0, cr);
+                        gc_vstore(v1, 1, cr);
                         if (last && epi && act != CLREMAT_ACT_NONE) {
                             __global float *o = out + (long)(mrow + r) * ldc + ncol;
-                            vstore8(clremat_act8(act, v0), 0, o);
-                            vstore8(clremat_act8(act, v1), 1, o);
+                            gc_vstore(gc_act(act, v0), 0, o);
+                            gc_vstore(gc_act(act, v1), 1, o);
                         }
                     }
                     continue;
                 }
 #pragma unroll
                 for (int r = 0; r < GC_MR; r++) {
-                    vstore8(c0[r], 0, acc[r]);
-                    vstore8(c1[r], 1, acc[r]);
+                    gc_vstore(c0[r], 0, acc[r]);
+                    gc_vstore(c1[r], 1, acc[r]);
                 }
                 for (int r = 0; r < GC_MR; r++) {
                     const int m = m0 + pi * GC_MR + r;

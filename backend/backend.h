@@ -60,6 +60,9 @@ struct clremat_ctx {
     /* native GEMM blocks compiled into the program (clremat_gemm_cpu's
      * GC_MC, GC_NC, GC_KC), chosen to fit the device's local memory */
     int gemm_mc, gemm_nc, gemm_kc;
+    /* its register tile (GC_MR x GC_NR): 12 x 32 on devices with 16-wide
+     * native float vectors (AVX-512), else 6 x 16 */
+    int gemm_mr, gemm_nr;
     char build_options[128];        /**< clBuildProgram options of the program */
 };
 

@@ -17,8 +17,6 @@
 
 #define GEMM_TILE 32    /* C tile of one work-group (kernels.cl GEMM_TM/GEMM_TN) */
 #define GEMM_LOCAL 8    /* work-group is GEMM_LOCAL x GEMM_LOCAL items */
-#define GC_MR 6         /* register tile of clremat_gemm_cpu: GC_MR rows x GC_NR columns */
-#define GC_NR 16
 
 /* Checks one operand stored rows x cols with leading dim ld, batch stride s,
  * starting at off: inside buf for every matrix of the batch. */
@@ -90,8 +88,8 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     size_t global[3], local[3] = {1, 1, 1};
     const int64_t want = 4 * (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1);
     cl_int bm = ctx->gemm_mc, bn = ctx->gemm_nc; /* the largest blocks compiled in (backend/program.c) */
-    /* big blocks amortize packing; halve them (bm stays a multiple of 6,
-     * bn of 16) until there are work-groups for every compute unit */
+    /* big blocks amortize packing; halve them (bm stays a multiple of the
+     * register tile's rows, 6 or 12, bn of its columns, 16 or 32) until there are work-groups for every compute unit */
     while (((N + bn - 1) / bn) * ((M + bm - 1) / bm) * batch < want && (bm > 36 || bn > 32)) {
         if (bm > 36 && (bm >= bn || bn <= 32))
             bm /= 2;
@@ -100,8 +98,8 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     }
     /* the same number of blocks, of even size: 1024 rows in blocks of 288
      * would leave a last block of 160 and one compute unit idle at the end */
-    bm = even_block(M, bm, GC_MR);
-    bn = even_block(N, bn, GC_NR);
+    bm = even_block(M, bm, ctx->gemm_mr);
+    bn = even_block(N, bn, ctx->gemm_nr);
     global[0] = (size_t)((N + bn - 1) / bn);
     global[1] = (size_t)((M + bm - 1) / bm);
     global[2] = (size_t)batch;

@@ -49,26 +49,57 @@ static char *read_file(const char *path, const char *what, size_t *len)
  * GC_KC x GC_NC of B in local memory), largest first: the first whose
  * panels fit the device's local memory is compiled in. 288/256/256 needs
  * 557056 bytes (CPU devices such as PoCL offer 1 MiB or more); devices with
- * 32 KiB (Mesa's llvmpipe, Oclgrind) get 48/64/64 (28672 bytes). MC is a
- * multiple of the 6-row register tile, NC of its 16 columns. */
+ * 32 KiB (Mesa's llvmpipe, Oclgrind) get 48/64/64 (28672 bytes). MC is
+ * rounded up to a multiple of the register tile's rows, NC of its columns
+ * (every row is one for both tiles but the last). */
 static const int gemm_blocks[][3] = {{288, 256, 256}, {144, 128, 128}, {96, 64, 128}, {48, 64, 64}, {24, 32, 32},
                                      {6, 16, 16}};
 
-/* Picks the native GEMM blocks for the device and the build options that
- * compile them in. */
-static void choose_build_options(clremat_ctx *ctx)
+/* Picks the native GEMM register tile and blocks for the device and the
+ * build options that compile them in. The tile: 12 x 32 (two float16 per
+ * row, 24 accumulators) where the device's native float vector is 16 wide
+ * (AVX-512: 32 vector registers), else 6 x 16 (two float8 per row, 12
+ * accumulators: AVX2's 16 registers). $CLREMAT_GEMM_TILE=6x16 or 12x32
+ * forces one (benchmarks, tests; another non-empty value is an error).
+ * Results do not depend on the tile or
+ * the blocks except through GC_KC, the same in every row above but the
+ * smallest: every C element sums its products in k order within a
+ * k-block of GC_KC. */
+static int choose_build_options(clremat_ctx *ctx)
 {
     cl_ulong local = 0;
+    cl_uint vw = 0;
+    const char *force = getenv("CLREMAT_GEMM_TILE");
     size_t n = sizeof gemm_blocks / sizeof gemm_blocks[0], i = 0;
+    int mr, nr, mc, nc;
     if (clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL) != CL_SUCCESS)
         local = 0;
-    while (i + 1 < n && (cl_ulong)(gemm_blocks[i][0] + gemm_blocks[i][1]) * (cl_ulong)gemm_blocks[i][2] * 4 > local)
-        i++;
-    ctx->gemm_mc = gemm_blocks[i][0];
-    ctx->gemm_nc = gemm_blocks[i][1];
+    if (clGetDeviceInfo(ctx->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof vw, &vw, NULL) != CL_SUCCESS)
+        vw = 0;
+    if (force && strcmp(force, "12x32") == 0)
+        vw = 16;
+    else if (force && strcmp(force, "6x16") == 0)
+        vw = 8;
+    else if (force && *force)
+        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT,
+                            "CLREMAT_GEMM_TILE is '%s': not a native GEMM register tile (6x16 or 12x32)", force);
+    mr = vw >= 16 ? 12 : 6;
+    nr = vw >= 16 ? 32 : 16;
+    for (;; i++) {
+        mc = (gemm_blocks[i][0] + mr - 1) / mr * mr;
+        nc = (gemm_blocks[i][1] + nr - 1) / nr * nr;
+        if (i + 1 >= n || (cl_ulong)(mc + nc) * (cl_ulong)gemm_blocks[i][2] * 4 <= local)
+            break;
+    }
+    ctx->gemm_mr = mr;
+    ctx->gemm_nr = nr;
+    ctx->gemm_mc = mc;
+    ctx->gemm_nc = nc;
     ctx->gemm_kc = gemm_blocks[i][2];
-    snprintf(ctx->build_options, sizeof ctx->build_options, "%s -DGC_MC=%d -DGC_NC=%d -DGC_KC=%d", BUILD_OPTIONS,
-             ctx->gemm_mc, ctx->gemm_nc, ctx->gemm_kc);
+    snprintf(ctx->build_options, sizeof ctx->build_options,
+             "%s -DGC_MC=%d -DGC_NC=%d -DGC_KC=%d -DGC_MR=%d -DGC_NR=%d", BUILD_OPTIONS, ctx->gemm_mc,
+             ctx->gemm_nc, ctx->gemm_kc, mr, nr);
+    return CLREMAT_OK;
 }
 #define BIN_MAGIC "clremat-program-binary 2\n"
 
@@ -171,7 +202,8 @@ int clremat_build_program(clremat_ctx *ctx)
         src = owned;
         origin = override;
     }
-    choose_build_options(ctx);
+    if ((st = choose_build_options(ctx)) != CLREMAT_OK)
+        goto done;
     /* the binary cache: same device, driver, source and options */
     cached = binary_path(build_key(ctx, src, len), bpath, sizeof bpath);
     if (cached && load_binary(ctx, bpath))

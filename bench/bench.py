@@ -41,6 +41,7 @@ round so that background load hits both. Nothing here is part of make check.
 import argparse
 import json
 import os
+import resource
 import tempfile
 import statistics
 import subprocess
@@ -77,14 +78,63 @@ print(f / ts[len(ts) // 2] * 1e-9, f * reps / (c1 - c0) * 1e-9)
 '''
 
 
+# The OPENBLAS_CORETYPE the peers run with: None (OpenBLAS's own detection)
+# unless choose_blas_coretype found a forced core type faster.
+BLAS_CORETYPE = None
+
+
 def numpy_env():
-    """numpy's environment: OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset (they
-    slow a current OpenBLAS; see bench/README.md), 2 threads."""
+    """numpy's environment: OPENBLAS_L2_SIZE unset (it slows a current
+    OpenBLAS; see bench/README.md), OPENBLAS_CORETYPE as choose_blas_coretype
+    chose, 2 threads."""
     env = dict(os.environ)
     env.pop("OPENBLAS_CORETYPE", None)
     env.pop("OPENBLAS_L2_SIZE", None)
+    if BLAS_CORETYPE:
+        env["OPENBLAS_CORETYPE"] = BLAS_CORETYPE
     env.setdefault("OPENBLAS_NUM_THREADS", "2")
     return env
+
+
+def blas_env(**kw):
+    """The environment of a PyTorch peer (Debian's torch calls the system
+    OpenBLAS): os.environ with kw and the chosen OPENBLAS_CORETYPE."""
+    env = dict(os.environ, **kw)
+    env.pop("OPENBLAS_CORETYPE", None)
+    if BLAS_CORETYPE:
+        env["OPENBLAS_CORETYPE"] = BLAS_CORETYPE
+    return env
+
+
+def choose_blas_coretype():
+    """OpenBLAS picks its kernels from the CPU model; a build that does not
+    know the model falls back to a generic SSE3 kernel ("Prescott": 0.3.21
+    on Emerald Rapids, family 6 model 207, runs at a quarter of its AVX-512
+    kernel's speed). The peer gets its best configuration: OpenBLAS's own
+    choice and each forced core type the CPU's flags allow (SkylakeX with
+    AVX-512, Haswell with AVX2) are timed on 1024x1024x256:tn, 2 threads,
+    best of 3 tries of 5 runs, and the fastest is used for numpy and
+    PyTorch in every section. Prints the figures."""
+    global BLAS_CORETYPE
+    flags = ""
+    try:
+        flags = next((l for l in open("/proc/cpuinfo") if l.startswith("flags")), "")
+    except OSError:
+        pass
+    cands = [None] + (["SkylakeX"] if " avx512f" in flags else []) + (["Haswell"] if " avx2" in flags else [])
+    best, figs = None, []
+    for c in cands:
+        BLAS_CORETYPE = c
+        arch = json.loads(run([PY, "-c", "import numpy, threadpoolctl, json; "
+                               "print(json.dumps(threadpoolctl.threadpool_info()))"], env=numpy_env()))
+        arch = ",".join(str(l.get("architecture")) for l in arch) or "?"
+        g = max(numpy_gflops("1024x1024x256:tn") for _ in range(3))
+        figs.append("%s (%s) %.1f" % (c or "default", arch, g))
+        if best is None or g > best[1]:
+            best = (c, g)
+    BLAS_CORETYPE = best[0]
+    print("OpenBLAS core type, GFLOP/s at 1024x1024x256:tn: %s -> using %s" %
+          (", ".join(figs), BLAS_CORETYPE or "OpenBLAS's own choice"))
 
 
 def run(cmd, env=None):
@@ -132,12 +182,10 @@ def gemm_section(rounds, reps):
                                                                            nc / pc))
     print("(GFLOP/s from wall time; GFLOP per CPU-second counts all threads' CPU time, so it is less sensitive"
           " to other load on the machine)")
-    r1024 = summary["1024x1024x1024"]
-    worst = min((v[0], k) for k, v in summary.items() if not k.startswith("333"))
-    print("target: native >= 0.75 of OpenBLAS at n=1024: %.2f (wall) / %.2f (CPU-time) -> %s" %
-          (r1024[0], r1024[1], "met" if r1024[0] >= 0.75 else "NOT met"))
-    print("target: no size 256..2048 below 0.5: lowest %.2f (%s) -> %s" %
-          (worst[0], worst[1], "met" if worst[0] >= 0.5 else "NOT met"))
+    worst = min((v[0], k) for k, v in summary.items())
+    worst_cpu = min((v[1], k) for k, v in summary.items())
+    print("target: no shape below 0.9 of OpenBLAS: lowest %.2f (%s) wall, %.2f (%s) CPU-time -> %s" %
+          (worst[0], worst[1], worst_cpu[0], worst_cpu[1], "met" if worst[0] >= 0.9 else "NOT met"))
     print()
 
 
@@ -169,7 +217,7 @@ def torch_step(model, ckpt, steps, warmup):
            str(warmup), "--threads", "2"] + (["--checkpoint"] if ckpt else [])
     best = None
     for blas_threads in ("1", "2"):
-        env = dict(os.environ, OPENBLAS_NUM_THREADS=blas_threads, OMP_NUM_THREADS="2")
+        env = blas_env(OPENBLAS_NUM_THREADS=blas_threads, OMP_NUM_THREADS="2")
         t = json.loads(run(cmd, env=env).strip().splitlines()[-1])["step_ms_median"]
         best = t if best is None else min(best, t)
     return best
@@ -200,10 +248,32 @@ def numpy_gflops(shape, reps=5):
     return float(run([PY, "-c", NUMPY_SRC, shape, str(reps)], env=numpy_env()).split()[0])
 
 
+def numpy_cpu_gflops(shape, reps=5):
+    """OpenBLAS's GFLOP per CPU-second on one thread (no spinning helper
+    threads, so its CPU time is its work): a per-core practical limit that
+    other load on the machine barely moves."""
+    env = numpy_env()
+    env["OPENBLAS_NUM_THREADS"] = "1"
+    return float(run([PY, "-c", NUMPY_SRC, shape, str(reps)], env=env).split()[1])
+
+
+def clremat_cpu_per_step(model, args, steps):
+    """CPU seconds (all threads, user + system) of one clremat training step:
+    the difference of a run of 2 + steps and a run of 2 steps (start-up,
+    kernel compiles and warm-up cancel out)."""
+    cpu = []
+    for n in (2, 2 + steps):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        run([TOOL, "train", model, "--quiet", "--steps", str(n), "--warmup", "1"] + args)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+    return (cpu[1] - cpu[0]) / steps
+
+
 def model_section(name, model, clargs, remat_args, torch_name, rounds, steps, warmup, limits=False):
     print("== %s training step: clremat vs PyTorch CPU (2 threads), ms per step, median of %d rounds"
           % (name, rounds))
-    cl, clr, tc, tcr, blas = [], [], [], [], []
+    cl, clr, tc, tcr, blas, cl_cpu, blas_cpu = [], [], [], [], [], [], []
     flops = None
     for _ in range(rounds):
         j = clremat_step(model, clargs, steps, warmup)
@@ -211,6 +281,9 @@ def model_section(name, model, clargs, remat_args, torch_name, rounds, steps, wa
         cl.append(j["step_time_ms"]["median"])
         if limits:  # OpenBLAS on the step's GEMM shapes (forward, dX, dW), in the same rounds
             blas.append(min(numpy_gflops(x) for x in ("256x1024x1024", "256x1024x1024:nt", "1024x1024x256:tn")))
+            blas_cpu.append(min(numpy_cpu_gflops(x) for x in ("256x1024x1024", "256x1024x1024:nt",
+                                                              "1024x1024x256:tn")))
+            cl_cpu.append(clremat_cpu_per_step(model, clargs, steps))
         tc.append(torch_step(torch_name, False, steps, warmup))
         clr.append(clremat_step(model, clargs + remat_args, steps, warmup)["step_time_ms"]["median"])
         tcr.append(torch_step(torch_name, True, steps, warmup))
@@ -236,6 +309,13 @@ def model_section(name, model, clargs, remat_args, torch_name, rounds, steps, wa
         print("target: >= 0.8 of the FLOP limit: %.2f (theoretical) / %.2f (practical) -> %s" %
               (achieved / theo, achieved / practical, "met" if achieved >= 0.8 * max(theo, practical) else
                "NOT met"))
+        # by CPU time: robust to other load on a shared machine, judged per core
+        rate = flops * 1e-9 / med(cl_cpu)
+        print("by CPU time: the step takes %.1f CPU-ms = %.1f GFLOP per CPU-second; per core: theoretical %.1f, "
+              "OpenBLAS 1 thread %.1f GFLOP per CPU-second (the slowest of the step's GEMM shapes, same rounds); "
+              "the step reaches %.2f (theoretical) / %.2f (practical)" %
+              (med(cl_cpu) * 1e3, rate, theo / os.cpu_count(), med(blas_cpu), rate / (theo / os.cpu_count()),
+               rate / med(blas_cpu)))
         print("target: >= 0.5 of PyTorch CPU's speed (torch/cl >= 0.5): %.2f -> %s" %
               (b / a, "met" if b / a >= 0.5 else "NOT met"))
     print()
@@ -419,7 +499,7 @@ def torch_ddp(model, world, steps, warmup):
            "--warmup", str(warmup), "--threads", "2"]
     best = None
     for blas_threads in ("1", "2"):
-        env = dict(os.environ, OPENBLAS_NUM_THREADS=blas_threads, OMP_NUM_THREADS=str(max(1, 2 // world)))
+        env = blas_env(OPENBLAS_NUM_THREADS=blas_threads, OMP_NUM_THREADS=str(max(1, 2 // world)))
         t = json.loads(run(cmd, env=env).strip().splitlines()[-1])["step_ms_median"]
         best = t if best is None else min(best, t)
     return best
@@ -525,7 +605,7 @@ def torch_step_long(name, T, steps):
            "--warmup", "1", "--threads", "2"]
     best = None
     for blas_threads in ("1", "2"):
-        env = dict(os.environ, OPENBLAS_NUM_THREADS=blas_threads, OMP_NUM_THREADS="2")
+        env = blas_env(OPENBLAS_NUM_THREADS=blas_threads, OMP_NUM_THREADS="2")
         t = json.loads(run(cmd, env=env).strip().splitlines()[-1])["step_ms_median"]
         if t is None:  # not available in this PyTorch (printed as "n/a")
             return float("nan")
@@ -550,6 +630,7 @@ def main():
     print("clremat benchmarks on %s (%d CPUs); device list:" % (os.uname().nodename, os.cpu_count()))
     for line in dev:
         print("  " + line)
+    choose_blas_coretype()
     print()
     if "gemm" in sections:
         gemm_section(rounds, 3 if a.quick else 5)

@@ -5,8 +5,9 @@
  * Every case runs on both GEMM paths (native kernels and CLBlast, with the
  * CLBlast workspace taken from the pool), and the dense epilogue (bias and
  * activation fused into the GEMM) is checked against the reference and
- * against the activation recompute kernel bit for bit. Skips (77) without a
- * device. */
+ * against the activation recompute kernel bit for bit. The native kernel's
+ * two register tiles give the same bits on every product kind. Skips (77)
+ * without a device. */
 #include "testutil.h"
 #include "layers.h"
 #include "gemm.h"
@@ -422,6 +423,121 @@ START_TEST(test_path_parse_and_cache)
 }
 END_TEST
 
+/* Runs the tile test's products on a fresh native context opened with
+ * $CLREMAT_GEMM_TILE = tile and returns their results, concatenated:
+ * plain GEMMs in all four transposes with edges and K over one k-block,
+ * the dense epilogue (bias, GELU), the activation applied while packing A
+ * (both transposes of A) and the fused SGD update. */
+static float *tile_results(const char *tile, int mr, size_t *n_out)
+{
+    static const int shapes[][5] = {{0, 0, 333, 77, 300}, {0, 1, 45, 290, 513}, {1, 0, 130, 64, 257},
+                                    {1, 1, 29, 35, 31}};
+    const int64_t M = 70, N = 50, K = 200;
+    const float hp[8] = {0.01f, 0.9f, 0, 0, 0.001f, 0, 0, 0};
+    size_t n = 0, cap = 0;
+    float *res = NULL, *h;
+    clremat_ctx *ctx;
+    clremat_buf *A, *B, *C, *D, *E;
+    ck_assert_int_eq(setenv("CLREMAT_GEMM_TILE", tile, 1), 0);
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_int_eq(clremat_ctx_set_gemm(ctx, CLREMAT_GEMM_NATIVE), CLREMAT_OK);
+    ck_assert_int_eq(ctx->gemm_mr, mr);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        cap += (size_t)shapes[i][2] * (size_t)shapes[i][3];
+    cap += 2 * 37 * 150 + 3 * (size_t)(M * N);
+    res = malloc(cap * sizeof(float));
+    h = malloc(600 * 600 * sizeof(float));
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int tA = shapes[i][0], tB = shapes[i][1], m = shapes[i][2], nn = shapes[i][3], k = shapes[i][4];
+        lcg_state = 777u + (uint32_t)i;
+        for (int j = 0; j < 600 * 600; j++)
+            h[j] = frand();
+        A = upload(ctx, h, (size_t)m * k);
+        B = upload(ctx, h + 1000, (size_t)k * nn);
+        C = upload(ctx, h + 2000, (size_t)m * nn);
+        ck_assert_int_eq(clremat_gemm(ctx, tA, tB, m, nn, k, 1.0f, A, 0, tA ? m : k, 0, B, 0, tB ? k : nn, 0, 0.5f, C,
+                                      0, nn, 0, 1), CLREMAT_OK);
+        ck_assert_int_eq(clremat_read(ctx, C, 0, (size_t)m * nn * sizeof(float), res + n), CLREMAT_OK);
+        n += (size_t)m * nn;
+        clremat_pool_release(ctx->pool, A);
+        clremat_pool_release(ctx->pool, B);
+        clremat_pool_release(ctx->pool, C);
+    }
+    lcg_state = 4242u;
+    for (int j = 0; j < 600 * 600; j++)
+        h[j] = frand();
+    /* dense: 37 x 300 times 300 x 150, bias, GELU: pre and out */
+    A = upload(ctx, h, 37 * 300);
+    B = upload(ctx, h + 20000, 300 * 150);
+    E = upload(ctx, h + 70000, 150);
+    C = upload(ctx, h, 37 * 150);
+    D = upload(ctx, h, 37 * 150);
+    ck_assert_int_eq(clremat_gemm_dense(ctx, 37, 300, 150, A, B, E, CLREMAT_ACT_GELU_TANH, C, D), CLREMAT_OK);
+    ck_assert_int_eq(clremat_read(ctx, C, 0, 37 * 150 * sizeof(float), res + n), CLREMAT_OK);
+    ck_assert_int_eq(clremat_read(ctx, D, 0, 37 * 150 * sizeof(float), res + n + 37 * 150), CLREMAT_OK);
+    n += 2 * 37 * 150;
+    clremat_pool_release(ctx->pool, A);
+    clremat_pool_release(ctx->pool, B);
+    clremat_pool_release(ctx->pool, E);
+    clremat_pool_release(ctx->pool, C);
+    clremat_pool_release(ctx->pool, D);
+    /* act(A) packed: op(A) of M x K with A stored K x M (tA) and M x K */
+    A = upload(ctx, h + 100000, (size_t)(M * K));
+    B = upload(ctx, h + 200000, (size_t)(K * N));
+    C = upload(ctx, h, (size_t)(M * N));
+    for (int tA = 0; tA < 2; tA++) {
+        ck_assert_int_eq(clremat_gemm_acta_native(ctx, tA, 0, M, N, K, CLREMAT_ACT_GELU_TANH, A, tA ? M : K, B, N, C),
+                         CLREMAT_OK);
+        ck_assert_int_eq(clremat_read(ctx, C, 0, (size_t)(M * N) * sizeof(float), res + n), CLREMAT_OK);
+        n += (size_t)(M * N);
+    }
+    /* the fused SGD update (K within one k-block): param C, momentum D */
+    D = upload(ctx, h + 300000, (size_t)(M * N));
+    ck_assert_int_eq(clremat_gemm_update_native(ctx, 1, 0, M, N, K < ctx->gemm_kc ? K : ctx->gemm_kc, A, M, B, N, C,
+                                                D, NULL, 0, hp, 0), CLREMAT_OK);
+    ck_assert_int_eq(clremat_read(ctx, C, 0, (size_t)(M * N) * sizeof(float), res + n), CLREMAT_OK);
+    n += (size_t)(M * N);
+    clremat_pool_release(ctx->pool, A);
+    clremat_pool_release(ctx->pool, B);
+    clremat_pool_release(ctx->pool, C);
+    clremat_pool_release(ctx->pool, D);
+    clremat_ctx_destroy(ctx);
+    free(h);
+    ck_assert_uint_eq(n, cap);
+    *n_out = n;
+    return res;
+}
+
+/* The native kernel's two register tiles ($CLREMAT_GEMM_TILE 6x16 and
+ * 12x32) give the same bits on every product kind (each C element sums
+ * its k products in the same order within the same k-blocks), and an
+ * unknown tile is refused when a context opens, naming the variable. */
+START_TEST(test_register_tiles_same_bits)
+{
+    const char *saved = getenv("CLREMAT_GEMM_TILE");
+    char *keep = saved ? strdup(saved) : NULL;
+    size_t n6, n12;
+    float *r6 = tile_results("6x16", 6, &n6), *r12 = tile_results("12x32", 12, &n12);
+    clremat_ctx *ctx = NULL;
+    int st;
+    ck_assert_uint_eq(n6, n12);
+    for (size_t i = 0; i < n6; i++)
+        ck_assert_msg(memcmp(&r6[i], &r12[i], sizeof(float)) == 0, "element %zu: %.9g (6x16) vs %.9g (12x32)", i,
+                      r6[i], r12[i]);
+    ck_assert_int_eq(setenv("CLREMAT_GEMM_TILE", "7x7", 1), 0);
+    st = clremat_ctx_create(getenv("CLREMAT_TEST_DEVICE"), 0, &ctx);
+    ck_assert_int_eq(st, CLREMAT_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(clremat_last_error(), "CLREMAT_GEMM_TILE is '7x7'"));
+    if (keep)
+        setenv("CLREMAT_GEMM_TILE", keep, 1);
+    else
+        unsetenv("CLREMAT_GEMM_TILE");
+    free(keep);
+    free(r6);
+    free(r12);
+}
+END_TEST
+
 int main(void)
 {
     TCase *tc;
@@ -432,5 +548,6 @@ int main(void)
     tcase_add_loop_test(tc, test_dense_epilogue, 0, 2);
     tcase_add_loop_test(tc, test_clblast_workspace_enforced, 0, 1);
     tcase_add_test(tc, test_path_parse_and_cache);
+    tcase_add_test(tc, test_register_tiles_same_bits);
     return test_run_device_suite(s);
 }
