@@ -202,23 +202,57 @@ void clremat_opt1(const int kind, const float8 hp, const float g, __global float
 #define CLREMAT_GELU_C 0.044715f
 #define CLREMAT_INV_SQRT2 0.7071067811865476f
 #define CLREMAT_INV_SQRT_2PI 0.3989422804014327f
+#define CLREMAT_GELU_M2K -1.5957691216057308f /* -2 sqrt(2 / pi) */
+
+/* exp(x) for GELU, written out so that it vectorizes on every device (the
+ * builtin exp of float8 runs lane by lane on some CPU devices): Cephes'
+ * expf, x = n ln2 + r with n = rint(x log2 e) (ln2 split in two for an exact
+ * r), e^r by a degree-6 polynomial (relative error under 2^-23 on
+ * [-ln2/2, ln2/2]), 2^n by the exponent bits. x is clamped to [-87, 88]
+ * (no overflow, no denormals): GELU takes exp(-2u) only through
+ * x / (1 + exp(-2u)), where the clamp changes nothing a float can show but
+ * the sign of a zero. NaN propagates through the numerator x. One formula
+ * for float and float8 (CLREMAT_DEFINE_EXP(NAME, T, IT)), so the scalar and
+ * the eight-wide activation agree. */
+#define CLREMAT_DEFINE_EXP(NAME, T, IT)                                                                 \
+    T NAME(const T xin)                                                                                 \
+    {                                                                                                   \
+        const T x = clamp(xin, -87.0f, 88.0f);                                                          \
+        const T n = rint(x * 1.44269504088896341f);                                                     \
+        const T r = (x - n * 0.693359375f) - n * -2.12194440e-4f;                                       \
+        const T z = r * r;                                                                              \
+        T p = 1.9875691500e-4f;                                                                         \
+        p = p * r + 1.3981999507e-3f;                                                                   \
+        p = p * r + 8.3334519073e-3f;                                                                   \
+        p = p * r + 4.1665795894e-2f;                                                                   \
+        p = p * r + 1.6666665459e-1f;                                                                   \
+        p = p * r + 5.0000001201e-1f;                                                                   \
+        p = p * z + r + 1.0f;                                                                           \
+        return p * as_##T((convert_##IT(n) + 127) << 23);                                               \
+    }
+CLREMAT_DEFINE_EXP(clremat_gexp1, float, int)
+CLREMAT_DEFINE_EXP(clremat_gexp8, float8, int8)
 
 /* The activations and their derivatives are written once, as macros that
  * define a function for an element type T (float or float8: OpenCL C 1.2
  * has no generics). select(a, b, c) is c ? b : a for float and int
  * conditions as for float8 and int8 ones, and the scalar literals widen to
  * T, so both instances compute the same expressions.
- * CLREMAT_DEFINE_ACT(NAME, T): T NAME(act, x) = act(x).
- * CLREMAT_DEFINE_DACT(NAME, T): T NAME(act, x) = act'(x), the derivative
- * computed from the activation's input. */
-#define CLREMAT_DEFINE_ACT(NAME, T)                                                                     \
+ * CLREMAT_DEFINE_ACT(NAME, T, GEXP): T NAME(act, x) = act(x).
+ * CLREMAT_DEFINE_DACT(NAME, T, GEXP): T NAME(act, x) = act'(x), the
+ * derivative computed from the activation's input.
+ * GELU (tanh form) is computed as x / (1 + exp(-2u)), u = sqrt(2/pi) (x +
+ * 0.044715 x^3), which is 0.5 x (1 + tanh(u)) exactly in real arithmetic,
+ * with GEXP (CLREMAT_DEFINE_EXP above) for exp: no tanh, every operation
+ * vectorizes. */
+#define CLREMAT_DEFINE_ACT(NAME, T, GEXP)                                                                 \
     T NAME(const int act, const T x)                                                                    \
     {                                                                                                   \
         switch (act) {                                                                                  \
         case CLREMAT_ACT_RELU:                                                                          \
             return select((T)0.0f, x, x > 0.0f);                                                        \
         case CLREMAT_ACT_GELU_TANH:                                                                     \
-            return 0.5f * x * (1.0f + tanh(CLREMAT_SQRT_2_OVER_PI * (x + CLREMAT_GELU_C * x * x * x))); \
+            return x / (1.0f + GEXP(CLREMAT_GELU_M2K * (x + CLREMAT_GELU_C * x * x * x)));          \
         case CLREMAT_ACT_GELU_EXACT:                                                                    \
             return 0.5f * x * (1.0f + erf(x * CLREMAT_INV_SQRT2));                                      \
         case CLREMAT_ACT_TANH:                                                                          \
@@ -232,17 +266,15 @@ void clremat_opt1(const int kind, const float8 hp, const float g, __global float
         }                                                                                               \
     }
 
-#define CLREMAT_DEFINE_DACT(NAME, T)                                                                    \
+#define CLREMAT_DEFINE_DACT(NAME, T, GEXP)                                                                \
     T NAME(const int act, const T x)                                                                    \
     {                                                                                                   \
         switch (act) {                                                                                  \
         case CLREMAT_ACT_RELU:                                                                          \
             return select((T)0.0f, (T)1.0f, x > 0.0f);                                                  \
         case CLREMAT_ACT_GELU_TANH: {                                                                   \
-            const T u = CLREMAT_SQRT_2_OVER_PI * (x + CLREMAT_GELU_C * x * x * x);                      \
-            const T t = tanh(u);                                                                        \
-            return 0.5f * (1.0f + t) +                                                                  \
-                   0.5f * x * (1.0f - t * t) * CLREMAT_SQRT_2_OVER_PI * (1.0f + 3.0f * CLREMAT_GELU_C * x * x); \
+            const T s = 1.0f / (1.0f + GEXP(CLREMAT_GELU_M2K * (x + CLREMAT_GELU_C * x * x * x)));  \
+            return s - CLREMAT_GELU_M2K * x * s * (1.0f - s) * (1.0f + 3.0f * CLREMAT_GELU_C * x * x);  \
         }                                                                                               \
         case CLREMAT_ACT_GELU_EXACT:                                                                    \
             return 0.5f * (1.0f + erf(x * CLREMAT_INV_SQRT2)) + x * CLREMAT_INV_SQRT_2PI * exp(-0.5f * x * x); \
@@ -265,10 +297,10 @@ void clremat_opt1(const int kind, const float8 hp, const float g, __global float
 
 /* act(x) on one float (the eight-wide clremat_act8 is what the kernels use
  * for activation outputs; see the H6 section). */
-CLREMAT_DEFINE_ACT(clremat_act_apply, float)
+CLREMAT_DEFINE_ACT(clremat_act_apply, float, clremat_gexp1)
 
 /* act'(x) on one float (clremat_act_bwd). */
-CLREMAT_DEFINE_DACT(clremat_act_deriv, float)
+CLREMAT_DEFINE_DACT(clremat_act_deriv, float, clremat_gexp1)
 
 /* Declared here, defined with the eight-wide activations (H6 section). */
 float clremat_act1(const int act, const float x);
@@ -693,10 +725,10 @@ __kernel void seq_loss_finish(const int n, const int has_correct, const float di
  * arithmetic, so the math builtins run on float8.
  * ====================================================================== */
 /* act(x) on eight elements (CLREMAT_DEFINE_ACT above). */
-CLREMAT_DEFINE_ACT(clremat_act8, float8)
+CLREMAT_DEFINE_ACT(clremat_act8, float8, clremat_gexp8)
 
 /* act'(x) on eight elements (the backward; no bit-identity constraint). */
-CLREMAT_DEFINE_DACT(clremat_dact8, float8)
+CLREMAT_DEFINE_DACT(clremat_dact8, float8, clremat_gexp8)
 
 /* act of one float, computed by clremat_act8 (lane 0), so it matches the
  * eight-wide kernels bit for bit. */
