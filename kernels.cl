@@ -850,6 +850,31 @@ __kernel void clremat_bias_act8(const int n, const int units, const int use_bias
 #define GC_KC 256
 #endif
 
+/* gc_pack_a for op(A) = act(A^T) (a dense layer's dW = act(pre)^T dZ in
+ * the activations mode): row k of A holds the columns m0.. of op(A)
+ * contiguously, so act runs on eight consecutive values of it at a time
+ * (one clremat_act8 per eight packed floats, every lane used, contiguous
+ * loads) and the lanes are scattered into the micro-panels. Each float is
+ * act of the same input by the same function as before, so the bits do not
+ * change. Rows past the block are zero, as gc_pack_a pads. */
+void gc_pack_a_act_t(__local float *Ap, __global const float *A, const long lda, const int M, const int m0,
+                     const int mc, const int k0, const int kc, const int act)
+{
+    const int h = min(mc, M - m0), np = (mc + GC_MR - 1) / GC_MR;
+    for (int q = h; q < np * GC_MR; q++)
+        for (int k = 0; k < kc; k++)
+            Ap[((q / GC_MR) * GC_KC + k) * GC_MR + q % GC_MR] = 0.0f;
+    for (int k = 0; k < kc; k++) {
+        __global const float *s = A + (long)(k0 + k) * lda + m0;
+        for (int i = 0; i < h; i += 8) {
+            float t[8];
+            vstore8(clremat_act8(act, clremat_load8(s, i, h)), 0, t);
+            for (int j = 0; j < 8 && i + j < h; j++)
+                Ap[(((i + j) / GC_MR) * GC_KC + k) * GC_MR + (i + j) % GC_MR] = t[j];
+        }
+    }
+}
+
 /* Packs rows [m0, m0+mc) x k [k0, k0+kc) of op(A) into Ap as micro-panels
  * of GC_MR rows: Ap[(p * GC_KC + k) * GC_MR + r]. act != NONE: A holds a
  * pre-activation and act(A) is packed, computed by clremat_act8 (the bits
@@ -858,6 +883,10 @@ void gc_pack_a(__local float *Ap, __global const float *A, const int tA, const l
                const int m0, const int mc, const int k0, const int kc, const int act)
 {
     const int np = (mc + GC_MR - 1) / GC_MR;
+    if (tA && act != CLREMAT_ACT_NONE) {
+        gc_pack_a_act_t(Ap, A, lda, M, m0, mc, k0, kc, act);
+        return;
+    }
     for (int p = 0; p < np; p++) {
         __local float *dst = Ap + p * GC_KC * GC_MR;
         for (int r = 0; r < GC_MR; r++) {
@@ -1923,4 +1952,115 @@ __kernel void concat_bwd(const int n, const int acc, const int Ci, const int Ct,
         const float d = dy[(i / Ci) * Ct + off + i % Ci];
         dx[i] = acc ? dx[i] + d : d;
     }
+}
+
+/* ======================================================================
+ * Issue 21: the remaining elementwise kernels eight floats per work-item
+ * (launch ceil(n / 8) items), with the arithmetic of their scalar
+ * versions above, element for element, so results keep their bits. In
+ * place (dst the same buffer as a source) is allowed: every item reads
+ * and writes only its own eight elements.
+ * ====================================================================== */
+
+/* clremat_dropout, eight per item: y (=, or += when acc) keep ? x * scale : 0. */
+__kernel void clremat_dropout8(const int n, const int acc, const float rate, const float scale, const uint seed_lo,
+                               const uint seed_hi, const uint step, const uint layer, __global const float *x,
+                               __global float *y, const uint off)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n) {
+        int k[8];
+        for (int j = 0; j < 8; j++)
+            k[j] = clremat_uniform(clremat_hash(seed_lo, seed_hi, step, layer, (uint)(i0 + j) + off)) >= rate ? -1 : 0;
+        float8 v = select((float8)(0.0f), clremat_load8(x, i0, n) * scale, vload8(0, k));
+        if (acc)
+            v = clremat_load8(y, i0, n) + v;
+        clremat_store8(y, i0, n, v);
+    }
+}
+
+/* clremat_add_bcast without broadcast (both operands n floats): y = a + b. */
+__kernel void clremat_add8(const int n, __global const float *a, __global const float *b, __global float *y)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n)
+        clremat_store8(y, i0, n, clremat_load8(a, i0, n) + clremat_load8(b, i0, n));
+}
+
+/* clremat_copy_acc, eight per item: dst = src (acc == 0) or dst += src. */
+__kernel void clremat_copy_acc8(const int n, const int acc, __global float *dst, __global const float *src)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n) {
+        float8 v = clremat_load8(src, i0, n);
+        if (acc)
+            v = clremat_load8(dst, i0, n) + v;
+        clremat_store8(dst, i0, n, v);
+    }
+}
+
+/* mul_acc with the second factor read through an activation: dst (=, or +=
+ * when acc) x * act(y), eight per item. The multiply layer's backward in the
+ * activations mode, when the factor is a discarded activation output and y
+ * its kept pre-activation: act is clremat_act8, the function that produced
+ * the output in the forward, so the product has the unfused bits. */
+__kernel void mul_acc_act8(const int n, const int acc, __global float *dst, __global const float *x,
+                           __global const float *y, const int act)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n) {
+        float8 v = clremat_load8(x, i0, n) * clremat_act8(act, clremat_load8(y, i0, n));
+        if (acc)
+            v = clremat_load8(dst, i0, n) + v;
+        clremat_store8(dst, i0, n, v);
+    }
+}
+
+/* ln_backward_dx and ln_backward_params with the input read through an
+ * activation: x[i] is act(pre[i]) (clremat_act1, the bits of the forward's
+ * activation output), the rest the arithmetic of those kernels operation
+ * for operation. The layernorm's backward in the activations mode, when its
+ * input is a discarded activation output and pre the producer's kept
+ * pre-activation (backend/layer_layernorm.c). */
+__kernel void ln_backward_dx_act(const int rows, const int D, const int acc, __global const float *pre,
+                                 __global const float *stats, __global const float *gamma, __global const float *dy,
+                                 __global float *dx, const int act)
+{
+    const int r = get_global_id(0);
+    if (r >= rows)
+        return;
+    __global const float *xr = pre + (size_t)r * D;
+    __global const float *dyr = dy + (size_t)r * D;
+    __global float *dxr = dx + (size_t)r * D;
+    const float mean = stats[2 * r], rstd = stats[2 * r + 1];
+    float a = 0.0f, b = 0.0f;
+    for (int d = 0; d < D; d++) {
+        const float gd = gamma[d] * dyr[d];
+        a += gd;
+        b += gd * (clremat_act1(act, xr[d]) - mean) * rstd;
+    }
+    a /= (float)D;
+    b /= (float)D;
+    for (int d = 0; d < D; d++) {
+        const float xhat = (clremat_act1(act, xr[d]) - mean) * rstd;
+        const float v = rstd * (gamma[d] * dyr[d] - a - xhat * b);
+        dxr[d] = acc ? dxr[d] + v : v;
+    }
+}
+
+__kernel void ln_backward_params_act(const int rows, const int D, __global const float *pre,
+                                     __global const float *stats, __global const float *dy, __global float *dgamma,
+                                     __global float *dbeta, const int act)
+{
+    const int d = get_global_id(0);
+    if (d >= D)
+        return;
+    float sg = 0.0f, sb = 0.0f;
+    for (int r = 0; r < rows; r++) {
+        const size_t i = (size_t)r * D + d;
+        sg += dy[i] * (clremat_act1(act, pre[i]) - stats[2 * r]) * stats[2 * r + 1];
+        sb += dy[i];
+    }
+    dgamma[d] = sg;
+    dbeta[d] = sb;
 }
