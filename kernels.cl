@@ -202,23 +202,57 @@ void clremat_opt1(const int kind, const float8 hp, const float g, __global float
 #define CLREMAT_GELU_C 0.044715f
 #define CLREMAT_INV_SQRT2 0.7071067811865476f
 #define CLREMAT_INV_SQRT_2PI 0.3989422804014327f
+#define CLREMAT_GELU_M2K -1.5957691216057308f /* -2 sqrt(2 / pi) */
+
+/* exp(x) for GELU, written out so that it vectorizes on every device (the
+ * builtin exp of float8 runs lane by lane on some CPU devices): Cephes'
+ * expf, x = n ln2 + r with n = rint(x log2 e) (ln2 split in two for an exact
+ * r), e^r by a degree-6 polynomial (relative error under 2^-23 on
+ * [-ln2/2, ln2/2]), 2^n by the exponent bits. x is clamped to [-87, 88]
+ * (no overflow, no denormals): GELU takes exp(-2u) only through
+ * x / (1 + exp(-2u)), where the clamp changes nothing a float can show but
+ * the sign of a zero. NaN propagates through the numerator x. One formula
+ * for float and float8 (CLREMAT_DEFINE_EXP(NAME, T, IT)), so the scalar and
+ * the eight-wide activation agree. */
+#define CLREMAT_DEFINE_EXP(NAME, T, IT)                                                                 \
+    T NAME(const T xin)                                                                                 \
+    {                                                                                                   \
+        const T x = clamp(xin, -87.0f, 88.0f);                                                          \
+        const T n = rint(x * 1.44269504088896341f);                                                     \
+        const T r = (x - n * 0.693359375f) - n * -2.12194440e-4f;                                       \
+        const T z = r * r;                                                                              \
+        T p = 1.9875691500e-4f;                                                                         \
+        p = p * r + 1.3981999507e-3f;                                                                   \
+        p = p * r + 8.3334519073e-3f;                                                                   \
+        p = p * r + 4.1665795894e-2f;                                                                   \
+        p = p * r + 1.6666665459e-1f;                                                                   \
+        p = p * r + 5.0000001201e-1f;                                                                   \
+        p = p * z + r + 1.0f;                                                                           \
+        return p * as_##T((convert_##IT(n) + 127) << 23);                                               \
+    }
+CLREMAT_DEFINE_EXP(clremat_gexp1, float, int)
+CLREMAT_DEFINE_EXP(clremat_gexp8, float8, int8)
 
 /* The activations and their derivatives are written once, as macros that
  * define a function for an element type T (float or float8: OpenCL C 1.2
  * has no generics). select(a, b, c) is c ? b : a for float and int
  * conditions as for float8 and int8 ones, and the scalar literals widen to
  * T, so both instances compute the same expressions.
- * CLREMAT_DEFINE_ACT(NAME, T): T NAME(act, x) = act(x).
- * CLREMAT_DEFINE_DACT(NAME, T): T NAME(act, x) = act'(x), the derivative
- * computed from the activation's input. */
-#define CLREMAT_DEFINE_ACT(NAME, T)                                                                     \
+ * CLREMAT_DEFINE_ACT(NAME, T, GEXP): T NAME(act, x) = act(x).
+ * CLREMAT_DEFINE_DACT(NAME, T, GEXP): T NAME(act, x) = act'(x), the
+ * derivative computed from the activation's input.
+ * GELU (tanh form) is computed as x / (1 + exp(-2u)), u = sqrt(2/pi) (x +
+ * 0.044715 x^3), which is 0.5 x (1 + tanh(u)) exactly in real arithmetic,
+ * with GEXP (CLREMAT_DEFINE_EXP above) for exp: no tanh, every operation
+ * vectorizes. */
+#define CLREMAT_DEFINE_ACT(NAME, T, GEXP)                                                                 \
     T NAME(const int act, const T x)                                                                    \
     {                                                                                                   \
         switch (act) {                                                                                  \
         case CLREMAT_ACT_RELU:                                                                          \
             return select((T)0.0f, x, x > 0.0f);                                                        \
         case CLREMAT_ACT_GELU_TANH:                                                                     \
-            return 0.5f * x * (1.0f + tanh(CLREMAT_SQRT_2_OVER_PI * (x + CLREMAT_GELU_C * x * x * x))); \
+            return x / (1.0f + GEXP(CLREMAT_GELU_M2K * (x + CLREMAT_GELU_C * x * x * x)));          \
         case CLREMAT_ACT_GELU_EXACT:                                                                    \
             return 0.5f * x * (1.0f + erf(x * CLREMAT_INV_SQRT2));                                      \
         case CLREMAT_ACT_TANH:                                                                          \
@@ -232,17 +266,15 @@ void clremat_opt1(const int kind, const float8 hp, const float g, __global float
         }                                                                                               \
     }
 
-#define CLREMAT_DEFINE_DACT(NAME, T)                                                                    \
+#define CLREMAT_DEFINE_DACT(NAME, T, GEXP)                                                                \
     T NAME(const int act, const T x)                                                                    \
     {                                                                                                   \
         switch (act) {                                                                                  \
         case CLREMAT_ACT_RELU:                                                                          \
             return select((T)0.0f, (T)1.0f, x > 0.0f);                                                  \
         case CLREMAT_ACT_GELU_TANH: {                                                                   \
-            const T u = CLREMAT_SQRT_2_OVER_PI * (x + CLREMAT_GELU_C * x * x * x);                      \
-            const T t = tanh(u);                                                                        \
-            return 0.5f * (1.0f + t) +                                                                  \
-                   0.5f * x * (1.0f - t * t) * CLREMAT_SQRT_2_OVER_PI * (1.0f + 3.0f * CLREMAT_GELU_C * x * x); \
+            const T s = 1.0f / (1.0f + GEXP(CLREMAT_GELU_M2K * (x + CLREMAT_GELU_C * x * x * x)));  \
+            return s - CLREMAT_GELU_M2K * x * s * (1.0f - s) * (1.0f + 3.0f * CLREMAT_GELU_C * x * x);  \
         }                                                                                               \
         case CLREMAT_ACT_GELU_EXACT:                                                                    \
             return 0.5f * (1.0f + erf(x * CLREMAT_INV_SQRT2)) + x * CLREMAT_INV_SQRT_2PI * exp(-0.5f * x * x); \
@@ -265,10 +297,10 @@ void clremat_opt1(const int kind, const float8 hp, const float g, __global float
 
 /* act(x) on one float (the eight-wide clremat_act8 is what the kernels use
  * for activation outputs; see the H6 section). */
-CLREMAT_DEFINE_ACT(clremat_act_apply, float)
+CLREMAT_DEFINE_ACT(clremat_act_apply, float, clremat_gexp1)
 
 /* act'(x) on one float (clremat_act_bwd). */
-CLREMAT_DEFINE_DACT(clremat_act_deriv, float)
+CLREMAT_DEFINE_DACT(clremat_act_deriv, float, clremat_gexp1)
 
 /* Declared here, defined with the eight-wide activations (H6 section). */
 float clremat_act1(const int act, const float x);
@@ -693,10 +725,10 @@ __kernel void seq_loss_finish(const int n, const int has_correct, const float di
  * arithmetic, so the math builtins run on float8.
  * ====================================================================== */
 /* act(x) on eight elements (CLREMAT_DEFINE_ACT above). */
-CLREMAT_DEFINE_ACT(clremat_act8, float8)
+CLREMAT_DEFINE_ACT(clremat_act8, float8, clremat_gexp8)
 
 /* act'(x) on eight elements (the backward; no bit-identity constraint). */
-CLREMAT_DEFINE_DACT(clremat_dact8, float8)
+CLREMAT_DEFINE_DACT(clremat_dact8, float8, clremat_gexp8)
 
 /* act of one float, computed by clremat_act8 (lane 0), so it matches the
  * eight-wide kernels bit for bit. */
@@ -861,6 +893,31 @@ void gc_opt(const int kind, const float8 hp, const gc_vec g, gc_vec *p, gc_vec *
 #define GC_KC 256
 #endif
 
+/* gc_pack_a for op(A) = act(A^T) (a dense layer's dW = act(pre)^T dZ in
+ * the activations mode): row k of A holds the columns m0.. of op(A)
+ * contiguously, so act runs on eight consecutive values of it at a time
+ * (one clremat_act8 per eight packed floats, every lane used, contiguous
+ * loads) and the lanes are scattered into the micro-panels. Each float is
+ * act of the same input by the same function as before, so the bits do not
+ * change. Rows past the block are zero, as gc_pack_a pads. */
+void gc_pack_a_act_t(__local float *Ap, __global const float *A, const long lda, const int M, const int m0,
+                     const int mc, const int k0, const int kc, const int act)
+{
+    const int h = min(mc, M - m0), np = (mc + GC_MR - 1) / GC_MR;
+    for (int q = h; q < np * GC_MR; q++)
+        for (int k = 0; k < kc; k++)
+            Ap[((q / GC_MR) * GC_KC + k) * GC_MR + q % GC_MR] = 0.0f;
+    for (int k = 0; k < kc; k++) {
+        __global const float *s = A + (long)(k0 + k) * lda + m0;
+        for (int i = 0; i < h; i += 8) {
+            float t[8];
+            vstore8(clremat_act8(act, clremat_load8(s, i, h)), 0, t);
+            for (int j = 0; j < 8 && i + j < h; j++)
+                Ap[(((i + j) / GC_MR) * GC_KC + k) * GC_MR + (i + j) % GC_MR] = t[j];
+        }
+    }
+}
+
 /* Packs rows [m0, m0+mc) x k [k0, k0+kc) of op(A) into Ap as micro-panels
  * of GC_MR rows: Ap[(p * GC_KC + k) * GC_MR + r]. act != NONE: A holds a
  * pre-activation and act(A) is packed, computed by clremat_act8 (the bits
@@ -869,6 +926,10 @@ void gc_pack_a(__local float *Ap, __global const float *A, const int tA, const l
                const int m0, const int mc, const int k0, const int kc, const int act)
 {
     const int np = (mc + GC_MR - 1) / GC_MR;
+    if (tA && act != CLREMAT_ACT_NONE) {
+        gc_pack_a_act_t(Ap, A, lda, M, m0, mc, k0, kc, act);
+        return;
+    }
     for (int p = 0; p < np; p++) {
         __local float *dst = Ap + p * GC_KC * GC_MR;
 #if GC_MR == 12
@@ -2519,4 +2580,115 @@ void clremat_count_nonfinite16(const int n, const int fmt, __global const uchar 
     }
     if (lid == 0 && part[0] != 0)
         atomic_add(count, part[0]);
+}
+
+/* ======================================================================
+ * Issue 21: the remaining elementwise kernels eight floats per work-item
+ * (launch ceil(n / 8) items), with the arithmetic of their scalar
+ * versions above, element for element, so results keep their bits. In
+ * place (dst the same buffer as a source) is allowed: every item reads
+ * and writes only its own eight elements.
+ * ====================================================================== */
+
+/* clremat_dropout, eight per item: y (=, or += when acc) keep ? x * scale : 0. */
+__kernel void clremat_dropout8(const int n, const int acc, const float rate, const float scale, const uint seed_lo,
+                               const uint seed_hi, const uint step, const uint layer, __global const float *x,
+                               __global float *y, const uint off)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n) {
+        int k[8];
+        for (int j = 0; j < 8; j++)
+            k[j] = clremat_uniform(clremat_hash(seed_lo, seed_hi, step, layer, (uint)(i0 + j) + off)) >= rate ? -1 : 0;
+        float8 v = select((float8)(0.0f), clremat_load8(x, i0, n) * scale, vload8(0, k));
+        if (acc)
+            v = clremat_load8(y, i0, n) + v;
+        clremat_store8(y, i0, n, v);
+    }
+}
+
+/* clremat_add_bcast without broadcast (both operands n floats): y = a + b. */
+__kernel void clremat_add8(const int n, __global const float *a, __global const float *b, __global float *y)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n)
+        clremat_store8(y, i0, n, clremat_load8(a, i0, n) + clremat_load8(b, i0, n));
+}
+
+/* clremat_copy_acc, eight per item: dst = src (acc == 0) or dst += src. */
+__kernel void clremat_copy_acc8(const int n, const int acc, __global float *dst, __global const float *src)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n) {
+        float8 v = clremat_load8(src, i0, n);
+        if (acc)
+            v = clremat_load8(dst, i0, n) + v;
+        clremat_store8(dst, i0, n, v);
+    }
+}
+
+/* mul_acc with the second factor read through an activation: dst (=, or +=
+ * when acc) x * act(y), eight per item. The multiply layer's backward in the
+ * activations mode, when the factor is a discarded activation output and y
+ * its kept pre-activation: act is clremat_act8, the function that produced
+ * the output in the forward, so the product has the unfused bits. */
+__kernel void mul_acc_act8(const int n, const int acc, __global float *dst, __global const float *x,
+                           __global const float *y, const int act)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n) {
+        float8 v = clremat_load8(x, i0, n) * clremat_act8(act, clremat_load8(y, i0, n));
+        if (acc)
+            v = clremat_load8(dst, i0, n) + v;
+        clremat_store8(dst, i0, n, v);
+    }
+}
+
+/* ln_backward_dx and ln_backward_params with the input read through an
+ * activation: x[i] is act(pre[i]) (clremat_act1, the bits of the forward's
+ * activation output), the rest the arithmetic of those kernels operation
+ * for operation. The layernorm's backward in the activations mode, when its
+ * input is a discarded activation output and pre the producer's kept
+ * pre-activation (backend/layer_layernorm.c). */
+__kernel void ln_backward_dx_act(const int rows, const int D, const int acc, __global const float *pre,
+                                 __global const float *stats, __global const float *gamma, __global const float *dy,
+                                 __global float *dx, const int act)
+{
+    const int r = get_global_id(0);
+    if (r >= rows)
+        return;
+    __global const float *xr = pre + (size_t)r * D;
+    __global const float *dyr = dy + (size_t)r * D;
+    __global float *dxr = dx + (size_t)r * D;
+    const float mean = stats[2 * r], rstd = stats[2 * r + 1];
+    float a = 0.0f, b = 0.0f;
+    for (int d = 0; d < D; d++) {
+        const float gd = gamma[d] * dyr[d];
+        a += gd;
+        b += gd * (clremat_act1(act, xr[d]) - mean) * rstd;
+    }
+    a /= (float)D;
+    b /= (float)D;
+    for (int d = 0; d < D; d++) {
+        const float xhat = (clremat_act1(act, xr[d]) - mean) * rstd;
+        const float v = rstd * (gamma[d] * dyr[d] - a - xhat * b);
+        dxr[d] = acc ? dxr[d] + v : v;
+    }
+}
+
+__kernel void ln_backward_params_act(const int rows, const int D, __global const float *pre,
+                                     __global const float *stats, __global const float *dy, __global float *dgamma,
+                                     __global float *dbeta, const int act)
+{
+    const int d = get_global_id(0);
+    if (d >= D)
+        return;
+    float sg = 0.0f, sb = 0.0f;
+    for (int r = 0; r < rows; r++) {
+        const size_t i = (size_t)r * D + d;
+        sg += dy[i] * (clremat_act1(act, pre[i]) - stats[2 * r]) * stats[2 * r + 1];
+        sb += dy[i];
+    }
+    dgamma[d] = sg;
+    dbeta[d] = sb;
 }

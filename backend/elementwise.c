@@ -16,7 +16,11 @@ int clremat_op_add_inplace(clremat_ctx *ctx, clremat_buf *dst, const clremat_buf
         return st;
     md = clremat_mem(dst);
     ms = clremat_mem(src);
-    return clremat_run1d(ctx, "clremat_add_inplace", n, sizeof in, &in, sizeof md, &md, sizeof ms, &ms, (size_t)0);
+    {   /* dst += src, eight floats per work-item (clremat_copy_acc8 with acc) */
+        cl_int one = 1;
+        return clremat_run1d(ctx, "clremat_copy_acc8", (n + 7) / 8, sizeof in, &in, sizeof one, &one, sizeof md, &md,
+                             sizeof ms, &ms, (size_t)0);
+    }
 }
 
 /* The count lives in a 4-byte pool buffer (tag "nonfinite_count") for the
@@ -69,6 +73,6 @@ int clremat_op_copy_acc(clremat_ctx *ctx, clremat_buf *dst, const clremat_buf *s
         return st;
     md = clremat_mem(dst);
     ms = clremat_mem(src);
-    return clremat_run1d(ctx, "clremat_copy_acc", n, sizeof in, &in, sizeof iacc, &iacc, sizeof md, &md, sizeof ms,
-                         &ms, (size_t)0);
+    return clremat_run1d(ctx, "clremat_copy_acc8", (n + 7) / 8, sizeof in, &in, sizeof iacc, &iacc, sizeof md,
+                         &md, sizeof ms, &ms, (size_t)0);
 }

@@ -56,6 +56,9 @@ static int add_forward(clremat_layer_call *c)
     ma = clremat_mem(c->in[0]);
     mb = clremat_mem(c->in[1]);
     my = clremat_mem(c->slot[0]);
+    if (eb == ea) /* no broadcast: eight floats per work-item, the same sums */
+        return clremat_run1d(c->ctx, "clremat_add8", (c->batch * ea + 7) / 8, sizeof n, &n, sizeof ma, &ma,
+                             sizeof mb, &mb, sizeof my, &my, (size_t)0);
     return clremat_run1d(c->ctx, "clremat_add_bcast", c->batch * ea, sizeof n, &n, sizeof iea, &iea, sizeof ieb,
                          &ieb, sizeof ma, &ma, sizeof mb, &mb, sizeof my, &my, (size_t)0);
 }
@@ -82,8 +85,8 @@ static int add_backward(clremat_layer_call *c)
             return st;
         mx = clremat_mem(c->din[i]);
         if (e == ea)
-            st = clremat_run1d(c->ctx, "clremat_copy_acc", c->batch * e, sizeof n, &n, sizeof acc, &acc, sizeof mx,
-                               &mx, sizeof md, &md, (size_t)0);
+            st = clremat_run1d(c->ctx, "clremat_copy_acc8", (c->batch * e + 7) / 8, sizeof n, &n, sizeof acc,
+                               &acc, sizeof mx, &mx, sizeof md, &md, (size_t)0);
         else
             st = clremat_run1d(c->ctx, "clremat_sum_bcast", c->batch * e, sizeof n, &n, sizeof iea, &iea,
                                sizeof ieb, &ieb, sizeof acc, &acc, sizeof md, &md, sizeof mx, &mx, (size_t)0);

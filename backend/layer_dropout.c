@@ -45,15 +45,16 @@ static int drop_apply(clremat_layer_call *c, const clremat_buf *x, clremat_buf *
     mx = clremat_mem(x);
     my = clremat_mem(y);
     if (L->rate == 0.0)
-        return clremat_run1d(c->ctx, "clremat_copy_acc", n, sizeof in, &in, sizeof iacc, &iacc, sizeof my, &my,
-                             sizeof mx, &mx, (size_t)0);
+        return clremat_run1d(c->ctx, "clremat_copy_acc8", (n + 7) / 8, sizeof in, &in, sizeof iacc, &iacc,
+                             sizeof my, &my, sizeof mx, &mx, (size_t)0);
     {
         float rate = (float)L->rate, scale = (float)(1.0 / (1.0 - L->rate));
         cl_uint lo = (cl_uint)c->seed, hi = (cl_uint)(c->seed >> 32), step = (cl_uint)c->step,
                 layer = (cl_uint)c->layer, off = (cl_uint)(c->sample0 * clremat_elems_of(&L->in_shape[0]));
-        return clremat_run1d(c->ctx, "clremat_dropout", n, sizeof in, &in, sizeof iacc, &iacc, sizeof rate, &rate,
-                             sizeof scale, &scale, sizeof lo, &lo, sizeof hi, &hi, sizeof step, &step, sizeof layer,
-                             &layer, sizeof mx, &mx, sizeof my, &my, sizeof off, &off, (size_t)0);
+        return clremat_run1d(c->ctx, "clremat_dropout8", (n + 7) / 8, sizeof in, &in, sizeof iacc, &iacc,
+                             sizeof rate, &rate, sizeof scale, &scale, sizeof lo, &lo, sizeof hi, &hi, sizeof step,
+                             &step, sizeof layer, &layer, sizeof mx, &mx, sizeof my, &my, sizeof off, &off,
+                             (size_t)0);
     }
 }
 

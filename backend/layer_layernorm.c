@@ -2,7 +2,10 @@
  * y = gamma * (x - mean) * rstd + beta with rstd = 1 / sqrt(var + eps)
  * (biased variance). Slots {out, stats}: stats holds (mean, rstd) per row so
  * the backward needs only the input and stats. Parameter gradients are
- * column reductions in fixed row order (deterministic, no atomics). */
+ * column reductions in fixed row order (deterministic, no atomics). An
+ * input that is a discarded activation output (the activations mode) is
+ * read as act of its producer's kept pre-activation inside the backward's
+ * kernels (ln_backward_*_act; bwd_act_fusable_inputs), never recomputed. */
 #include "layer_seq.h"
 
 /* Rows and width of layer l; checks the parameters match the last dim. */
@@ -38,6 +41,7 @@ static int ln_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_c
     c->slot_bytes[1] = seq_fbytes(rows * 2);
     c->slot_name[1] = "stats";
     c->bwd_needs_inputs = 1u;
+    c->bwd_act_fusable_inputs = 1u; /* x may be read as act(pre) (ln_backward_*_act), on every GEMM path */
     c->bwd_needs_slots = 1u << 1;
     c->fwd_temp_bytes = 0;
     c->bwd_temp_bytes = 0;
@@ -94,13 +98,22 @@ static int ln_backward(clremat_layer_call *c)
         if ((st = clremat_check_buf(c->ctx, L->name, "grad gamma", c->grad[0], D)) != CLREMAT_OK ||
             (st = clremat_check_buf(c->ctx, L->name, "grad beta", c->grad[1], D)) != CLREMAT_OK)
             return st;
-        st = clremat_run1d(c->ctx, "ln_backward_params", D, SEQ_I(rows), SEQ_I(D), SEQ_M(c->in[0]),
-                           SEQ_M(c->slot[1]), SEQ_M(c->dout), SEQ_M(c->grad[0]), SEQ_M(c->grad[1]), SEQ_END);
+        if (c->in_act[0]) /* in[0] holds the pre-activation of x */
+            st = clremat_run1d(c->ctx, "ln_backward_params_act", D, SEQ_I(rows), SEQ_I(D), SEQ_M(c->in[0]),
+                               SEQ_M(c->slot[1]), SEQ_M(c->dout), SEQ_M(c->grad[0]), SEQ_M(c->grad[1]),
+                               SEQ_I(c->in_act[0]), SEQ_END);
+        else
+            st = clremat_run1d(c->ctx, "ln_backward_params", D, SEQ_I(rows), SEQ_I(D), SEQ_M(c->in[0]),
+                               SEQ_M(c->slot[1]), SEQ_M(c->dout), SEQ_M(c->grad[0]), SEQ_M(c->grad[1]), SEQ_END);
         if (st != CLREMAT_OK)
             return st;
     }
     if (!c->din[0])
         return CLREMAT_OK;
+    if (c->in_act[0])
+        return clremat_run1d(c->ctx, "ln_backward_dx_act", rows, SEQ_I(rows), SEQ_I(D),
+                             SEQ_I(c->din_accumulate[0] != 0), SEQ_M(c->in[0]), SEQ_M(c->slot[1]),
+                             SEQ_M(c->param[0]), SEQ_M(c->dout), SEQ_M(c->din[0]), SEQ_I(c->in_act[0]), SEQ_END);
     return clremat_run1d(c->ctx, "ln_backward_dx", rows, SEQ_I(rows), SEQ_I(D), SEQ_I(c->din_accumulate[0] != 0),
                          SEQ_M(c->in[0]), SEQ_M(c->slot[1]), SEQ_M(c->param[0]), SEQ_M(c->dout),
                          SEQ_M(c->din[0]), SEQ_END);

@@ -1,6 +1,9 @@
 /* layer_multiply.c: y = a * b elementwise over two inputs of equal shape
  * (the gate of a SwiGLU MLP: down(silu(gate(x)) * up(x))). The backward
- * needs both inputs: da = dout * b, db = dout * a. */
+ * needs both inputs: da = dout * b, db = dout * a. An input that is a
+ * discarded activation output (the activations mode) is read as act of its
+ * producer's kept pre-activation inside the backward's kernel
+ * (mul_acc_act8; bwd_act_fusable_inputs), never recomputed as a pass. */
 #include "layer_seq.h"
 
 /* Elements per sample; checks the two shapes are equal. */
@@ -22,6 +25,7 @@ static int mul_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_
     c->slot_bytes[0] = seq_fbytes(n);
     c->slot_name[0] = "out";
     c->bwd_needs_inputs = 3u;
+    c->bwd_act_fusable_inputs = 3u; /* either factor may be read as act(pre) (mul_acc_act8), on every GEMM path */
     c->fwd_flops = (double)n;
     c->bwd_flops = 2.0 * (double)n;
     return CLREMAT_OK;
@@ -57,8 +61,13 @@ static int mul_backward(clremat_layer_call *c)
         if ((st = clremat_check_buf(c->ctx, L->name, i ? "second input grad" : "first input grad", c->din[i], n)) ||
             (st = clremat_check_buf(c->ctx, L->name, i ? "first input" : "second input", c->in[1 - i], n)))
             return st;
-        st = clremat_run1d(c->ctx, "mul_acc", n, SEQ_I(n), SEQ_I(c->din_accumulate[i] != 0), SEQ_M(c->din[i]),
-                           SEQ_M(c->dout), SEQ_M(c->in[1 - i]), SEQ_END);
+        if (c->in_act[1 - i]) /* in[1 - i] holds the pre-activation of the factor */
+            st = clremat_run1d(c->ctx, "mul_acc_act8", (n + 7) / 8, SEQ_I(n), SEQ_I(c->din_accumulate[i] != 0),
+                               SEQ_M(c->din[i]), SEQ_M(c->dout), SEQ_M(c->in[1 - i]), SEQ_I(c->in_act[1 - i]),
+                               SEQ_END);
+        else
+            st = clremat_run1d(c->ctx, "mul_acc", n, SEQ_I(n), SEQ_I(c->din_accumulate[i] != 0),
+                               SEQ_M(c->din[i]), SEQ_M(c->dout), SEQ_M(c->in[1 - i]), SEQ_END);
     }
     return st;
 }

@@ -4,10 +4,16 @@
  * Prints JSON: for each kernel the bytes it moves per call (each array read
  * or written once), the median seconds over reps timed calls (host clock
  * around clFinish, after a warm-up), GB/s and the ratio to the copy's GB/s.
- * Kernels: clremat_stream_copy8 (2 arrays), clremat_act_fwd8 GELU (2),
- * clremat_act_bwd8 GELU in place (3: x, dy read, dx written), clremat_sgd_step
- * (5: p, g, v read; p, v written), clremat_adam_step (7: p, g, m, v read;
- * p, m, v written). */
+ * The kernels alternate within each rep (copy, then every other kernel once),
+ * so load from other processes hits all of them alike.
+ * Kernels (the ones training launches, with the launchers' arguments):
+ * clremat_stream_copy8 (2 arrays), clremat_act_fwd8 GELU (2),
+ * clremat_act_bwd8 GELU in place (3: x, dy read, dx written),
+ * clremat_dropout8 rate 0.1 (2), clremat_add8 (3), clremat_copy_acc8 with
+ * acc (3: the gradient accumulation dst += src), clremat_colsum8 (the bias
+ * gradient: rows x cols read, cols written, rows = 256), clremat_sgd_step
+ * (5: p, g, v read; p, v written), clremat_adam_step as Adam and AdamW (7:
+ * p, g, m, v read; p, m, v written). */
 #include "backend.h"
 #include "kernel_run.h"
 #include "optim.h"
@@ -29,15 +35,20 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-enum { K_COPY, K_ACT_FWD, K_ACT_BWD, K_SGD, K_ADAM, K_COUNT };
-static const char *const names[K_COUNT] = {"copy", "gelu_forward", "gelu_backward", "sgd_step", "adam_step"};
-static const int arrays[K_COUNT] = {2, 2, 3, 5, 7};
+enum { K_COPY, K_ACT_FWD, K_ACT_BWD, K_DROPOUT, K_ADD, K_ACC, K_COLSUM, K_SGD, K_ADAM, K_ADAMW, K_COUNT };
+static const char *const names[K_COUNT] = {"copy",     "gelu_forward", "gelu_backward", "dropout",
+                                           "add",      "grad_accumulate", "bias_grad",   "sgd_step",
+                                           "adam_step", "adamw_step"};
+static const double arrays[K_COUNT] = {2, 2, 3, 2, 3, 3, 1 + 1.0 / 256, 5, 7, 7};
+enum { COLSUM_ROWS = 256 };
 
-static int launch(clremat_ctx *ctx, int k, cl_int n, clremat_buf *b[4], const clremat_opt_config *sgd,
-                  const clremat_opt_config *adam, int64_t step)
+static int launch(clremat_ctx *ctx, int k, cl_int n, clremat_buf *b[4], const clremat_opt_config *opt[3],
+                  int64_t step)
 {
     cl_mem m0 = clremat_mem(b[0]), m1 = clremat_mem(b[1]), m2 = clremat_mem(b[2]);
-    cl_int act = 2 /* CLREMAT_ACT_GELU_TANH */, acc = 0;
+    cl_int act = 2 /* CLREMAT_ACT_GELU_TANH */, acc = 0, one = 1, rows = COLSUM_ROWS, cols = n / COLSUM_ROWS;
+    cl_float rate = 0.1f, scale = 1.0f / 0.9f;
+    cl_uint lo = 1234, hi = 0, ustep = (cl_uint)step, layer = 3, off = 0;
     clremat_buf *st[2] = {b[2], b[3]};
     switch (k) {
     case K_COPY:
@@ -49,10 +60,22 @@ static int launch(clremat_ctx *ctx, int k, cl_int n, clremat_buf *b[4], const cl
     case K_ACT_BWD:
         return clremat_run1d(ctx, "clremat_act_bwd8", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof act, &act,
                              sizeof acc, &acc, sizeof m0, &m0, sizeof m2, &m2, sizeof m2, &m2, (size_t)0);
-    case K_SGD:
-        return clremat_opt_step(ctx, sgd, step, b[0], b[1], st, n);
+    case K_DROPOUT:
+        return clremat_run1d(ctx, "clremat_dropout8", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof acc, &acc,
+                             sizeof rate, &rate, sizeof scale, &scale, sizeof lo, &lo, sizeof hi, &hi, sizeof ustep,
+                             &ustep, sizeof layer, &layer, sizeof m0, &m0, sizeof m1, &m1, sizeof off, &off,
+                             (size_t)0);
+    case K_ADD:
+        return clremat_run1d(ctx, "clremat_add8", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof m0, &m0, sizeof m2,
+                             &m2, sizeof m1, &m1, (size_t)0);
+    case K_ACC:
+        return clremat_run1d(ctx, "clremat_copy_acc8", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof one, &one,
+                             sizeof m1, &m1, sizeof m0, &m0, (size_t)0);
+    case K_COLSUM:
+        return clremat_run1d(ctx, "clremat_colsum8", ((int64_t)cols + 7) / 8, sizeof rows, &rows, sizeof cols,
+                             &cols, sizeof m0, &m0, sizeof m1, &m1, (size_t)0);
     default:
-        return clremat_opt_step(ctx, adam, step, b[0], b[1], st, n);
+        return clremat_opt_step(ctx, opt[k - K_SGD], step, b[0], b[1], st, n);
     }
 }
 
@@ -63,8 +86,9 @@ int main(int argc, char **argv)
     int reps = 15;
     clremat_ctx *ctx;
     clremat_buf *b[4] = {NULL, NULL, NULL, NULL};
-    clremat_opt_config sgd, adam;
-    double copy_gbs = 0;
+    clremat_opt_config sgd, adam, adamw;
+    const clremat_opt_config *opt[3] = {&sgd, &adam, &adamw};
+    double *t[K_COUNT], copy_gbs = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--device"))
             device = argv[i + 1];
@@ -77,8 +101,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (floats < 8 || floats > (1 << 28) || reps < 1 || reps > 1000) {
-        fprintf(stderr, "stream_bench: --floats in [8, 2^28], --reps in [1, 1000]\n");
+    if (floats < 8 * COLSUM_ROWS || floats > (1 << 28) || floats % (8 * COLSUM_ROWS) || reps < 1 || reps > 1000) {
+        fprintf(stderr, "stream_bench: --floats a multiple of 2048 in [2048, 2^28], --reps in [1, 1000]\n");
         return 2;
     }
     if (clremat_ctx_create(device, 0, &ctx) != CLREMAT_OK) {
@@ -87,6 +111,7 @@ int main(int argc, char **argv)
     }
     clremat_opt_defaults("sgd", &sgd);
     clremat_opt_defaults("adam", &adam);
+    clremat_opt_defaults("adamw", &adamw);
     {   /* values in [-2, 2) (positive in the second-moment state), as activations and gradients are */
         float *h = malloc((size_t)floats * sizeof(float));
         if (!h)
@@ -108,27 +133,28 @@ int main(int argc, char **argv)
     }
     printf("{\"device\": \"%s\", \"floats\": %lld, \"reps\": %d, \"kernels\": [", ctx->info.name, (long long)floats,
            reps);
-    for (int k = 0; k < K_COUNT; k++) {
-        double *t = malloc(sizeof(double) * (size_t)reps), med, bytes = (double)arrays[k] * (double)floats * 4.0;
-        if (!t)
+    for (int k = 0; k < K_COUNT; k++)
+        if (!(t[k] = malloc(sizeof(double) * (size_t)reps)))
             return 1;
-        for (int r = -1; r < reps; r++) {
+    for (int r = -1; r < reps; r++)
+        for (int k = 0; k < K_COUNT; k++) {
             double t0 = now_s();
-            if (launch(ctx, k, (cl_int)floats, b, &sgd, &adam, r + 2) != CLREMAT_OK ||
-                clFinish(ctx->queue) != CL_SUCCESS) {
+            if (launch(ctx, k, (cl_int)floats, b, opt, r + 2) != CLREMAT_OK || clFinish(ctx->queue) != CL_SUCCESS) {
                 fprintf(stderr, "stream_bench: %s: %s\n", names[k], clremat_ctx_last_error(ctx));
                 return 1;
             }
             if (r >= 0)
-                t[r] = now_s() - t0;
+                t[k][r] = now_s() - t0;
         }
-        qsort(t, (size_t)reps, sizeof *t, cmp_d);
-        med = t[reps / 2];
+    for (int k = 0; k < K_COUNT; k++) {
+        double med, bytes = arrays[k] * (double)floats * 4.0;
+        qsort(t[k], (size_t)reps, sizeof *t[k], cmp_d);
+        med = t[k][reps / 2];
         if (k == K_COPY)
             copy_gbs = bytes / med * 1e-9;
         printf("%s\n  {\"kernel\": \"%s\", \"bytes\": %.0f, \"seconds\": %.6g, \"gb_per_s\": %.3f, \"of_copy\": %.3f}",
                k ? "," : "", names[k], bytes, med, bytes / med * 1e-9, bytes / med * 1e-9 / copy_gbs);
-        free(t);
+        free(t[k]);
     }
     printf("\n]}\n");
     for (int i = 0; i < 4; i++)

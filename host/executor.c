@@ -127,10 +127,13 @@ int clremat_plan_input_for(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
     in->opt_states = opt_states & ~CLREMAT_PLAN_FUSED_UPDATE;
     in->fused_update = (opt_states & CLREMAT_PLAN_FUSED_UPDATE) != 0;
     /* activation outputs read through a backward's GEMM: the native path
-     * packs operands itself; CLBlast cannot apply a function while packing */
+     * packs operands itself; CLBlast cannot apply a function while packing.
+     * The multiply and layernorm layers apply it in their own kernels, on
+     * every path. */
     if (ctx && clremat_gemm_resolve(ctx) != CLREMAT_GEMM_NATIVE)
         for (int l = 0; l < g->n_layers; l++)
-            costs[l].bwd_act_fusable_inputs = 0;
+            if (g->layers[l].type != CLREMAT_MULTIPLY && g->layers[l].type != CLREMAT_LAYERNORM)
+                costs[l].bwd_act_fusable_inputs = 0;
     /* the fused update: a gradient the layer's backward cannot consume
      * itself is a scratch of that backward, reused across layers */
     for (int l = 0; in->fused_update && l < g->n_layers; l++)
@@ -950,7 +953,7 @@ static int run_backward(clremat_trainer *t, const clremat_action *a)
         if (scratch >> p & 1u)
             c.grad[p] = t->upd_scratch[p];
     for (int i = 0; i < L->n_inputs; i++)
-        if (a->fuse_act_in >> i & 1u) { /* the producer's pre-activation, activated inside the GEMM */
+        if (a->fuse_act_in >> i & 1u) { /* the producer's pre-activation, activated inside the GEMM or kernel */
             const int P = L->inputs[i];
             c.in[i] = t->act[P * S + t->costs[P].act_source];
             c.in_act[i] = (int)t->g->layers[P].act;
