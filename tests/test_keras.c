@@ -207,24 +207,26 @@ static void check_fixture(const char *name)
 }
 
 /* Writes the config of fixture `fixture` with the layer named `layer`
- * changed by edit() as a to_json file into tmp (a mkstemps template ending
- * in ".json"). */
+ * (NULL: every layer but the InputLayer) changed by edit() as a to_json
+ * file into tmp (a mkstemps template ending in ".json"). */
 static void edited_config(const char *fixture, const char *layer, void (*edit)(json_t *entry), char *tmp)
 {
     char path[2300];
     unsigned char *cfg;
     size_t n, i;
-    json_t *root, *e, *hit = NULL;
-    int fd;
+    json_t *root, *e;
+    int fd, hits = 0;
     snprintf(path, sizeof path, "%s/%s.keras", fixture_dir(), fixture);
     ck_assert_int_eq(clremat_keras_zip_member(path, "config.json", &cfg, &n), CLREMAT_OK);
     root = json_loads((char *)cfg, 0, NULL);
     free(cfg);
     json_array_foreach(json_object_get(json_object_get(root, "config"), "layers"), i, e)
-        if (strcmp(json_string_value(json_object_get(json_object_get(e, "config"), "name")), layer) == 0)
-            hit = e;
-    ck_assert_msg(hit != NULL, "%s has no layer %s", fixture, layer);
-    edit(hit);
+        if (layer ? strcmp(json_string_value(json_object_get(json_object_get(e, "config"), "name")), layer) == 0
+                  : strcmp(json_string_value(json_object_get(e, "class_name")), "InputLayer") != 0) {
+            edit(e);
+            hits++;
+        }
+    ck_assert_msg(hits > 0, "%s has no layer %s", fixture, layer ? layer : "besides its input");
     fd = mkstemps(tmp, 5);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(json_dumpfd(root, fd, 0), 0);
@@ -297,29 +299,6 @@ START_TEST(test_refusals)
 }
 END_TEST
 
-/* Every layer of seq_mlp under the mixed_bfloat16 policy (Keras's
- * DTypePolicy object form), written as a to_json file into tmp. */
-static void all_mixed(char *tmp)
-{
-    char path[2300];
-    unsigned char *cfg;
-    size_t n, i;
-    json_t *root, *e;
-    int fd;
-    snprintf(path, sizeof path, "%s/seq_mlp.keras", fixture_dir());
-    ck_assert_int_eq(clremat_keras_zip_member(path, "config.json", &cfg, &n), CLREMAT_OK);
-    root = json_loads((char *)cfg, 0, NULL);
-    free(cfg);
-    json_array_foreach(json_object_get(json_object_get(root, "config"), "layers"), i, e)
-        if (strcmp(json_string_value(json_object_get(e, "class_name")), "InputLayer") != 0)
-            to_policy(e);
-    fd = mkstemps(tmp, 5);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(json_dumpfd(root, fd, 0), 0);
-    close(fd);
-    json_decref(root);
-}
-
 /* A model whose every layer has the same mixed policy imports with that
  * precision. */
 START_TEST(test_mixed_policy)
@@ -327,7 +306,7 @@ START_TEST(test_mixed_policy)
     char tmp[] = "/tmp/clremat_keras_XXXXXX.json";
     clremat_keras_model km;
     clremat_graph *g;
-    all_mixed(tmp);
+    edited_config("seq_mlp", NULL, to_policy, tmp); /* every layer mixed_bfloat16 */
     ck_assert_msg(clremat_keras_read(tmp, NULL, NULL, &km) == CLREMAT_OK, "%s", clremat_last_error());
     ck_assert_msg(strstr(km.json, "\"precision\": \"mixed_bfloat16\""), "%s", km.json);
     ck_assert_msg(clremat_graph_load_string(km.json, tmp, &g) == CLREMAT_OK, "%s", clremat_last_error());
