@@ -23,16 +23,44 @@ int clremat_op_add_inplace(clremat_ctx *ctx, clremat_buf *dst, const clremat_buf
     }
 }
 
-/* The count lives in a 4-byte pool buffer (tag "nonfinite_count") for the
- * duration of the call: every device byte goes through the pool. */
-int clremat_op_count_nonfinite(clremat_ctx *ctx, const clremat_buf *buf, int64_t n, int64_t *count)
+/* The count lives in a 4-byte pool buffer (tag "nonfinite_count") from
+ * clremat_counter_new to clremat_counter_take: every device byte goes
+ * through the pool. */
+int clremat_counter_new(clremat_ctx *ctx, clremat_buf **cnt)
 {
-    clremat_buf *cnt = NULL;
-    cl_int in = (cl_int)n, zero = 0, host = 0;
+    cl_int zero = 0;
+    int st;
+    *cnt = NULL;
+    if ((st = clremat_pool_alloc(ctx->pool, sizeof(cl_int), "nonfinite_count", cnt)) != CLREMAT_OK)
+        return clremat_fail(ctx, st, "count_nonfinite: %s", clremat_pool_last_error(ctx->pool));
+    if ((st = clremat_write(ctx, *cnt, 0, sizeof zero, &zero)) != CLREMAT_OK) {
+        clremat_pool_release(ctx->pool, *cnt);
+        *cnt = NULL;
+    }
+    return st;
+}
+
+int clremat_counter_take(clremat_ctx *ctx, clremat_buf *cnt, int64_t *count)
+{
+    cl_int host = 0;
+    int st = clremat_read(ctx, cnt, 0, sizeof host, &host);
+    *count = st == CLREMAT_OK ? host : 0;
+    clremat_pool_release(ctx->pool, cnt);
+    return st;
+}
+
+size_t clremat_count_global(int64_t n)
+{
+    size_t global = (size_t)(n + 255) / 256 * 256;
+    return global > 256 * 1024 ? 256 * 1024 : global;
+}
+
+int clremat_op_count_nonfinite_add(clremat_ctx *ctx, const clremat_buf *buf, int64_t n, clremat_buf *cnt)
+{
+    cl_int in = (cl_int)n;
     cl_mem mx, mc;
     size_t local = 256, global;
     int st;
-    *count = 0;
     if (n <= 0)
         return CLREMAT_OK;
     if (n > 2147483647)
@@ -40,24 +68,27 @@ int clremat_op_count_nonfinite(clremat_ctx *ctx, const clremat_buf *buf, int64_t
                             (long long)n);
     if ((st = clremat_check_buf(ctx, "count_nonfinite", "input", buf, n)) != CLREMAT_OK)
         return st;
-    if ((st = clremat_pool_alloc(ctx->pool, sizeof(cl_int), "nonfinite_count", &cnt)) != CLREMAT_OK)
-        return clremat_fail(ctx, st, "count_nonfinite: %s", clremat_pool_last_error(ctx->pool));
-    if ((st = clremat_write(ctx, cnt, 0, sizeof zero, &zero)) != CLREMAT_OK)
-        goto fail;
-    global = (size_t)(n + 255) / 256 * 256;
-    if (global > 256 * 1024)
-        global = 256 * 1024;
+    global = clremat_count_global(n);
     mx = clremat_mem(buf);
     mc = clremat_mem(cnt);
-    if ((st = clremat_run(ctx, "clremat_count_nonfinite", 1, &global, &local, sizeof in, &in, sizeof mx, &mx,
-                          sizeof mc, &mc, (size_t)0)) != CLREMAT_OK)
-        goto fail;
-    if ((st = clremat_read(ctx, cnt, 0, sizeof host, &host)) != CLREMAT_OK)
-        goto fail;
-    *count = host;
-fail:
-    clremat_pool_release(ctx->pool, cnt);
-    return st;
+    return clremat_run(ctx, "clremat_count_nonfinite", 1, &global, &local, sizeof in, &in, sizeof mx, &mx,
+                       sizeof mc, &mc, (size_t)0);
+}
+
+int clremat_op_count_nonfinite(clremat_ctx *ctx, const clremat_buf *buf, int64_t n, int64_t *count)
+{
+    clremat_buf *cnt;
+    int st;
+    *count = 0;
+    if (n <= 0)
+        return CLREMAT_OK;
+    if ((st = clremat_counter_new(ctx, &cnt)) != CLREMAT_OK)
+        return st;
+    if ((st = clremat_op_count_nonfinite_add(ctx, buf, n, cnt)) != CLREMAT_OK) {
+        clremat_pool_release(ctx->pool, cnt);
+        return st;
+    }
+    return clremat_counter_take(ctx, cnt, count);
 }
 
 /* Gradient accumulation: dst = src (acc 0) or dst += src (acc != 0). */

@@ -114,6 +114,21 @@ int clremat_op_copy_acc(clremat_ctx *ctx, clremat_buf *dst, const clremat_buf *s
 /** Counts non-finite values in buf's first n floats (blocking). */
 int clremat_op_count_nonfinite(clremat_ctx *ctx, const clremat_buf *buf, int64_t n, int64_t *count);
 
+/** A device counter (4 bytes from the pool, tag "nonfinite_count") set to
+ * 0, for counting over several buffers with one read. */
+int clremat_counter_new(clremat_ctx *ctx, clremat_buf **cnt);
+
+/** Reads the counter into *count (blocking) and releases it. */
+int clremat_counter_take(clremat_ctx *ctx, clremat_buf *cnt, int64_t *count);
+
+/** Adds the non-finite values among buf's first n floats to the counter
+ * (no read, no wait). */
+int clremat_op_count_nonfinite_add(clremat_ctx *ctx, const clremat_buf *buf, int64_t n, clremat_buf *cnt);
+
+/** The global size of a counting kernel over n elements: work-groups of
+ * 256, at most 1024 of them (the kernels stride over the rest). */
+size_t clremat_count_global(int64_t n);
+
 /** C = alpha * op(A) op(B) + beta * C, row-major, op = transpose when tA/tB;
  * A is MxK (or KxM), B is KxN (or NxK); offsets and leading dims in floats.
  * batch > 1 repeats it with strides sa, sb, sc between matrices. */

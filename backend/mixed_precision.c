@@ -290,10 +290,10 @@ int clremat_op_scale(clremat_ctx *ctx, clremat_buf *x, int64_t n, float s)
 
 int clremat_op_count_nonfinite_fmt(clremat_ctx *ctx, const clremat_buf *buf, int64_t n, int fmt, int64_t *count)
 {
-    clremat_buf *cnt = NULL;
-    cl_int in = (cl_int)n, ifmt = fmt, zero = 0, host = 0;
+    clremat_buf *cnt;
+    cl_int in = (cl_int)n, ifmt = fmt;
     cl_mem mx, mc;
-    size_t local = 256, global;
+    size_t local = 256, global = clremat_count_global(n);
     int st;
     if (fmt == CLREMAT_FMT_F32)
         return clremat_op_count_nonfinite(ctx, buf, n, count);
@@ -303,22 +303,14 @@ int clremat_op_count_nonfinite_fmt(clremat_ctx *ctx, const clremat_buf *buf, int
     if (n > 2147483647 || !buf || buf->bytes < (size_t)n * 2)
         return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "count_nonfinite: %lld 16-bit elements do not fit",
                             (long long)n);
-    if ((st = clremat_pool_alloc(ctx->pool, sizeof(cl_int), "nonfinite_count", &cnt)) != CLREMAT_OK)
-        return clremat_fail(ctx, st, "count_nonfinite: %s", clremat_pool_last_error(ctx->pool));
-    if ((st = clremat_write(ctx, cnt, 0, sizeof zero, &zero)) != CLREMAT_OK)
-        goto fail;
-    global = (size_t)(n + 255) / 256 * 256;
-    if (global > 256 * 1024)
-        global = 256 * 1024;
+    if ((st = clremat_counter_new(ctx, &cnt)) != CLREMAT_OK)
+        return st;
     mx = clremat_mem(buf);
     mc = clremat_mem(cnt);
     if ((st = clremat_run(ctx, "clremat_count_nonfinite16", 1, &global, &local, sizeof in, &in, sizeof ifmt, &ifmt,
-                          sizeof mx, &mx, sizeof mc, &mc, (size_t)0)) != CLREMAT_OK)
-        goto fail;
-    if ((st = clremat_read(ctx, cnt, 0, sizeof host, &host)) != CLREMAT_OK)
-        goto fail;
-    *count = host;
-fail:
-    clremat_pool_release(ctx->pool, cnt);
-    return st;
+                          sizeof mx, &mx, sizeof mc, &mc, (size_t)0)) != CLREMAT_OK) {
+        clremat_pool_release(ctx->pool, cnt);
+        return st;
+    }
+    return clremat_counter_take(ctx, cnt, count);
 }

@@ -1014,16 +1014,24 @@ static int read_output(clremat_trainer *t, const clremat_graph *g, const clremat
  * else *finite = 0, the update is skipped and the scale halves. */
 static int loss_scale_check(clremat_trainer *t, int *finite)
 {
-    int st = CLREMAT_OK;
+    clremat_buf *cnt;
+    int st;
     int64_t bad = 0;
     *finite = 1;
-    for (int l = 0; l < t->g->n_layers && st == CLREMAT_OK && !bad; l++)
-        for (int p = 0; p < t->g->layers[l].n_params && st == CLREMAT_OK && !bad; p++) {
+    /* one counter over every trained gradient, one blocking read a step */
+    if ((st = clremat_counter_new(t->ctx, &cnt)) != CLREMAT_OK)
+        return st;
+    for (int l = 0; l < t->g->n_layers && st == CLREMAT_OK; l++)
+        for (int p = 0; p < t->g->layers[l].n_params && st == CLREMAT_OK; p++) {
             clremat_buf *gb = t->accumulate > 1 ? t->accum[l][p] : t->grads[l][p];
             if (!t->g->layers[l].params[p].frozen && gb)
-                st = clremat_op_count_nonfinite(t->ctx, gb, t->g->layers[l].params[p].elems, &bad);
+                st = clremat_op_count_nonfinite_add(t->ctx, gb, t->g->layers[l].params[p].elems, cnt);
         }
-    if (st != CLREMAT_OK)
+    if (st != CLREMAT_OK) {
+        clremat_pool_release(t->ctx->pool, cnt);
+        return st;
+    }
+    if ((st = clremat_counter_take(t->ctx, cnt, &bad)) != CLREMAT_OK)
         return st;
     if (bad) {
         *finite = 0;
