@@ -52,6 +52,7 @@ static int dense_cost(const clremat_graph *g, int l, int64_t batch, clremat_laye
     c->bwd_flops = 2.0 * mm + (L->use_bias ? ew : 0) + (L->act != CLREMAT_ACT_NONE ? ew : 0);
     c->param_bytes = (size_t)(in * units + (L->use_bias ? units : 0)) * sizeof(float);
     c->bwd_act_fusable_inputs = 1u; /* x is read only by dW = x^T dZ (native path: the executor clears it on CLBlast) */
+    c->bwd_act_fuse_in_gemm = 1;
     return CLREMAT_OK;
 }
 

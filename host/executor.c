@@ -127,12 +127,11 @@ int clremat_plan_input_for(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
     in->opt_states = opt_states & ~CLREMAT_PLAN_FUSED_UPDATE;
     in->fused_update = (opt_states & CLREMAT_PLAN_FUSED_UPDATE) != 0;
     /* activation outputs read through a backward's GEMM: the native path
-     * packs operands itself; CLBlast cannot apply a function while packing.
-     * The multiply and layernorm layers apply it in their own kernels, on
-     * every path. */
+     * packs operands itself; CLBlast cannot apply a function while packing
+     * (layers applying it in their own kernels keep it: bwd_act_fuse_in_gemm) */
     if (ctx && clremat_gemm_resolve(ctx) != CLREMAT_GEMM_NATIVE)
         for (int l = 0; l < g->n_layers; l++)
-            if (g->layers[l].type != CLREMAT_MULTIPLY && g->layers[l].type != CLREMAT_LAYERNORM)
+            if (costs[l].bwd_act_fuse_in_gemm)
                 costs[l].bwd_act_fusable_inputs = 0;
     /* the fused update: a gradient the layer's backward cannot consume
      * itself is a scratch of that backward, reused across layers */

@@ -30,6 +30,11 @@ typedef struct clremat_layer_cost {
      * producer instead of being recomputed by a pass of its own (a dense
      * layer's x in dW = x^T dZ, on the native GEMM path). */
     unsigned bwd_act_fusable_inputs;
+    /** 1: those reads go through the native GEMM's operand packing, so a
+     * GEMM path that cannot apply a function while packing (CLBlast) drops
+     * them; 0: the layer's own kernels apply the activation (multiply,
+     * layernorm), on every path. */
+    int bwd_act_fuse_in_gemm;
     /* mixed precision (issue 16; all 0 at float32): bit s of slot16: slot s
      * is stored in 16 bits (slot_bytes already halved); bit i of in16: input
      * i arrives in 16 bits. The launch converts them at the layer boundary
