@@ -33,6 +33,20 @@ typedef struct lc_io {
     const double *labels;
 } lc_io;
 
+/** The layer a reference is asked about. */
+static inline const clremat_layer *lc_layer(const lc_io *io) { return &io->g->layers[io->layer]; }
+
+/** Rows of a tensor of shape s at batch: the batch times every dimension but the last. */
+static inline int64_t lc_rows(const clremat_shape *s, int64_t batch)
+{
+    for (int i = 0; i + 1 < s->rank; i++)
+        batch *= s->dims[i];
+    return batch;
+}
+
+/** The last dimension of s (the one row-wise layers normalize or project over). */
+static inline int lc_last_dim(const clremat_shape *s) { return (int)s->dims[s->rank - 1]; }
+
 /** Reference forward: writes slot 0 (lc_out_elems values) into out. */
 typedef void (*lc_ref_forward)(const lc_io *io, double *out);
 

@@ -14,11 +14,6 @@ static int64_t shape_elems(const clremat_shape *s)
     return e;
 }
 
-static const clremat_layer *layer_of(const lc_io *io)
-{
-    return &io->g->layers[io->layer];
-}
-
 double ref_act(clremat_act act, double x)
 {
     const double k = sqrt(2.0 / M_PI);
@@ -60,7 +55,7 @@ double ref_act_deriv(clremat_act act, double x)
 
 static void dense_dims(const lc_io *io, int64_t *rows, int64_t *in, int64_t *units)
 {
-    const clremat_layer *L = layer_of(io);
+    const clremat_layer *L = lc_layer(io);
     *in = L->in_shape[0].dims[L->in_shape[0].rank - 1];
     *units = L->units;
     *rows = io->batch * shape_elems(&L->in_shape[0]) / *in;
@@ -68,7 +63,7 @@ static void dense_dims(const lc_io *io, int64_t *rows, int64_t *in, int64_t *uni
 
 void ref_dense_fwd(const lc_io *io, double *out)
 {
-    const clremat_layer *L = layer_of(io);
+    const clremat_layer *L = lc_layer(io);
     int64_t rows, in, units;
     dense_dims(io, &rows, &in, &units);
     for (int64_t r = 0; r < rows; r++)
@@ -82,7 +77,7 @@ void ref_dense_fwd(const lc_io *io, double *out)
 
 void ref_dense_bwd(const lc_io *io, const double *dout, double *din[], double *grad[])
 {
-    const clremat_layer *L = layer_of(io);
+    const clremat_layer *L = lc_layer(io);
     int64_t rows, in, units;
     double *dz;
     dense_dims(io, &rows, &in, &units);
@@ -123,7 +118,7 @@ void ref_dense_bwd(const lc_io *io, const double *dout, double *din[], double *g
 
 void ref_activation_fwd(const lc_io *io, double *out)
 {
-    const clremat_layer *L = layer_of(io);
+    const clremat_layer *L = lc_layer(io);
     const int64_t n = io->batch * shape_elems(&L->in_shape[0]);
     for (int64_t i = 0; i < n; i++)
         out[i] = ref_act(L->act, io->in[0][i]);
@@ -131,7 +126,7 @@ void ref_activation_fwd(const lc_io *io, double *out)
 
 void ref_activation_bwd(const lc_io *io, const double *dout, double *din[], double *grad[])
 {
-    const clremat_layer *L = layer_of(io);
+    const clremat_layer *L = lc_layer(io);
     const int64_t n = io->batch * shape_elems(&L->in_shape[0]);
     (void)grad;
     if (din[0])
@@ -143,21 +138,21 @@ void ref_activation_bwd(const lc_io *io, const double *dout, double *din[], doub
 
 static double keep_scale(const lc_io *io, int64_t i)
 {
-    const clremat_layer *L = layer_of(io);
+    const clremat_layer *L = lc_layer(io);
     uint32_t h = clremat_hash(io->seed, (uint32_t)io->step, (uint32_t)io->layer, (uint32_t)i);
     return clremat_uniform(h) >= (float)L->rate ? 1.0 / (1.0 - L->rate) : 0.0;
 }
 
 void ref_dropout_fwd(const lc_io *io, double *out)
 {
-    const int64_t n = io->batch * shape_elems(&layer_of(io)->in_shape[0]);
+    const int64_t n = io->batch * shape_elems(&lc_layer(io)->in_shape[0]);
     for (int64_t i = 0; i < n; i++)
         out[i] = io->in[0][i] * keep_scale(io, i);
 }
 
 void ref_dropout_bwd(const lc_io *io, const double *dout, double *din[], double *grad[])
 {
-    const int64_t n = io->batch * shape_elems(&layer_of(io)->in_shape[0]);
+    const int64_t n = io->batch * shape_elems(&lc_layer(io)->in_shape[0]);
     (void)grad;
     if (din[0])
         for (int64_t i = 0; i < n; i++)
@@ -168,7 +163,7 @@ void ref_dropout_bwd(const lc_io *io, const double *dout, double *din[], double 
 
 void ref_add_fwd(const lc_io *io, double *out)
 {
-    const clremat_layer *L = layer_of(io);
+    const clremat_layer *L = lc_layer(io);
     const int64_t ea = shape_elems(&L->in_shape[0]), eb = shape_elems(&L->in_shape[1]);
     for (int64_t s = 0; s < io->batch; s++)
         for (int64_t j = 0; j < ea; j++)
@@ -177,7 +172,7 @@ void ref_add_fwd(const lc_io *io, double *out)
 
 void ref_add_bwd(const lc_io *io, const double *dout, double *din[], double *grad[])
 {
-    const clremat_layer *L = layer_of(io);
+    const clremat_layer *L = lc_layer(io);
     const int64_t ea = shape_elems(&L->in_shape[0]), eb = shape_elems(&L->in_shape[1]);
     (void)grad;
     if (din[0])
@@ -194,13 +189,13 @@ void ref_add_bwd(const lc_io *io, const double *dout, double *din[], double *gra
 
 void ref_reshape_fwd(const lc_io *io, double *out)
 {
-    const int64_t n = io->batch * shape_elems(&layer_of(io)->in_shape[0]);
+    const int64_t n = io->batch * shape_elems(&lc_layer(io)->in_shape[0]);
     memcpy(out, io->in[0], (size_t)n * sizeof(double));
 }
 
 void ref_reshape_bwd(const lc_io *io, const double *dout, double *din[], double *grad[])
 {
-    const int64_t n = io->batch * shape_elems(&layer_of(io)->in_shape[0]);
+    const int64_t n = io->batch * shape_elems(&lc_layer(io)->in_shape[0]);
     (void)grad;
     if (din[0])
         memcpy(din[0], dout, (size_t)n * sizeof(double));

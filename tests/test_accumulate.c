@@ -23,6 +23,7 @@
  *   batch's statistics combined over the micro-batches (tolerances at
  *   test_bn_moving_once_per_step). */
 #include "testutil.h"
+#include "testmodel.h"
 #include "data.h"
 #include "executor.h"
 #include "fit.h"
@@ -49,16 +50,6 @@ static const model_case models[] = {
 #define LOSS_RTOL 1e-5
 #define FIRST_LOSS_RTOL 1e-6
 #define PARAM_TOL 1e-5
-
-static clremat_graph *load_model(const char *file)
-{
-    char path[1024];
-    clremat_graph *g = NULL;
-    const char *dir = getenv("CLREMAT_MODELS");
-    snprintf(path, sizeof path, "%s/%s", dir ? dir : "models", file);
-    ck_assert_msg(clremat_graph_load(path, &g) == CLREMAT_OK, "%s", clremat_last_error());
-    return g;
-}
 
 typedef struct run_out {
     float loss[STEPS];
@@ -116,7 +107,7 @@ START_TEST(test_accumulate_model)
 {
     const model_case *m = &models[_i];
     clremat_ctx *ctx;
-    clremat_graph *g = load_model(m->file);
+    clremat_graph *g = test_load_model(m->file);
     size_t np = (size_t)clremat_graph_param_elems(g), pbytes = np * sizeof(float);
     clremat_dataset d;
     run_out unsplit, unsplit_sgd;
@@ -206,7 +197,7 @@ END_TEST
  * both numbers, the remainder and the nearest multiples. */
 START_TEST(test_indivisible_refused)
 {
-    clremat_graph *g = load_model("regression.json");
+    clremat_graph *g = test_load_model("regression.json");
     clremat_policy pol;
     clremat_opt_config opt;
     clremat_ctx *ctx;
@@ -309,7 +300,7 @@ END_TEST
 START_TEST(test_planner_fixed_bytes)
 {
     for (size_t m = 0; m < N_MODELS; m++) {
-        clremat_graph *g = load_model(models[m].file);
+        clremat_graph *g = test_load_model(models[m].file);
         clremat_policy p;
         clremat_plan a, b;
         uint64_t pbytes = (uint64_t)clremat_graph_param_elems(g) * sizeof(float);
@@ -340,7 +331,7 @@ END_TEST
 /* clremat fit with accumulation, no device. */
 START_TEST(test_fit_accumulate)
 {
-    clremat_graph *g = load_model("transformer.json");
+    clremat_graph *g = test_load_model("transformer.json");
     clremat_fit_config *base = NULL, *c = NULL;
     clremat_fit_row *rows = NULL;
     clremat_fit_request rq;

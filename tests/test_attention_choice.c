@@ -10,21 +10,12 @@
  * those of the same model written "memory_efficient" under none (the
  * bitwise invariant within the attention mode); skips (77) without one. */
 #include "testutil.h"
+#include "testmodel.h"
 #include "data.h"
 #include "executor.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-static clremat_graph *load_model(const char *file)
-{
-    char path[1024];
-    clremat_graph *g = NULL;
-    const char *dir = getenv("CLREMAT_MODELS");
-    snprintf(path, sizeof path, "%s/%s", dir ? dir : "models", file);
-    ck_assert_msg(clremat_graph_load(path, &g) == CLREMAT_OK, "%s", clremat_last_error());
-    return g;
-}
 
 /* g with every attention layer set to mode. */
 static void set_modes(clremat_graph *g, int mode)
@@ -56,7 +47,7 @@ static uint64_t plan_peak(const clremat_graph *g, const char *mode, uint64_t lim
 
 START_TEST(test_choice_planner)
 {
-    clremat_graph *g = load_model("long_context.json");
+    clremat_graph *g = test_load_model("long_context.json");
     clremat_plan none, mem, pl, tmp;
     clremat_layer_cost *costs = NULL;
     uint64_t none_peak, mem_peak;
@@ -171,7 +162,7 @@ static void run_mode(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *
 
 START_TEST(test_choice_device)
 {
-    clremat_graph *g = load_model("transformer_flash.json");
+    clremat_graph *g = test_load_model("transformer_flash.json");
     clremat_ctx *ctx;
     clremat_dataset d;
     clremat_plan mem;

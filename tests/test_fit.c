@@ -8,22 +8,13 @@
  * missing device give exit 2 naming the value and write nothing. No timing
  * assertions. */
 #include "testutil.h"
+#include "testmodel.h"
 #include "fit.h"
 #include "graph.h"
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
-
-static clremat_graph *load_model(const char *name)
-{
-    const char *dir = getenv("CLREMAT_MODELS");
-    char path[1024];
-    clremat_graph *g = NULL;
-    snprintf(path, sizeof path, "%s/%s", dir ? dir : "models", name);
-    ck_assert_msg(clremat_graph_load(path, &g) == CLREMAT_OK, "%s: %s", path, clremat_last_error());
-    return g;
-}
 
 static void request_for(clremat_fit_request *rq, const clremat_graph *g, const clremat_fit_config *c, int nc,
                         const uint64_t *sizes, int ns)
@@ -55,7 +46,7 @@ START_TEST(test_max_batch_equals_brute_force)
     static const char *modes[] = {"none", "full", "activations", "larger_than", "auto"};
     const int64_t cap = 400;
     for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
-        clremat_graph *g = load_model(models[m]);
+        clremat_graph *g = test_load_model(models[m]);
         clremat_fit_config c[6];
         clremat_fit_request rq;
         int nc = 0;
@@ -122,7 +113,7 @@ END_TEST
  * and no step time without a calibration. */
 START_TEST(test_rows_consistent)
 {
-    clremat_graph *g = load_model("transformer.json");
+    clremat_graph *g = test_load_model("transformer.json");
     clremat_fit_config *c = NULL;
     clremat_fit_row *rows = NULL;
     clremat_fit_request rq;
@@ -174,7 +165,7 @@ END_TEST
 /* Mode lists: list_of_layers names stay together; unknown modes and names fail naming them. */
 START_TEST(test_parse_configs)
 {
-    clremat_graph *g = load_model("transformer.json");
+    clremat_graph *g = test_load_model("transformer.json");
     clremat_fit_config *c = NULL;
     int n = 0;
     ck_assert_int_eq(clremat_fit_parse_configs(g, "none,list_of_layers:encoder_block_0,encoder_block_1,budget:4MiB",
@@ -328,7 +319,7 @@ END_TEST
  * same request without it predicts none. */
 START_TEST(test_step_time_with_device)
 {
-    clremat_graph *g = load_model("regression.json");
+    clremat_graph *g = test_load_model("regression.json");
     clremat_ctx *ctx = NULL;
     clremat_opt_config opt;
     clremat_fit_calibration cal;

@@ -10,6 +10,7 @@
  * recompute kernel followed by the plain GEMM. Without a device: the
  * predicate's conditions. */
 #include "testutil.h"
+#include "testmodel.h"
 #include "data.h"
 #include "executor.h"
 #include "gemm.h"
@@ -26,16 +27,6 @@ static const char *const modes[] = {"none", "full", "activations", "full+overlap
 #define N_MODES (sizeof modes / sizeof modes[0])
 #define STEPS 3
 #define BATCH 8
-
-static clremat_graph *load_model(const char *file)
-{
-    char path[1024];
-    clremat_graph *g = NULL;
-    const char *dir = getenv("CLREMAT_MODELS");
-    snprintf(path, sizeof path, "%s/%s", dir ? dir : "models", file);
-    ck_assert_msg(clremat_graph_load(path, &g) == CLREMAT_OK, "%s", clremat_last_error());
-    return g;
-}
 
 typedef struct run_out {
     float loss[STEPS];
@@ -101,7 +92,7 @@ START_TEST(test_fused_bitwise_and_exact)
 {
     const char *file = model_files[_i];
     clremat_ctx *ctx;
-    clremat_graph *g = load_model(file);
+    clremat_graph *g = test_load_model(file);
     clremat_dataset d;
     const size_t pbytes = (size_t)clremat_graph_param_elems(g) * sizeof(float);
     int self, all;
@@ -222,7 +213,7 @@ END_TEST
 START_TEST(test_fused_predicate)
 {
     clremat_fused_query q;
-    clremat_graph *g = load_model("mlp_deep.json");
+    clremat_graph *g = test_load_model("mlp_deep.json");
     clremat_plan_input in;
     memset(&q, 0, sizeof q);
     for (int k = CLREMAT_OPT_SGD; k <= CLREMAT_OPT_ADAMW; k++) {

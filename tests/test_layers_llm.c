@@ -23,30 +23,19 @@
 
 #define TIMEOUT 300
 
-static const clremat_layer *layer_of(const lc_io *io) { return &io->g->layers[io->layer]; }
-
-static int64_t rows_of(const clremat_shape *s, int64_t batch)
-{
-    for (int i = 0; i + 1 < s->rank; i++)
-        batch *= s->dims[i];
-    return batch;
-}
-
-static int last_of(const clremat_shape *s) { return (int)s->dims[s->rank - 1]; }
-
 /* ------------------------------------------------------------ references */
 
 static void rms_fwd(const lc_io *io, double *out)
 {
-    const clremat_layer *L = layer_of(io);
-    ref_rmsnorm_fwd((int)rows_of(&L->in_shape[0], io->batch), last_of(&L->in_shape[0]), L->eps, io->in[0],
+    const clremat_layer *L = lc_layer(io);
+    ref_rmsnorm_fwd((int)lc_rows(&L->in_shape[0], io->batch), lc_last_dim(&L->in_shape[0]), L->eps, io->in[0],
                     io->param[0], out);
 }
 
 static void rms_bwd(const lc_io *io, const double *dout, double *din[], double *grad[])
 {
-    const clremat_layer *L = layer_of(io);
-    ref_rmsnorm_bwd((int)rows_of(&L->in_shape[0], io->batch), last_of(&L->in_shape[0]), L->eps, io->in[0],
+    const clremat_layer *L = lc_layer(io);
+    ref_rmsnorm_bwd((int)lc_rows(&L->in_shape[0], io->batch), lc_last_dim(&L->in_shape[0]), L->eps, io->in[0],
                     io->param[0], dout, din[0], grad[0]);
 }
 
@@ -61,32 +50,32 @@ static void rope_geom(const clremat_layer *L, int64_t batch, int *rows, int *T, 
 static void rope_fwd(const lc_io *io, double *out)
 {
     int rows, T, D, hd;
-    rope_geom(layer_of(io), io->batch, &rows, &T, &D, &hd);
+    rope_geom(lc_layer(io), io->batch, &rows, &T, &D, &hd);
     memcpy(out, io->in[0], sizeof(double) * (size_t)rows * D);
-    ref_rope(rows, T, D, 0, D / hd, hd, layer_of(io)->rope_theta, 0, out);
+    ref_rope(rows, T, D, 0, D / hd, hd, lc_layer(io)->rope_theta, 0, out);
 }
 
 static void rope_bwd(const lc_io *io, const double *dout, double *din[], double *grad[])
 {
     int rows, T, D, hd;
     (void)grad;
-    rope_geom(layer_of(io), io->batch, &rows, &T, &D, &hd);
+    rope_geom(lc_layer(io), io->batch, &rows, &T, &D, &hd);
     if (!din[0])
         return;
     memcpy(din[0], dout, sizeof(double) * (size_t)rows * D);
-    ref_rope(rows, T, D, 0, D / hd, hd, layer_of(io)->rope_theta, 1, din[0]);
+    ref_rope(rows, T, D, 0, D / hd, hd, lc_layer(io)->rope_theta, 1, din[0]);
 }
 
 static void mul_fwd(const lc_io *io, double *out)
 {
-    int64_t n = io->batch * clremat_shape_elems(&layer_of(io)->in_shape[0]);
+    int64_t n = io->batch * clremat_shape_elems(&lc_layer(io)->in_shape[0]);
     for (int64_t i = 0; i < n; i++)
         out[i] = io->in[0][i] * io->in[1][i];
 }
 
 static void mul_bwd(const lc_io *io, const double *dout, double *din[], double *grad[])
 {
-    int64_t n = io->batch * clremat_shape_elems(&layer_of(io)->in_shape[0]);
+    int64_t n = io->batch * clremat_shape_elems(&lc_layer(io)->in_shape[0]);
     (void)grad;
     for (int64_t i = 0; i < n; i++) {
         if (din[0])
@@ -98,7 +87,7 @@ static void mul_bwd(const lc_io *io, const double *dout, double *din[], double *
 
 static ref_attn attn_cfg(const lc_io *io)
 {
-    const clremat_layer *L = layer_of(io);
+    const clremat_layer *L = lc_layer(io);
     ref_attn a = {(int)io->batch, (int)L->in_shape[0].dims[0], (int)L->in_shape[0].dims[1], L->heads, L->causal,
                   L->rate, io->seed, (uint32_t)io->step, (uint32_t)io->layer, L->kv_heads, L->rope_theta};
     return a;
@@ -108,7 +97,7 @@ static ref_attn attn_cfg(const lc_io *io)
 static void attn_fwd(const lc_io *io, double *out)
 {
     ref_attn a = attn_cfg(io);
-    int bias = layer_of(io)->n_params == 4;
+    int bias = lc_layer(io)->n_params == 4;
     ref_attention_fwd(&a, io->in[0], io->param[0], bias ? io->param[1] : NULL, io->param[bias ? 2 : 1],
                       bias ? io->param[3] : NULL, out, NULL, NULL, NULL);
 }
@@ -116,7 +105,7 @@ static void attn_fwd(const lc_io *io, double *out)
 static void attn_bwd(const lc_io *io, const double *dout, double *din[], double *grad[])
 {
     ref_attn a = attn_cfg(io);
-    int bias = layer_of(io)->n_params == 4;
+    int bias = lc_layer(io)->n_params == 4;
     ref_attention_bwd(&a, io->in[0], io->param[0], bias ? io->param[1] : NULL, io->param[bias ? 2 : 1],
                       bias ? io->param[3] : NULL, dout, din[0], grad[0], bias ? grad[1] : NULL, grad[bias ? 2 : 1],
                       bias ? grad[3] : NULL);
@@ -133,9 +122,9 @@ static double silu_d(double v)
 
 static void lora_pre(const lc_io *io, double *out)
 {
-    const clremat_layer *L = layer_of(io);
-    int in = last_of(&L->in_shape[0]), U = (int)L->units, r = L->lora_rank, ia = L->use_bias ? 2 : 1;
-    int64_t rows = rows_of(&L->in_shape[0], io->batch);
+    const clremat_layer *L = lc_layer(io);
+    int in = lc_last_dim(&L->in_shape[0]), U = (int)L->units, r = L->lora_rank, ia = L->use_bias ? 2 : 1;
+    int64_t rows = lc_rows(&L->in_shape[0], io->batch);
     double s = L->lora_alpha / r;
     for (int64_t i = 0; i < rows; i++)
         for (int u = 0; u < U; u++) {
@@ -154,8 +143,8 @@ static void lora_pre(const lc_io *io, double *out)
 
 static void lora_fwd(const lc_io *io, double *out)
 {
-    const clremat_layer *L = layer_of(io);
-    int64_t n = rows_of(&L->in_shape[0], io->batch) * L->units;
+    const clremat_layer *L = lc_layer(io);
+    int64_t n = lc_rows(&L->in_shape[0], io->batch) * L->units;
     lora_pre(io, out);
     for (int64_t i = 0; L->act == CLREMAT_ACT_SILU && i < n; i++)
         out[i] = silu(out[i]);
@@ -163,9 +152,9 @@ static void lora_fwd(const lc_io *io, double *out)
 
 static void lora_bwd(const lc_io *io, const double *dout_in, double *din[], double *grad[])
 {
-    const clremat_layer *L = layer_of(io);
-    int in = last_of(&L->in_shape[0]), U = (int)L->units, r = L->lora_rank, ia = L->use_bias ? 2 : 1;
-    int64_t rows = rows_of(&L->in_shape[0], io->batch);
+    const clremat_layer *L = lc_layer(io);
+    int in = lc_last_dim(&L->in_shape[0]), U = (int)L->units, r = L->lora_rank, ia = L->use_bias ? 2 : 1;
+    int64_t rows = lc_rows(&L->in_shape[0], io->batch);
     double s = L->lora_alpha / r;
     double *dout = malloc(sizeof(double) * (size_t)(rows * U));
     lora_pre(io, dout); /* dZ = dout * act'(pre) */

@@ -22,43 +22,32 @@
 
 /* ------------------------------------------------------------ references */
 
-static const clremat_layer *layer_of(const lc_io *io) { return &io->g->layers[io->layer]; }
-
-static int64_t rows_of(const clremat_shape *s, int64_t batch)
-{
-    for (int i = 0; i + 1 < s->rank; i++)
-        batch *= s->dims[i];
-    return batch;
-}
-
-static int last_of(const clremat_shape *s) { return (int)s->dims[s->rank - 1]; }
-
 static void ln_fwd(const lc_io *io, double *out)
 {
-    const clremat_layer *L = layer_of(io);
-    ref_layernorm_fwd((int)rows_of(&L->in_shape[0], io->batch), last_of(&L->in_shape[0]), L->eps, io->in[0],
+    const clremat_layer *L = lc_layer(io);
+    ref_layernorm_fwd((int)lc_rows(&L->in_shape[0], io->batch), lc_last_dim(&L->in_shape[0]), L->eps, io->in[0],
                       io->param[0], io->param[1], out, NULL);
 }
 
 static void ln_bwd(const lc_io *io, const double *dout, double *din[], double *grad[])
 {
-    const clremat_layer *L = layer_of(io);
-    ref_layernorm_bwd((int)rows_of(&L->in_shape[0], io->batch), last_of(&L->in_shape[0]), L->eps, io->in[0],
+    const clremat_layer *L = lc_layer(io);
+    ref_layernorm_bwd((int)lc_rows(&L->in_shape[0], io->batch), lc_last_dim(&L->in_shape[0]), L->eps, io->in[0],
                       io->param[0], dout, din[0], grad[0], grad[1]);
 }
 
 static void emb_fwd(const lc_io *io, double *out)
 {
-    const clremat_layer *L = layer_of(io);
-    int T = last_of(&L->in_shape[0]);
+    const clremat_layer *L = lc_layer(io);
+    int T = lc_last_dim(&L->in_shape[0]);
     ref_embedding_fwd((int)(io->batch * T), (int)L->dim, (int)L->vocab, T, L->positions, io->in[0], io->param[0],
                       L->positions ? io->param[1] : NULL, out);
 }
 
 static void emb_bwd(const lc_io *io, const double *dout, double *din[], double *grad[])
 {
-    const clremat_layer *L = layer_of(io);
-    int T = last_of(&L->in_shape[0]);
+    const clremat_layer *L = lc_layer(io);
+    int T = lc_last_dim(&L->in_shape[0]);
     (void)din;
     ref_embedding_bwd((int)(io->batch * T), (int)L->dim, (int)L->vocab, T, L->positions, io->in[0], dout, grad[0],
                       L->positions ? grad[1] : NULL);
@@ -66,7 +55,7 @@ static void emb_bwd(const lc_io *io, const double *dout, double *din[], double *
 
 static ref_attn attn_cfg(const lc_io *io)
 {
-    const clremat_layer *L = layer_of(io);
+    const clremat_layer *L = lc_layer(io);
     ref_attn a = {(int)io->batch, (int)L->in_shape[0].dims[0], (int)L->in_shape[0].dims[1], L->heads, L->causal,
                   L->rate, io->seed, (uint32_t)io->step, (uint32_t)io->layer, 0, 0.0};
     return a;
@@ -87,18 +76,18 @@ static void attn_bwd(const lc_io *io, const double *dout, double *din[], double 
 
 static void ce_fwd(const lc_io *io, double *out)
 {
-    const clremat_layer *L = layer_of(io);
-    ref_softmax_ce_fwd((int)rows_of(&L->in_shape[0], io->batch), last_of(&L->in_shape[0]), io->in[0], io->labels,
+    const clremat_layer *L = lc_layer(io);
+    ref_softmax_ce_fwd((int)lc_rows(&L->in_shape[0], io->batch), lc_last_dim(&L->in_shape[0]), io->in[0], io->labels,
                        &out[0], &out[1]);
 }
 
 static void ce_bwd(const lc_io *io, const double *dout, double *din[], double *grad[])
 {
-    const clremat_layer *L = layer_of(io);
+    const clremat_layer *L = lc_layer(io);
     (void)dout;
     (void)grad;
     if (din[0])
-        ref_softmax_ce_bwd((int)rows_of(&L->in_shape[0], io->batch), last_of(&L->in_shape[0]), io->in[0],
+        ref_softmax_ce_bwd((int)lc_rows(&L->in_shape[0], io->batch), lc_last_dim(&L->in_shape[0]), io->in[0],
                            io->labels, din[0]);
 }
 
@@ -112,14 +101,14 @@ static int64_t elems_of(const clremat_shape *s)
 
 static void mse_fwd(const lc_io *io, double *out)
 {
-    const clremat_layer *L = layer_of(io);
+    const clremat_layer *L = lc_layer(io);
     out[0] = ref_mse_fwd((int)(io->batch * elems_of(&L->in_shape[0])), io->in[0], io->labels);
     out[1] = 0.0;
 }
 
 static void mse_bwd(const lc_io *io, const double *dout, double *din[], double *grad[])
 {
-    const clremat_layer *L = layer_of(io);
+    const clremat_layer *L = lc_layer(io);
     (void)dout;
     (void)grad;
     if (din[0])
@@ -300,7 +289,7 @@ START_TEST(test_softmax_ce_check)
     for (int s = 0; s < 3; s++) {
         const int64_t *d = ranks[s] == 2 ? dims[s] : dims[s] + 1;
         int64_t C = d[ranks[s] - 1], batch = 4;
-        int64_t rows = rows_of(&(clremat_shape){ranks[s], {d[0], ranks[s] == 2 ? d[1] : 0}}, batch);
+        int64_t rows = lc_rows(&(clremat_shape){ranks[s], {d[0], ranks[s] == 2 ? d[1] : 0}}, batch);
         float labels[64];
         clremat_layer L;
         clremat_graph g;

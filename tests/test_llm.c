@@ -17,6 +17,7 @@
  * The two llama_tiny tests are left out with CLREMAT_TEST_REDUCED (slow
  * implementations). Skips (77) without a device. */
 #include "testutil.h"
+#include "testmodel.h"
 #include "data.h"
 #include "executor.h"
 #include "safetensors.h"
@@ -56,16 +57,6 @@ static clremat_graph *small_model(const char *emb, const char *block, const char
     clremat_graph *g = NULL;
     snprintf(json, sizeof json, small_fmt, emb, block, up, head);
     ck_assert_msg(clremat_graph_load_string(json, "small", &g) == CLREMAT_OK, "%s", clremat_last_error());
-    return g;
-}
-
-static clremat_graph *load_model(const char *file)
-{
-    char path[1024];
-    clremat_graph *g = NULL;
-    const char *dir = getenv("CLREMAT_MODELS");
-    snprintf(path, sizeof path, "%s/%s", dir ? dir : "models", file);
-    ck_assert_msg(clremat_graph_load(path, &g) == CLREMAT_OK, "%s", clremat_last_error());
     return g;
 }
 
@@ -303,7 +294,7 @@ static void check_same_tensor(const clremat_st_file *a, const clremat_st_file *b
 START_TEST(test_lora_finetune_llama_tiny)
 {
     clremat_ctx *ctx;
-    clremat_graph *base = load_model("llama_tiny.json"), *lora = load_model("llama_tiny_lora.json");
+    clremat_graph *base = test_load_model("llama_tiny.json"), *lora = test_load_model("llama_tiny_lora.json");
     clremat_policy pol;
     clremat_opt_config opt;
     clremat_trainer *t;
@@ -391,7 +382,7 @@ END_TEST
 START_TEST(test_llama_tiny_learns)
 {
     clremat_ctx *ctx;
-    clremat_graph *g = load_model("llama_tiny.json");
+    clremat_graph *g = test_load_model("llama_tiny.json");
     clremat_policy pol;
     clremat_opt_config opt;
     clremat_trainer *t;

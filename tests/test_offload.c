@@ -22,6 +22,7 @@
  *   step-time calibration is cached (read back bitwise, a corrupt file
  *   measured again). */
 #include "testutil.h"
+#include "testmodel.h"
 #include "data.h"
 #include "executor.h"
 #include "transfer.h"
@@ -44,16 +45,6 @@ static const model_case models[] = {
 #define N_MODELS (sizeof models / sizeof models[0])
 #define STEPS 3
 #define BATCH 8
-
-static clremat_graph *load_model(const char *file)
-{
-    char path[1024];
-    clremat_graph *g = NULL;
-    const char *dir = getenv("CLREMAT_MODELS");
-    snprintf(path, sizeof path, "%s/%s", dir ? dir : "models", file);
-    ck_assert_msg(clremat_graph_load(path, &g) == CLREMAT_OK, "%s", clremat_last_error());
-    return g;
-}
 
 typedef struct run_out {
     float loss[STEPS];
@@ -105,7 +96,7 @@ START_TEST(test_offload_model)
     const char *modes[3] = {"none", "full", NULL};
     char block_mode[128];
     clremat_ctx *ctx;
-    clremat_graph *g = load_model(m->file);
+    clremat_graph *g = test_load_model(m->file);
     size_t pbytes = (size_t)clremat_graph_param_elems(g) * sizeof(float);
     clremat_dataset d;
     int n_modes = test_reduced() ? 2 : 3;
@@ -157,7 +148,7 @@ END_TEST
  * (no fault) has the reference's loss. */
 START_TEST(test_offload_faults)
 {
-    clremat_graph *g = load_model("regression.json");
+    clremat_graph *g = test_load_model("regression.json");
     clremat_policy pol;
     clremat_opt_config opt;
     clremat_ctx *ctx;
@@ -203,7 +194,7 @@ END_TEST
 /* The planner alone. */
 START_TEST(test_offload_planner)
 {
-    clremat_graph *g = load_model("mlp_deep.json");
+    clremat_graph *g = test_load_model("mlp_deep.json");
     clremat_policy p;
     clremat_plan plan;
     clremat_plan_input in;
@@ -303,7 +294,7 @@ END_TEST
 
 START_TEST(test_budget_offload)
 {
-    clremat_graph *g = load_model("transformer.json");
+    clremat_graph *g = test_load_model("transformer.json");
     clremat_plan_input in;
     clremat_plan none, rec, cheap, dear;
     clremat_policy np;
@@ -375,7 +366,7 @@ END_TEST
 
 START_TEST(test_fit_offload_and_cache)
 {
-    clremat_graph *g = load_model("transformer.json");
+    clremat_graph *g = test_load_model("transformer.json");
     clremat_fit_config *base = NULL, *c = NULL;
     clremat_fit_request rq;
     clremat_fit_row *rows = NULL;

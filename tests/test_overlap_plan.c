@@ -5,6 +5,7 @@
  * the recompute queue is recompute work opened by a marker and closed by a
  * join before anything needs its results. */
 #include "testutil.h"
+#include "testmodel.h"
 #include "executor.h"
 #include <stdio.h>
 #include <string.h>
@@ -23,16 +24,6 @@ static const model_case models[] = {
     {"regression.json", NULL, "h2", 1},
 };
 #define N_MODELS (sizeof models / sizeof models[0])
-
-static clremat_graph *load_model(const char *file)
-{
-    char path[1024];
-    clremat_graph *g = NULL;
-    const char *dir = getenv("CLREMAT_MODELS");
-    snprintf(path, sizeof path, "%s/%s", dir ? dir : "models", file);
-    ck_assert_msg(clremat_graph_load(path, &g) == CLREMAT_OK, "%s", clremat_last_error());
-    return g;
-}
 
 /* Checks the queue flags of an overlapped plan; returns the runs moved. */
 static int check_flags(const clremat_plan *p, const char *what)
@@ -106,7 +97,7 @@ static void compare(const clremat_graph *g, const char *file, const char *mode, 
 START_TEST(test_overlap_same_actions_same_peak)
 {
     const model_case *m = &models[_i];
-    clremat_graph *g = load_model(m->file);
+    clremat_graph *g = test_load_model(m->file);
     char mode[128];
     compare(g, m->file, "none", 0);
     compare(g, m->file, "full", m->overlaps_full);
@@ -139,7 +130,7 @@ END_TEST
  * overlaps. Hand-made actions on mlp_deep (dense_2 reads dense_1). */
 START_TEST(test_overlap_refuses_live_rewrite)
 {
-    clremat_graph *g = load_model("mlp_deep.json");
+    clremat_graph *g = test_load_model("mlp_deep.json");
     clremat_layer_cost costs[64];
     clremat_plan_input in = {.g = g, .batch = 8, .costs = costs, .opt_states = 2, .scratch_bytes = 8};
     clremat_action acts[4];

@@ -11,6 +11,7 @@
  * measured and reserved peaks as MODE run sequentially. save_dots and
  * budget plans that keep parts of blocks hold to the same. */
 #include "testutil.h"
+#include "testmodel.h"
 #include "data.h"
 #include "executor.h"
 #include <math.h>
@@ -63,16 +64,6 @@ static const model_case models[] = {
  * 8, or the model's own batch in the tests that loop over the models. */
 static int64_t cur_batch = 8;
 #define BATCH cur_batch
-
-static clremat_graph *load_model(const char *file)
-{
-    char path[1024];
-    clremat_graph *g = NULL;
-    const char *dir = getenv("CLREMAT_MODELS");
-    snprintf(path, sizeof path, "%s/%s", dir ? dir : "models", file);
-    ck_assert_msg(clremat_graph_load(path, &g) == CLREMAT_OK, "%s", clremat_last_error());
-    return g;
-}
 
 typedef struct run_out {
     float loss[STEPS];
@@ -139,7 +130,7 @@ static void run_mode(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *
 static void check_model(const model_case *m)
 {
     clremat_ctx *ctx;
-    clremat_graph *g = load_model(m->file);
+    clremat_graph *g = test_load_model(m->file);
     clremat_dataset d;
     char modes[8][128];
     int n_modes = 0;
@@ -309,7 +300,7 @@ END_TEST
  * and the modes that fit; full runs and stays within it. */
 START_TEST(test_memory_limit)
 {
-    clremat_graph *g = load_model("mlp_deep.json");
+    clremat_graph *g = test_load_model("mlp_deep.json");
     clremat_plan pn, pf;
     clremat_policy none, full;
     clremat_opt_config opt;
@@ -366,7 +357,7 @@ START_TEST(test_budget_plans_on_device)
     if (m->batch)
         cur_batch = m->batch;
     clremat_ctx *ctx;
-    clremat_graph *g = load_model(m->file);
+    clremat_graph *g = test_load_model(m->file);
     clremat_dataset d;
     clremat_plan pn, pf;
     clremat_policy none, full;
@@ -427,7 +418,7 @@ START_TEST(test_save_dots_and_partial_keeps_on_device)
     if (m->batch)
         cur_batch = m->batch;
     clremat_ctx *ctx;
-    clremat_graph *g = load_model(m->file);
+    clremat_graph *g = test_load_model(m->file);
     clremat_dataset d;
     clremat_plan pn, pf;
     clremat_policy none, full;
