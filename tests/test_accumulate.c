@@ -232,30 +232,6 @@ END_TEST
 /* The command: refusals with the numbers (exit 2, before any device work),
  * and --json reporting accumulate, micro_batch and the buffer on train and
  * plan, the train run's measured peak equal to its prediction. */
-static void read_cmd(const char *args, char *out, size_t len)
-{
-    char cmd[4096];
-    const char *tool = getenv("CLREMAT_TOOL");
-    FILE *p;
-    size_t n;
-    snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", tool ? tool : "tools/clremat", args);
-    p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    n = fread(out, 1, len - 1, p);
-    out[n] = 0;
-    ck_assert_int_eq(pclose(p), 0);
-}
-
-static long long json_int(const char *s, const char *key)
-{
-    char k[128];
-    const char *p;
-    snprintf(k, sizeof k, "\"%s\": ", key);
-    p = strstr(s, k);
-    ck_assert_msg(p != NULL, "no %s in %s", key, s);
-    return strtoll(p + strlen(k), NULL, 10);
-}
-
 START_TEST(test_cli)
 {
     char err[4096], args[2048], *out = malloc(1 << 20);
@@ -275,22 +251,22 @@ START_TEST(test_cli)
     ck_assert_msg(strstr(err, "--accumulate"), "%s", err);
 
     snprintf(args, sizeof args, "plan %s --batch 16 --accumulate 4 --json", model);
-    read_cmd(args, out, 1 << 20);
-    ck_assert_int_eq(json_int(out, "accumulate"), 4);
-    ck_assert_int_eq(json_int(out, "micro_batch"), 4);
-    ck_assert_int_gt(json_int(out, "accumulation_bytes"), 0);
+    test_tool_stdout(args, out, 1 << 20);
+    ck_assert_int_eq(test_json_int(out, "accumulate"), 4);
+    ck_assert_int_eq(test_json_int(out, "micro_batch"), 4);
+    ck_assert_int_gt(test_json_int(out, "accumulation_bytes"), 0);
     snprintf(args, sizeof args, "train %s %s --batch 16 --accumulate 4 --steps 2 --remat full --json --quiet", model,
              devopt);
-    read_cmd(args, out, 1 << 20);
-    ck_assert_int_eq(json_int(out, "batch"), 16);
-    ck_assert_int_eq(json_int(out, "accumulate"), 4);
-    ck_assert_int_eq(json_int(out, "micro_batch"), 4);
-    ck_assert_int_gt(json_int(out, "accumulation_bytes"), 0);
-    ck_assert_int_eq(json_int(out, "measured_peak_bytes"), json_int(out, "predicted_peak_bytes"));
+    test_tool_stdout(args, out, 1 << 20);
+    ck_assert_int_eq(test_json_int(out, "batch"), 16);
+    ck_assert_int_eq(test_json_int(out, "accumulate"), 4);
+    ck_assert_int_eq(test_json_int(out, "micro_batch"), 4);
+    ck_assert_int_gt(test_json_int(out, "accumulation_bytes"), 0);
+    ck_assert_int_eq(test_json_int(out, "measured_peak_bytes"), test_json_int(out, "predicted_peak_bytes"));
     snprintf(args, sizeof args, "train %s %s --batch 16 --steps 2 --json --quiet", model, devopt);
-    read_cmd(args, out, 1 << 20);
-    ck_assert_int_eq(json_int(out, "accumulate"), 1);
-    ck_assert_int_eq(json_int(out, "accumulation_bytes"), 0);
+    test_tool_stdout(args, out, 1 << 20);
+    ck_assert_int_eq(test_json_int(out, "accumulate"), 1);
+    ck_assert_int_eq(test_json_int(out, "accumulation_bytes"), 0);
     free(out);
 }
 END_TEST

@@ -240,30 +240,6 @@ START_TEST(test_offload_planner)
 }
 END_TEST
 
-static void read_cmd(const char *args, char *out, size_t len)
-{
-    char cmd[4096];
-    const char *tool = getenv("CLREMAT_TOOL");
-    FILE *p;
-    size_t n;
-    snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", tool ? tool : "tools/clremat", args);
-    p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    n = fread(out, 1, len - 1, p);
-    out[n] = 0;
-    ck_assert_int_eq(pclose(p), 0);
-}
-
-static long long json_int(const char *s, const char *key)
-{
-    char k[128];
-    const char *p;
-    snprintf(k, sizeof k, "\"%s\": ", key);
-    p = strstr(s, k);
-    ck_assert_msg(p != NULL, "no %s in %s", key, s);
-    return strtoll(p + strlen(k), NULL, 10);
-}
-
 START_TEST(test_offload_cli)
 {
     char err[4096], args[2048], *out = malloc(1 << 20);
@@ -279,15 +255,15 @@ START_TEST(test_offload_cli)
     snprintf(args, sizeof args, "train %s --offload all --overlap --steps 1", model);
     ck_assert_int_eq(test_run_tool(args, err, sizeof err), 2);
     snprintf(args, sizeof args, "plan %s --batch 8 --offload all --json", model);
-    read_cmd(args, out, 1 << 20);
-    planned_host = json_int(out, "predicted_host_peak_bytes");
+    test_tool_stdout(args, out, 1 << 20);
+    planned_host = test_json_int(out, "predicted_host_peak_bytes");
     ck_assert_int_gt(planned_host, 0);
-    ck_assert_int_gt(json_int(out, "offloads"), 0);
+    ck_assert_int_gt(test_json_int(out, "offloads"), 0);
     snprintf(args, sizeof args, "train %s %s --batch 8 --steps 2 --offload all --json --quiet", model, devopt);
-    read_cmd(args, out, 1 << 20);
-    ck_assert_int_eq(json_int(out, "predicted_host_peak_bytes"), planned_host);
-    ck_assert_int_eq(json_int(out, "measured_host_peak_bytes"), planned_host);
-    ck_assert_int_eq(json_int(out, "measured_peak_bytes"), json_int(out, "predicted_peak_bytes"));
+    test_tool_stdout(args, out, 1 << 20);
+    ck_assert_int_eq(test_json_int(out, "predicted_host_peak_bytes"), planned_host);
+    ck_assert_int_eq(test_json_int(out, "measured_host_peak_bytes"), planned_host);
+    ck_assert_int_eq(test_json_int(out, "measured_peak_bytes"), test_json_int(out, "predicted_peak_bytes"));
     free(out);
 }
 END_TEST

@@ -9,6 +9,7 @@
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "clremat.h"
@@ -106,6 +107,36 @@ static inline int test_run_tool(const char *args, char *err, size_t len)
     err[n] = 0;
     st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Runs the clremat command with args like test_run_tool, asserting it exits
+ * 0; its stdout (stderr dropped), NUL-terminated and cut to len - 1 bytes,
+ * goes to out (for --json reports). */
+static inline void test_tool_stdout(const char *args, char *out, size_t len)
+{
+    char cmd[4096];
+    FILE *p;
+    size_t n;
+    const char *tool = getenv("CLREMAT_TOOL");
+    int w = snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", tool ? tool : "tools/clremat", args);
+    ck_assert_msg(w > 0 && (size_t)w < sizeof cmd, "command line too long: %s", args);
+    p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    n = fread(out, 1, len - 1, p);
+    out[n] = 0;
+    ck_assert_msg(pclose(p) == 0, "clremat %s failed", args);
+}
+
+/* The integer after the first "key": in the JSON text s (a test fails when
+ * the key is missing). */
+static inline long long test_json_int(const char *s, const char *key)
+{
+    char k[128];
+    const char *p;
+    snprintf(k, sizeof k, "\"%s\": ", key);
+    p = strstr(s, k);
+    ck_assert_msg(p != NULL, "no %s in %s", key, s);
+    return strtoll(p + strlen(k), NULL, 10);
 }
 
 /* 1 when $CLREMAT_TEST_REDUCED is set and not "0": device tests then use
