@@ -63,12 +63,16 @@ static int call_cost(clremat_layer_call *c, clremat_layer_cost *cost)
     return st == CLREMAT_OK ? st : clremat_fail(c->ctx, st, "%s", clremat_last_error());
 }
 
-/* Per-sample elements of a byte count measured at batch 1 (floats; never 0). */
-static int64_t per_sample(size_t bytes_at_1)
+/* Per-sample elements of a byte count measured at batch 1, of elements of
+ * elem_bytes bytes each (4: float32; 2: a 16-bit slot under mixed
+ * precision); never 0. */
+static int64_t per_sample_of(size_t bytes_at_1, size_t elem_bytes)
 {
-    int64_t e = (int64_t)((bytes_at_1 + sizeof(float) - 1) / sizeof(float));
+    int64_t e = (int64_t)((bytes_at_1 + elem_bytes - 1) / elem_bytes);
     return e > 0 ? e : 1;
 }
+
+static int64_t per_sample(size_t bytes_at_1) { return per_sample_of(bytes_at_1, sizeof(float)); }
 
 /* The most elements per sample of any tensor of a step; *layer the layer
  * holding it (-1: input or labels). 0 when a cost cannot be computed. */
@@ -91,7 +95,7 @@ static int64_t worst_per_sample(const clremat_graph *g, int *layer)
         if (clremat_layer_cost_of(g, l, 1, &c) != CLREMAT_OK)
             return 0;
         for (int s = 0; s < c.n_slots && s < CLREMAT_MAX_SLOTS; s++)
-            if ((e = per_sample(c.slot_bytes[s])) > worst) {
+            if ((e = per_sample_of(c.slot_bytes[s], c.slot16 >> s & 1u ? 2 : sizeof(float))) > worst) {
                 worst = e;
                 who = l;
             }

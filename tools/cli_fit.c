@@ -6,9 +6,7 @@
 #include "fit.h"
 #include "fit_run.h"
 #include "report_json.h"
-#include "gemm.h"
 #include "report_svg.h"
-#include "transfer.h"
 #include "svg_plot.h"
 #include <math.h>
 #include <stdlib.h>
