@@ -302,6 +302,7 @@ static int walk_layer(walk *w, json_t *entry, int seq, int top, const char *path
         c.name = name;
         c.config = cfg;
         c.kwargs = kwargs;
+        c.build = json_object_get(entry, "build_config");
         c.full = full;
         c.h5 = h5pre;
         c.n_in = n_in;

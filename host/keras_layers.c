@@ -187,14 +187,7 @@ static int map_reshape(clremat_keras_call *c)
     return CLREMAT_OK;
 }
 
-static int map_add(clremat_keras_call *c)
-{
-    if (c->n_in != 2)
-        return clremat_keras_refuse(c, "adds %d tensors; clremat's add takes exactly 2", c->n_in);
-    json_object_set_new(c->out, "type", json_string("add"));
-    json_object_set_new(c->out, "inputs", json_pack("[ss]", c->in[0], c->in[1]));
-    return CLREMAT_OK;
-}
+static int map_add(clremat_keras_call *c) { return clremat_keras_two_equal_inputs(c, "add"); }
 
 static const struct {
     const char *cls;

@@ -303,12 +303,4 @@ int clremat_keras_map_concat(clremat_keras_call *c)
     return CLREMAT_OK;
 }
 
-int clremat_keras_map_multiply(clremat_keras_call *c)
-{
-    if (c->n_in != 2)
-        return clremat_keras_refuse(c, "multiplies %d tensors; clremat's multiply takes exactly 2 of equal shape",
-                                    c->n_in);
-    json_object_set_new(c->out, "type", json_string("multiply"));
-    json_object_set_new(c->out, "inputs", json_pack("[ss]", c->in[0], c->in[1]));
-    return CLREMAT_OK;
-}
+int clremat_keras_map_multiply(clremat_keras_call *c) { return clremat_keras_two_equal_inputs(c, "multiply"); }

@@ -13,6 +13,7 @@ typedef struct clremat_keras_call {
     const char *cls, *name;         /**< Keras class and layer name */
     json_t *config;                 /**< the layer's "config" */
     json_t *kwargs;                 /**< call keyword arguments (Functional), or NULL */
+    json_t *build;                  /**< the layer's "build_config" (Keras 3: input shapes), or NULL */
     const char *full;               /**< the clremat layer's full name (block path included) */
     const char *h5;                 /**< its weights group with a trailing '/': "layers/dense/" */
     int n_in;                       /**< inputs (tensors), each a clremat reference */
@@ -42,6 +43,12 @@ int clremat_keras_need_null(clremat_keras_call *c, const char *const *fields);
 
 /** Refuses c when boolean config field is present and not want. */
 int clremat_keras_need_value(clremat_keras_call *c, const char *field, int want);
+
+/** Refuses c unless it has exactly two inputs of the same shape (Keras's
+ * merge layers broadcast, clremat's add and multiply do not): the message
+ * names both shapes from the layer's build_config. op names the clremat
+ * layer ("add", "multiply"); sets "type" and "inputs". */
+int clremat_keras_two_equal_inputs(clremat_keras_call *c, const char *op);
 
 /** Refuses c unless it has exactly one input; sets "inputs" to it. */
 int clremat_keras_one_input(clremat_keras_call *c);

@@ -1,6 +1,7 @@
 /* keras_util.c: the pieces every Keras layer mapping uses (host/keras_layers.c,
  * host/keras_layers_conv.c): the refusal message, option checks, the
- * activation table, the single input and the variable record. Apart from the
+ * activation table, the single input, the two equal inputs of a merge and
+ * the variable record. Apart from the
  * mapping files so their call graph has no cycle. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -50,6 +51,41 @@ int clremat_keras_need_value(clremat_keras_call *c, const char *field, int want)
     json_t *v = json_object_get(c->config, field);
     if (v && !(json_is_boolean(v) && json_boolean_value(v) == want))
         return clremat_keras_refuse(c, "option '%s' must be %s for clremat", field, want ? "true" : "false");
+    return CLREMAT_OK;
+}
+
+/* "[4, 6]" for a build_config shape [null, 4, 6] (the batch left out). */
+static void shape_text(json_t *shape, char *buf, size_t len)
+{
+    size_t i, n = 0;
+    json_t *d;
+    n += (size_t)snprintf(buf, len, "[");
+    json_array_foreach(shape, i, d) {
+        if (i == 0)
+            continue;
+        if (n < len)
+            n += (size_t)snprintf(buf + n, len - n, "%s%lld", i > 1 ? ", " : "",
+                                  json_is_integer(d) ? (long long)json_integer_value(d) : -1LL);
+    }
+    if (n < len)
+        snprintf(buf + n, len - n, "]");
+}
+
+int clremat_keras_two_equal_inputs(clremat_keras_call *c, const char *op)
+{
+    json_t *shapes = json_object_get(c->build, "input_shape");
+    if (c->n_in != 2)
+        return clremat_keras_refuse(c, "takes %d tensors; clremat's %s takes exactly 2 of equal shape", c->n_in, op);
+    if (json_is_array(shapes) && json_array_size(shapes) == 2 &&
+        !json_equal(json_array_get(shapes, 0), json_array_get(shapes, 1))) {
+        char a[128], b[128];
+        shape_text(json_array_get(shapes, 0), a, sizeof a);
+        shape_text(json_array_get(shapes, 1), b, sizeof b);
+        return clremat_keras_refuse(c, "inputs of shapes %s and %s: Keras broadcasts them, clremat's %s needs "
+                                    "equal shapes (broadcast explicitly before this layer)", a, b, op);
+    }
+    json_object_set_new(c->out, "type", json_string(op));
+    json_object_set_new(c->out, "inputs", json_pack("[ss]", c->in[0], c->in[1]));
     return CLREMAT_OK;
 }
 

@@ -279,6 +279,13 @@ static void to_l2(json_t *d)
 {
     json_object_set_new(json_object_get(d, "config"), "kernel_regularizer", json_pack("{ss}", "class_name", "L2"));
 }
+/* the second input broadcast over height and width, as Keras allows */
+static void to_broadcast(json_t *d)
+{
+    json_t *shapes = json_object_get(json_object_get(d, "build_config"), "input_shape");
+    ck_assert_msg(json_array_size(shapes) == 2, "no build_config input shapes");
+    json_array_set_new(shapes, 1, json_pack("[niii]", 1, 1, 16));
+}
 static void to_frozen(json_t *d) { json_object_set_new(json_object_get(d, "config"), "trainable", json_false()); }
 
 START_TEST(test_refusals)
@@ -296,6 +303,8 @@ START_TEST(test_refusals)
     refused_in("resnet", "stem_bn", to_renorm, "(BatchNormalization)", "'renorm'");
     refused_in("mobilenet", "cat", to_axis1, "(Concatenate)", "only axis -1");
     refused_in("mobilenet", "sep", to_policy, "(", "whose layer 'sep' has 'mixed_bfloat16'");
+    refused_in("mobilenet", "excite", to_broadcast, "(Multiply)", "shapes [4, 4, 16] and [1, 1, 16]: Keras broadcasts");
+    refused_in("resnet", "b1_add", to_broadcast, "(Add)", "shapes [4, 4, 16] and [1, 1, 16]: Keras broadcasts");
 }
 END_TEST
 
