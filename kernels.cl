@@ -1938,7 +1938,9 @@ __kernel void zpad_bwd(const int n, const int acc, const int H, const int W, con
 
 /* Per block b and channel: the block's mean into part[b C + c] and its sum
  * of squared deviations from that mean (two passes over the block, which
- * stays in cache) into part[(NB + b) C + c]. Global (ceil(C / 8), NB). */
+ * stays in cache) into part[(NB + b) C + c]. Both sum the rows shifted by
+ * the block's first row, so that a mean far from zero costs no precision.
+ * Global (ceil(C / 8), NB). */
 __kernel void bn_stats_part(const int R, const int C, const int RB, const int NB, __global const float *x,
                             __global float *part)
 {
@@ -1948,27 +1950,29 @@ __kernel void bn_stats_part(const int R, const int C, const int RB, const int NB
         return;
     const float inv = 1.0f / (float)(r1 - r0);
     if (c0 + 8 <= C) {
+        const float8 k = vload8(0, x + (size_t)r0 * C + c0);
         float8 s = (float8)(0.0f), q = (float8)(0.0f);
         for (int r = r0; r < r1; r++)
-            s += vload8(0, x + (size_t)r * C + c0);
+            s += vload8(0, x + (size_t)r * C + c0) - k;
         const float8 m = s * inv;
         for (int r = r0; r < r1; r++) {
-            const float8 d = vload8(0, x + (size_t)r * C + c0) - m;
+            const float8 d = (vload8(0, x + (size_t)r * C + c0) - k) - m;
             q += d * d;
         }
-        vstore8(m, 0, part + (size_t)b * C + c0);
+        vstore8(k + m, 0, part + (size_t)b * C + c0);
         vstore8(q, 0, part + (size_t)(NB + b) * C + c0);
     } else {
         for (int c = c0; c < C; c++) {
+            const float k = x[(size_t)r0 * C + c];
             float s = 0.0f, q = 0.0f;
             for (int r = r0; r < r1; r++)
-                s += x[(size_t)r * C + c];
+                s += x[(size_t)r * C + c] - k;
             const float m = s * inv;
             for (int r = r0; r < r1; r++) {
-                const float d = x[(size_t)r * C + c] - m;
+                const float d = (x[(size_t)r * C + c] - k) - m;
                 q += d * d;
             }
-            part[(size_t)b * C + c] = m;
+            part[(size_t)b * C + c] = k + m;
             part[(size_t)(NB + b) * C + c] = q;
         }
     }
@@ -1983,14 +1987,19 @@ __kernel void bn_stats_finish(const int R, const int C, const int RB, const int 
     const int c = get_global_id(0);
     if (c >= C)
         return;
-    float n = (float)min(R, RB), mean = part[c], m2 = part[(size_t)NB * C + c];
+    /* the running mean is mean + lo (a compensated sum: its updates are
+     * small against it, and NB of them would otherwise lose bits) */
+    float n = (float)min(R, RB), mean = part[c], lo = 0.0f, m2 = part[(size_t)NB * C + c];
     for (int b = 1; b < NB; b++) {
         BN_BLOCK(b, RB, R, r0, r1);
-        const float nb = (float)(r1 - r0), nt = n + nb, d = part[(size_t)b * C + c] - mean;
-        mean += d * (nb / nt);
+        const float nb = (float)(r1 - r0), nt = n + nb, d = (part[(size_t)b * C + c] - mean) - lo;
+        const float inc = d * (nb / nt) + lo, t = mean + inc, back = t - mean;
+        lo = (mean - (t - back)) + (inc - back);
+        mean = t;
         m2 += part[(size_t)(NB + b) * C + c] + d * d * (n * (nb / nt));
         n = nt;
     }
+    mean += lo;
     const float var = m2 / (float)R;
     stats[c] = mean;
     stats[C + c] = 1.0f / sqrt(var + eps);
