@@ -1922,98 +1922,224 @@ __kernel void zpad_bwd(const int n, const int acc, const int H, const int W, con
 }
 
 /* ------------------------------------------------------------------------
- * Batch normalization over the last dimension (C channels, R rows). One
- * work item per channel sums its rows in row order (deterministic). */
+ * Batch normalization over the last dimension (C channels, R rows), laid
+ * out row-major (x[r * C + c]). Work items take a group of 8 neighbouring
+ * channels (vload8 / vstore8, any alignment) or, in the last group when C
+ * is not a multiple of 8, the remaining channels one by one. The sums over
+ * rows run in a fixed order that depends only on (R, C): NB blocks of RB
+ * rows (backend/layer_batchnorm.c chooses them), each summed in row order
+ * by one work item into partials (part, 2 NB C floats: [0, NB C) and
+ * [NB C, 2 NB C), block b of channel c at b * C + c), then a finish kernel
+ * combines the blocks in block order, one work item per channel. */
 
-/* stats[c] = batch mean, stats[C + c] = 1 / sqrt(var + eps), stats[2C + c]
- * = var (biased, as Keras), two passes. */
-__kernel void bn_stats(const int R, const int C, const float eps, __global const float *x, __global float *stats)
+/* Block b's rows [r0, r1) of R rows in blocks of RB. */
+#define BN_BLOCK(b, RB, R, r0, r1) \
+    const int r0 = (b) * (RB), r1 = min((R), r0 + (RB))
+
+/* Per block b and channel: the block's mean into part[b C + c] and its sum
+ * of squared deviations from that mean (two passes over the block, which
+ * stays in cache) into part[(NB + b) C + c]. Both sum the rows shifted by
+ * the block's first row, so that a mean far from zero costs no precision.
+ * Global (ceil(C / 8), NB). */
+__kernel void bn_stats_part(const int R, const int C, const int RB, const int NB, __global const float *x,
+                            __global float *part)
 {
-    const int c = get_global_id(0);
-    if (c < C) {
-        float s = 0.0f, q = 0.0f;
-        for (int r = 0; r < R; r++)
-            s += x[r * C + c];
-        const float mean = s / (float)R;
-        for (int r = 0; r < R; r++) {
-            const float d = x[r * C + c] - mean;
+    const int g = get_global_id(0), b = get_global_id(1), c0 = g * 8;
+    BN_BLOCK(b, RB, R, r0, r1);
+    if (c0 >= C || b >= NB)
+        return;
+    const float inv = 1.0f / (float)(r1 - r0);
+    if (c0 + 8 <= C) {
+        const float8 k = vload8(0, x + (size_t)r0 * C + c0);
+        float8 s = (float8)(0.0f), q = (float8)(0.0f);
+        for (int r = r0; r < r1; r++)
+            s += vload8(0, x + (size_t)r * C + c0) - k;
+        const float8 m = s * inv;
+        for (int r = r0; r < r1; r++) {
+            const float8 d = (vload8(0, x + (size_t)r * C + c0) - k) - m;
             q += d * d;
         }
-        const float var = q / (float)R;
-        stats[c] = mean;
-        stats[C + c] = 1.0f / sqrt(var + eps);
-        stats[2 * C + c] = var;
+        vstore8(k + m, 0, part + (size_t)b * C + c0);
+        vstore8(q, 0, part + (size_t)(NB + b) * C + c0);
+    } else {
+        for (int c = c0; c < C; c++) {
+            const float k = x[(size_t)r0 * C + c];
+            float s = 0.0f, q = 0.0f;
+            for (int r = r0; r < r1; r++)
+                s += x[(size_t)r * C + c] - k;
+            const float m = s * inv;
+            for (int r = r0; r < r1; r++) {
+                const float d = (x[(size_t)r * C + c] - k) - m;
+                q += d * d;
+            }
+            part[(size_t)b * C + c] = k + m;
+            part[(size_t)(NB + b) * C + c] = q;
+        }
     }
 }
 
-/* y = gamma * (x - mean) * rstd + beta; training: mean, rstd from stats;
- * evaluation (use_moving): mean = mm, rstd = 1 / sqrt(mv + eps). gamma /
- * beta may be NULL (scale / center off). n = R * C. */
-__kernel void bn_apply(const int n, const int C, const int use_moving, const float eps, __global const float *x,
-                       __global const float *stats, __global const float *mm, __global const float *mv,
-                       __global const float *gamma, __global const float *beta, __global float *y)
-{
-    const int i = get_global_id(0);
-    if (i < n) {
-        const int c = i % C;
-        const float mean = use_moving ? mm[c] : stats[c];
-        const float rstd = use_moving ? 1.0f / sqrt(mv[c] + eps) : stats[C + c];
-        float v = (x[i] - mean) * rstd;
-        if (gamma)
-            v *= gamma[c];
-        if (beta)
-            v += beta[c];
-        y[i] = v;
-    }
-}
-
-/* Per channel: ws[c] = sum dy, ws[C + c] = sum dy * xhat; dgamma / dbeta
- * written when not NULL; the frozen gradients (moving statistics) zeroed
- * when not NULL; with update, the moving statistics take one step
- * m = m * momentum + batch * (1 - momentum) from the saved batch stats. */
-__kernel void bn_bwd_reduce(const int R, const int C, __global const float *x, __global const float *stats,
-                            __global const float *dy, __global float *ws, __global float *dgamma,
-                            __global float *dbeta, const int update, const float momentum, __global float *mm,
-                            __global float *mv, __global float *dmm, __global float *dmv)
+/* stats[c] = batch mean, stats[C + c] = 1 / sqrt(var + eps), stats[2C + c]
+ * = var (biased, as Keras): the blocks' means and squared deviations merged
+ * in block order (Chan et al.'s pairwise update). One work item per channel. */
+__kernel void bn_stats_finish(const int R, const int C, const int RB, const int NB, const float eps,
+                              __global const float *part, __global float *stats)
 {
     const int c = get_global_id(0);
-    if (c < C) {
-        const float mean = stats[c], rstd = stats[C + c];
-        float s = 0.0f, sx = 0.0f;
-        for (int r = 0; r < R; r++) {
-            const float d = dy[r * C + c];
-            s += d;
-            sx += d * ((x[r * C + c] - mean) * rstd);
-        }
-        ws[c] = s;
-        ws[C + c] = sx;
-        if (dgamma)
-            dgamma[c] = sx;
-        if (dbeta)
-            dbeta[c] = s;
-        if (dmm)
-            dmm[c] = 0.0f;
-        if (dmv)
-            dmv[c] = 0.0f;
-        if (update) {
-            mm[c] = mm[c] * momentum + mean * (1.0f - momentum);
-            mv[c] = mv[c] * momentum + stats[2 * C + c] * (1.0f - momentum);
+    if (c >= C)
+        return;
+    /* the running mean is mean + lo (a compensated sum: its updates are
+     * small against it, and NB of them would otherwise lose bits) */
+    float n = (float)min(R, RB), mean = part[c], lo = 0.0f, m2 = part[(size_t)NB * C + c];
+    for (int b = 1; b < NB; b++) {
+        BN_BLOCK(b, RB, R, r0, r1);
+        const float nb = (float)(r1 - r0), nt = n + nb, d = (part[(size_t)b * C + c] - mean) - lo;
+        const float inc = d * (nb / nt) + lo, t = mean + inc, back = t - mean;
+        lo = (mean - (t - back)) + (inc - back);
+        mean = t;
+        m2 += part[(size_t)(NB + b) * C + c] + d * d * (n * (nb / nt));
+        n = nt;
+    }
+    mean += lo;
+    const float var = m2 / (float)R;
+    stats[c] = mean;
+    stats[C + c] = 1.0f / sqrt(var + eps);
+    stats[2 * C + c] = var;
+}
+
+/* y = (x - mean) * (rstd * gamma) + beta; training: mean, rstd from stats;
+ * evaluation (use_moving): mean = mm, rstd = 1 / sqrt(mv + eps). gamma /
+ * beta may be NULL (scale / center off). Global (ceil(C / 8), ceil(R /
+ * RPI)): RPI rows of one channel group per work item. */
+__kernel void bn_apply(const int R, const int C, const int RPI, const int use_moving, const float eps,
+                       __global const float *x, __global const float *stats, __global const float *mm,
+                       __global const float *mv, __global const float *gamma, __global const float *beta,
+                       __global float *y)
+{
+    const int g = get_global_id(0), c0 = g * 8;
+    BN_BLOCK((int)get_global_id(1), RPI, R, r0, r1);
+    if (c0 >= C || r0 >= R)
+        return;
+    if (c0 + 8 <= C) {
+        const float8 mean = vload8(0, (use_moving ? mm : stats) + c0);
+        float8 k = use_moving ? 1.0f / sqrt(vload8(0, mv + c0) + eps) : vload8(0, stats + C + c0);
+        if (gamma)
+            k *= vload8(0, gamma + c0);
+        const float8 sh = beta ? vload8(0, beta + c0) : (float8)(0.0f);
+        for (int r = r0; r < r1; r++)
+            vstore8((vload8(0, x + (size_t)r * C + c0) - mean) * k + sh, 0, y + (size_t)r * C + c0);
+    } else {
+        for (int c = c0; c < C; c++) {
+            const float mean = use_moving ? mm[c] : stats[c];
+            const float k = (use_moving ? 1.0f / sqrt(mv[c] + eps) : stats[C + c]) * (gamma ? gamma[c] : 1.0f);
+            const float sh = beta ? beta[c] : 0.0f;
+            for (int r = r0; r < r1; r++)
+                y[(size_t)r * C + c] = (x[(size_t)r * C + c] - mean) * k + sh;
         }
     }
 }
 
-/* dx (= or +=) gamma * rstd * (dy - (sum dy + xhat * sum dy xhat) / R); n = R * C. */
-__kernel void bn_bwd_dx(const int n, const int C, const int R, const int acc, __global const float *x,
+/* Per block b and channel: sum dy into part[b C + c], sum dy (x - mean)
+ * into part[(NB + b) C + c]; part = ws + 2 C (ws: bn_bwd_finish's sums).
+ * Global (ceil(C / 8), NB). */
+__kernel void bn_bwd_part(const int R, const int C, const int RB, const int NB, __global const float *x,
+                          __global const float *stats, __global const float *dy, __global float *ws)
+{
+    const int g = get_global_id(0), b = get_global_id(1), c0 = g * 8;
+    __global float *part = ws + 2 * C;
+    BN_BLOCK(b, RB, R, r0, r1);
+    if (c0 >= C || b >= NB)
+        return;
+    if (c0 + 8 <= C) {
+        const float8 mean = vload8(0, stats + c0);
+        float8 s = (float8)(0.0f), sx = (float8)(0.0f);
+        for (int r = r0; r < r1; r++) {
+            const float8 d = vload8(0, dy + (size_t)r * C + c0);
+            s += d;
+            sx += d * (vload8(0, x + (size_t)r * C + c0) - mean);
+        }
+        vstore8(s, 0, part + (size_t)b * C + c0);
+        vstore8(sx, 0, part + (size_t)(NB + b) * C + c0);
+    } else {
+        for (int c = c0; c < C; c++) {
+            const float mean = stats[c];
+            float s = 0.0f, sx = 0.0f;
+            for (int r = r0; r < r1; r++) {
+                const float d = dy[(size_t)r * C + c];
+                s += d;
+                sx += d * (x[(size_t)r * C + c] - mean);
+            }
+            part[(size_t)b * C + c] = s;
+            part[(size_t)(NB + b) * C + c] = sx;
+        }
+    }
+}
+
+/* Per channel, the blocks of bn_bwd_part added in block order: ws[c] = sum
+ * dy, ws[C + c] = sum dy * xhat; dgamma / dbeta written when not NULL; the
+ * frozen gradients (moving statistics) zeroed when not NULL; with update,
+ * the moving statistics take one step m = m * momentum + batch * (1 -
+ * momentum) from the saved batch stats. One work item per channel. */
+__kernel void bn_bwd_finish(const int C, const int NB, __global const float *stats, __global float *ws,
+                            __global float *dgamma, __global float *dbeta, const int update, const float momentum,
+                            __global float *mm, __global float *mv, __global float *dmm, __global float *dmv)
+{
+    const int c = get_global_id(0);
+    if (c >= C)
+        return;
+    __global const float *part = ws + 2 * C;
+    float s = 0.0f, sx = 0.0f;
+    for (int b = 0; b < NB; b++) {
+        s += part[(size_t)b * C + c];
+        sx += part[(size_t)(NB + b) * C + c];
+    }
+    sx *= stats[C + c];
+    ws[c] = s;
+    ws[C + c] = sx;
+    if (dgamma)
+        dgamma[c] = sx;
+    if (dbeta)
+        dbeta[c] = s;
+    if (dmm)
+        dmm[c] = 0.0f;
+    if (dmv)
+        dmv[c] = 0.0f;
+    if (update) {
+        mm[c] = mm[c] * momentum + stats[c] * (1.0f - momentum);
+        mv[c] = mv[c] * momentum + stats[2 * C + c] * (1.0f - momentum);
+    }
+}
+
+/* dx (= or +=) gamma * rstd * (dy - (sum dy + xhat * sum dy xhat) / R).
+ * Global (ceil(C / 8), ceil(R / RPI)) as bn_apply. */
+__kernel void bn_bwd_dx(const int R, const int C, const int RPI, const int acc, __global const float *x,
                         __global const float *stats, __global const float *gamma, __global const float *ws,
                         __global const float *dy, __global float *dx)
 {
-    const int i = get_global_id(0);
-    if (i < n) {
-        const int c = i % C;
-        const float rstd = stats[C + c], xhat = (x[i] - stats[c]) * rstd;
-        const float g = (gamma ? gamma[c] : 1.0f) * rstd;
-        const float d = g * (dy[i] - (ws[c] + xhat * ws[C + c]) / (float)R);
-        dx[i] = acc ? dx[i] + d : d;
+    const int g = get_global_id(0), c0 = g * 8;
+    BN_BLOCK((int)get_global_id(1), RPI, R, r0, r1);
+    if (c0 >= C || r0 >= R)
+        return;
+    const float invR = 1.0f / (float)R;
+    if (c0 + 8 <= C) {
+        const float8 mean = vload8(0, stats + c0), rstd = vload8(0, stats + C + c0);
+        const float8 k = (gamma ? vload8(0, gamma + c0) : (float8)(1.0f)) * rstd;
+        const float8 a = vload8(0, ws + c0) * invR, bx = vload8(0, ws + C + c0) * invR;
+        for (int r = r0; r < r1; r++) {
+            const size_t i = (size_t)r * C + c0;
+            const float8 xhat = (vload8(0, x + i) - mean) * rstd;
+            const float8 d = k * (vload8(0, dy + i) - (a + xhat * bx));
+            vstore8(acc ? vload8(0, dx + i) + d : d, 0, dx + i);
+        }
+    } else {
+        for (int c = c0; c < C; c++) {
+            const float mean = stats[c], rstd = stats[C + c], k = (gamma ? gamma[c] : 1.0f) * rstd;
+            const float a = ws[c] * invR, bx = ws[C + c] * invR;
+            for (int r = r0; r < r1; r++) {
+                const size_t i = (size_t)r * C + c;
+                const float d = k * (dy[i] - (a + (x[i] - mean) * rstd * bx));
+                dx[i] = acc ? dx[i] + d : d;
+            }
+        }
     }
 }
 

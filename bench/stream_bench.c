@@ -13,10 +13,16 @@
  * acc (3: the gradient accumulation dst += src), clremat_colsum8 (the bias
  * gradient: rows x cols read, cols written, rows = 256), clremat_sgd_step
  * (5: p, g, v read; p, v written), clremat_adam_step as Adam and AdamW (7:
- * p, g, m, v read; p, m, v written). */
+ * p, g, m, v read; p, m, v written); batchnorm's training forward and
+ * backward through the layer's launchers (backend/layer_batchnorm.c) on
+ * [floats / 16, 16], ResNet-20's first stage: forward 3 arrays (x read by
+ * the statistics and by the normalization, y written; the per-block
+ * partials are small), backward 5 (x and dy read by the sums and by the
+ * input gradient, dx written). */
 #include "backend.h"
 #include "kernel_run.h"
 #include "optim.h"
+#include "layers.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,15 +41,108 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-enum { K_COPY, K_ACT_FWD, K_ACT_BWD, K_DROPOUT, K_ADD, K_ACC, K_COLSUM, K_SGD, K_ADAM, K_ADAMW, K_COUNT };
+enum { K_COPY, K_ACT_FWD, K_ACT_BWD, K_DROPOUT, K_ADD, K_ACC, K_COLSUM, K_SGD, K_ADAM, K_ADAMW, K_BN_FWD, K_BN_BWD,
+       K_COUNT };
 static const char *const names[K_COUNT] = {"copy",     "gelu_forward", "gelu_backward", "dropout",
                                            "add",      "grad_accumulate", "bias_grad",   "sgd_step",
-                                           "adam_step", "adamw_step"};
-static const double arrays[K_COUNT] = {2, 2, 3, 2, 3, 3, 1 + 1.0 / 256, 5, 7, 7};
-enum { COLSUM_ROWS = 256 };
+                                           "adam_step", "adamw_step",  "batchnorm_forward", "batchnorm_backward"};
+static const double arrays[K_COUNT] = {2, 2, 3, 2, 3, 3, 1 + 1.0 / 256, 5, 7, 7, 3, 5};
+enum { COLSUM_ROWS = 256, BN_C = 16 };
+
+/* A batchnorm layer (gamma, beta, moving mean and variance) on [BN_C] and
+ * its buffers besides the stream arrays: stats, parameters, gradients and
+ * the workspaces its cost asks for. */
+typedef struct bn_bench {
+    clremat_layer L;
+    clremat_graph g;
+    clremat_layer_cost cost;
+    clremat_buf *stats, *param[4], *grad[4], *fws, *bws;
+} bn_bench;
+
+static int bn_open(clremat_ctx *ctx, bn_bench *bn, int64_t rows)
+{
+    static const char *const pname[4] = {"gamma", "beta", "moving_mean", "moving_variance"};
+    const float one[BN_C] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    int st;
+    memset(bn, 0, sizeof *bn);
+    snprintf(bn->L.name, sizeof bn->L.name, "bn");
+    bn->L.type = CLREMAT_BATCHNORM;
+    bn->L.n_inputs = 1;
+    bn->L.inputs[0] = -1;
+    bn->L.block = -1;
+    bn->L.in_shape[0].rank = 1;
+    bn->L.in_shape[0].dims[0] = BN_C;
+    bn->L.out_shape = bn->L.in_shape[0];
+    bn->L.eps = 1e-3;
+    bn->L.momentum = 0.99;
+    bn->L.center = bn->L.scale = 1;
+    for (int p = 0; p < 4; p++) {
+        snprintf(bn->L.params[p].name, sizeof bn->L.params[p].name, "%s", pname[p]);
+        bn->L.params[p].shape = bn->L.in_shape[0];
+        bn->L.params[p].elems = BN_C;
+        bn->L.params[p].frozen = p >= 2;
+    }
+    bn->L.n_params = 4;
+    snprintf(bn->g.name, sizeof bn->g.name, "stream_bench");
+    bn->g.layers = &bn->L;
+    bn->g.n_layers = bn->g.cap_layers = 1;
+    bn->g.open_block = -1;
+    bn->g.finalized = 1;
+    if ((st = clremat_layer_cost_of(&bn->g, 0, rows, &bn->cost)) != CLREMAT_OK ||
+        (st = clremat_pool_alloc(ctx->pool, 3 * BN_C * sizeof(float), "bn stats", &bn->stats)) != CLREMAT_OK ||
+        (st = clremat_pool_alloc(ctx->pool, bn->cost.fwd_temp_bytes, "bn fwd workspace", &bn->fws)) != CLREMAT_OK ||
+        (st = clremat_pool_alloc(ctx->pool, bn->cost.bwd_temp_bytes, "bn bwd workspace", &bn->bws)) != CLREMAT_OK)
+        return st;
+    for (int p = 0; p < 4; p++)
+        if ((st = clremat_pool_alloc(ctx->pool, sizeof one, "bn param", &bn->param[p])) != CLREMAT_OK ||
+            (st = clremat_write(ctx, bn->param[p], 0, sizeof one, one)) != CLREMAT_OK ||
+            (st = clremat_pool_alloc(ctx->pool, sizeof one, "bn grad", &bn->grad[p])) != CLREMAT_OK)
+            return st;
+    return CLREMAT_OK;
+}
+
+static void bn_close(clremat_ctx *ctx, bn_bench *bn)
+{
+    clremat_buf *bs[3] = {bn->stats, bn->fws, bn->bws};
+    for (int i = 0; i < 3; i++)
+        if (bs[i])
+            clremat_pool_release(ctx->pool, bs[i]);
+    for (int p = 0; p < 4; p++) {
+        if (bn->param[p])
+            clremat_pool_release(ctx->pool, bn->param[p]);
+        if (bn->grad[p])
+            clremat_pool_release(ctx->pool, bn->grad[p]);
+    }
+}
+
+/* The layer's training forward (x = b[0], y = b[1]) or backward (dy =
+ * b[2], dx = b[1]), as the executor calls it. */
+static int bn_launch(clremat_ctx *ctx, bn_bench *bn, int backward, int64_t rows, clremat_buf *b[4])
+{
+    clremat_layer_call c;
+    memset(&c, 0, sizeof c);
+    c.ctx = ctx;
+    c.g = &bn->g;
+    c.batch = rows;
+    c.in[0] = b[0];
+    c.slot[0] = b[1];
+    c.slot[1] = bn->stats;
+    for (int p = 0; p < 4; p++) {
+        c.param[p] = bn->param[p];
+        c.grad[p] = bn->grad[p];
+    }
+    if (!backward) {
+        c.temp = bn->fws;
+        return clremat_layer_forward(&c);
+    }
+    c.temp = bn->bws;
+    c.dout = b[2];
+    c.din[0] = b[1];
+    return clremat_layer_backward(&c);
+}
 
 static int launch(clremat_ctx *ctx, int k, cl_int n, clremat_buf *b[4], const clremat_opt_config *opt[3],
-                  int64_t step)
+                  int64_t step, bn_bench *bn)
 {
     cl_mem m0 = clremat_mem(b[0]), m1 = clremat_mem(b[1]), m2 = clremat_mem(b[2]);
     cl_int act = 2 /* CLREMAT_ACT_GELU_TANH */, acc = 0, one = 1, rows = COLSUM_ROWS, cols = n / COLSUM_ROWS;
@@ -74,6 +173,9 @@ static int launch(clremat_ctx *ctx, int k, cl_int n, clremat_buf *b[4], const cl
     case K_COLSUM:
         return clremat_run1d(ctx, "clremat_colsum8", ((int64_t)cols + 7) / 8, sizeof rows, &rows, sizeof cols,
                              &cols, sizeof m0, &m0, sizeof m1, &m1, (size_t)0);
+    case K_BN_FWD:
+    case K_BN_BWD:
+        return bn_launch(ctx, bn, k == K_BN_BWD, n / BN_C, b);
     default:
         return clremat_opt_step(ctx, opt[k - K_SGD], step, b[0], b[1], st, n);
     }
@@ -87,6 +189,7 @@ int main(int argc, char **argv)
     clremat_ctx *ctx;
     clremat_buf *b[4] = {NULL, NULL, NULL, NULL};
     clremat_opt_config sgd, adam, adamw;
+    bn_bench bn;
     const clremat_opt_config *opt[3] = {&sgd, &adam, &adamw};
     double *t[K_COUNT], copy_gbs = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -131,6 +234,10 @@ int main(int argc, char **argv)
         }
         free(h);
     }
+    if (bn_open(ctx, &bn, floats / BN_C) != CLREMAT_OK) {
+        fprintf(stderr, "stream_bench: batchnorm: %s\n", clremat_ctx_last_error(ctx));
+        return 1;
+    }
     printf("{\"device\": \"%s\", \"floats\": %lld, \"reps\": %d, \"kernels\": [", ctx->info.name, (long long)floats,
            reps);
     for (int k = 0; k < K_COUNT; k++)
@@ -139,7 +246,7 @@ int main(int argc, char **argv)
     for (int r = -1; r < reps; r++)
         for (int k = 0; k < K_COUNT; k++) {
             double t0 = now_s();
-            if (launch(ctx, k, (cl_int)floats, b, opt, r + 2) != CLREMAT_OK || clFinish(ctx->queue) != CL_SUCCESS) {
+            if (launch(ctx, k, (cl_int)floats, b, opt, r + 2, &bn) != CLREMAT_OK || clFinish(ctx->queue) != CL_SUCCESS) {
                 fprintf(stderr, "stream_bench: %s: %s\n", names[k], clremat_ctx_last_error(ctx));
                 return 1;
             }
@@ -157,6 +264,7 @@ int main(int argc, char **argv)
         free(t[k]);
     }
     printf("\n]}\n");
+    bn_close(ctx, &bn);
     for (int i = 0; i < 4; i++)
         clremat_pool_release(ctx->pool, b[i]);
     clremat_ctx_destroy(ctx);

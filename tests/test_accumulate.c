@@ -373,7 +373,8 @@ END_TEST
  * batch's mean and biased variance combined over the micro-batches (their
  * summed statistics, planner/accumulate.c): after one step from the same
  * initial parameters they equal the unsplit batch's within BN_FIRST_TOL
- * (float rounding of the combination: 6.5e-9 measured on PoCL; K updates
+ * (float rounding of the combination: 2.8e-8 measured on PoCL, 6.5e-9 before the
+ * blocked reductions of kernels.cl changed the rounding; K updates
  * of micro-batch statistics, the old behaviour, would weight the batch
  * 1 - 0.9^4 = 0.34 instead of 0.1), after STEPS steps of SGD within BN_TOL
  * (the micro-batches normalize with their own statistics, so the weights

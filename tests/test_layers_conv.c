@@ -209,7 +209,8 @@ START_TEST(test_batchnorm_layer)
     clremat_layer L;
     clremat_graph g;
     clremat_layer_call c;
-    clremat_buf *x, *y, *st, *par[4], *grd[4], *dy, *ws, *dx;
+    clremat_buf *x, *y, *st, *par[4], *grd[4], *dy, *ws, *fws, *dx;
+    clremat_layer_cost cost;
     enum { B = 3, N = B * 9 };
     float hx[N], hy[N], hp[4][9], hd[N], mm[9], mv[9];
     TEST_OPEN_CTX(ctx, 0);
@@ -238,7 +239,12 @@ START_TEST(test_batchnorm_layer)
     ck_assert_int_eq(clremat_pool_alloc(ctx->pool, sizeof hx, "dy", &dy), CLREMAT_OK);
     ck_assert_int_eq(clremat_pool_alloc(ctx->pool, sizeof hx, "dx", &dx), CLREMAT_OK);
     ck_assert_int_eq(clremat_pool_alloc(ctx->pool, 27 * sizeof(float), "stats", &st), CLREMAT_OK);
-    ck_assert_int_eq(clremat_pool_alloc(ctx->pool, 18 * sizeof(float), "ws", &ws), CLREMAT_OK);
+    /* workspace as the cost model sizes it: the reductions' partials (forward), the sums and partials (backward) */
+    ck_assert_int_eq(clremat_layer_cost_of(&g, 0, B, &cost), CLREMAT_OK);
+    ck_assert_uint_eq(cost.fwd_temp_bytes, 2 * 9 * sizeof(float));
+    ck_assert_uint_eq(cost.bwd_temp_bytes, 4 * 9 * sizeof(float));
+    ck_assert_int_eq(clremat_pool_alloc(ctx->pool, cost.fwd_temp_bytes, "fws", &fws), CLREMAT_OK);
+    ck_assert_int_eq(clremat_pool_alloc(ctx->pool, cost.bwd_temp_bytes, "ws", &ws), CLREMAT_OK);
     for (int p = 0; p < 4; p++) {
         ck_assert_int_eq(clremat_pool_alloc(ctx->pool, sizeof hp[p], "param", &par[p]), CLREMAT_OK);
         ck_assert_int_eq(clremat_pool_alloc(ctx->pool, sizeof hp[p], "grad", &grd[p]), CLREMAT_OK);
@@ -268,6 +274,7 @@ START_TEST(test_batchnorm_layer)
     }
     /* training forward twice (as a recomputation would): the state stays; one backward moves it once */
     L.bn_eval = 0;
+    c.temp = fws;
     ck_assert_int_eq(clremat_layer_forward(&c), CLREMAT_OK);
     ck_assert_int_eq(clremat_layer_forward(&c), CLREMAT_OK);
     ck_assert_int_eq(clremat_read(ctx, par[2], 0, sizeof mm, mm), CLREMAT_OK);
@@ -293,6 +300,7 @@ START_TEST(test_batchnorm_layer)
     clremat_pool_release(ctx->pool, dx);
     clremat_pool_release(ctx->pool, st);
     clremat_pool_release(ctx->pool, ws);
+    clremat_pool_release(ctx->pool, fws);
     for (int p = 0; p < 4; p++) {
         clremat_pool_release(ctx->pool, par[p]);
         clremat_pool_release(ctx->pool, grd[p]);
