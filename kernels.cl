@@ -2080,13 +2080,14 @@ __kernel void bn_moving_finish(const int C, const float n, const float momentum,
  * conv12: direct NHWC convolution for CPU-class devices (the native GEMM
  * path; backend/conv_direct.c launches them, layer_conv2d.c picks them).
  * No im2col. Groups 1: the forward and the input gradient hold a register
- * tile of CD_Q (8) pixels x one or two vectors (cd_vec: float16 on
- * AVX-512-class devices, else float8) of filters / channels, the image
+ * tile of 16 pixels x one vector or 8 pixels x two vectors (cd_vec:
+ * float16 on AVX-512-class devices, else float8) of filters / channels
+ * (CD_QN), the image
  * operand read as a scalar broadcast straight from the NHWC tensor; one
  * FMA body (cd_tile_fma) serves both, specialised per call site for
- * interior tiles (no tests), tiles with padded pixels and tiles with a
- * lane tail. The input gradient walks the pixels of one stride phase, so
- * a tap reaches all of a tile or none of it. The weight gradient holds 16
+ * interior tiles (no tests) and tiles with padded pixels or a lane tail.
+ * The input gradient walks the pixels of one stride phase, so a tap
+ * reaches all of a tile or none of it. The weight gradient holds 16
  * channels x one vector (or 8 x two) of filters, walks fixed chunks of
  * rows one output-row segment at a time (the valid columns computed once
  * per segment) and writes per-chunk partials that conv_wgrad_reduce adds
@@ -2150,7 +2151,17 @@ typedef float16 cd_vec;
 typedef float8 cd_vec;
 #define cd_vload vload8
 #endif
-#define CD_Q 8 /* pixels of a forward / input-gradient register tile */
+/* Pixels of a forward / input-gradient register tile of nv vectors: 16
+ * accumulators either way (the tile arrays are declared [16][2] and the
+ * loops run to 16 with a break, constant trip counts that are unrolled
+ * before the tile is placed in registers). */
+#define CD_QN(nv) ((nv) == 1 ? 16 : 8)
+/* The loops without edge tests (mode 0 below) are compiled as extra copies
+ * of the tile loops only where the vector is 16 wide (AVX-512-class CPUs,
+ * where they measured faster); elsewhere every tile takes the tested loop,
+ * the same arithmetic, to keep the code small: Mesa's llvmpipe (rusticl,
+ * 8-wide) took minutes to compile the copies. */
+#define CD_SPECIALISE (CD_VW == 16)
 /* The tile helpers take constant tile sizes and modes from their callers:
  * inlined, each call site becomes its own loop with the tile in registers. */
 #define CD_INLINE inline __attribute__((always_inline))
@@ -2186,26 +2197,30 @@ void cd_storev(__global float *p, const int i0, const int n, const cd_vec v)
  * acc[p][v] += a_p[k] * b[k][v CD_VW ..] for k = 0, 1, ..., K - 1 in that
  * order, where pixel p's operand row a_p is a + (p - lo) * as for lo <= p
  * < hi (the other pixels add 0 * b, as padding does) and b's row k is b +
- * k * ldb. mode 0: lo = 0, hi = CD_Q and all nv * CD_VW lanes of b valid
- * (no test in the loop); 1: pixels tested; 2: pixels tested and lanes from
- * nb on read as 0. Callers pass constant nv and mode, so each call compiles
- * to its own loop; the arithmetic is the same in all three. */
-CD_INLINE void cd_tile_fma(cd_vec acc[CD_Q][2], const int nv, const int mode, __global const float *a, const int as,
-                        const int lo, const int hi, __global const float *b, const int ldb, const int nb,
-                        const int K)
+ * k * ldb. mode 0: lo = 0, hi = CD_QN(nv), all nv * CD_VW lanes of b valid
+ * (no test in the loop); 1: pixels tested and lanes from nb on read as 0.
+ * Callers pass constant nv and mode, so each call compiles to its own loop;
+ * the arithmetic is the same in both. */
+CD_INLINE void cd_tile_fma(cd_vec acc[16][2], const int nv, const int mode, __global const float *a,
+                           const int as, const int lo, const int hi, __global const float *b, const int ldb,
+                           const int nb, const int K)
 {
-    __global const float *ap[CD_Q];
-    int ok[CD_Q];
+    __global const float *ap[16];
+    int ok[16];
 #pragma unroll
-    for (int p = 0; p < CD_Q; p++) {
+    for (int p = 0; p < 16; p++) {
+        if (p >= CD_QN(nv))
+            break;
         ok[p] = mode == 0 || (p >= lo && p < hi);
         ap[p] = a + (long)(mode == 0 ? p : clamp(p, lo, hi - 1) - lo) * as;
     }
     for (int k = 0; k < K; k++, b += ldb) {
-        const cd_vec b0 = mode == 2 ? cd_loadv(b, 0, nb) : cd_vload(0, b);
-        const cd_vec b1 = nv == 1 ? (cd_vec)(0.0f) : mode == 2 ? cd_loadv(b, CD_VW, nb) : cd_vload(1, b);
+        const cd_vec b0 = mode ? cd_loadv(b, 0, nb) : cd_vload(0, b);
+        const cd_vec b1 = nv == 1 ? (cd_vec)(0.0f) : mode ? cd_loadv(b, CD_VW, nb) : cd_vload(1, b);
 #pragma unroll
-        for (int p = 0; p < CD_Q; p++) {
+        for (int p = 0; p < 16; p++) {
+            if (p >= CD_QN(nv))
+                break;
             const float v = mode == 0 ? ap[p][k] : ok[p] ? ap[p][k] : 0.0f;
             acc[p][0] += v * b0;
             if (nv == 2)
@@ -2215,12 +2230,10 @@ CD_INLINE void cd_tile_fma(cd_vec acc[CD_Q][2], const int nv, const int mode, __
 }
 
 /* cd_tile_fma with the mode chosen from the pixel range and the lanes. */
-CD_INLINE void cd_tile_tap(cd_vec acc[CD_Q][2], const int nv, __global const float *a, const int as, const int lo,
-                        const int hi, __global const float *b, const int ldb, const int nb, const int K)
+CD_INLINE void cd_tile_tap(cd_vec acc[16][2], const int nv, __global const float *a, const int as, const int lo,
+                           const int hi, __global const float *b, const int ldb, const int nb, const int K)
 {
-    if (nb < nv * CD_VW)
-        cd_tile_fma(acc, nv, 2, a, as, lo, hi, b, ldb, nb, K);
-    else if (lo > 0 || hi < CD_Q)
+    if (!CD_SPECIALISE || nb < nv * CD_VW || lo > 0 || hi < CD_QN(nv))
         cd_tile_fma(acc, nv, 1, a, as, lo, hi, b, ldb, nb, K);
     else
         cd_tile_fma(acc, nv, 0, a, as, lo, hi, b, ldb, nb, K);
@@ -2237,19 +2250,69 @@ cd_vec cd_act(const int act, const cd_vec v)
 #endif
 }
 
+/* Stores a forward tile of np pixels (stride F apart from pre / out):
+ * pre = acc (+ bias), out = act(pre) on that float (clremat_act8, as the
+ * recompute kernel). The tile is copied once into a private array and
+ * stored by a rolled loop: one copy of the masked-store and activation
+ * code instead of one per pixel and vector. */
+CD_INLINE void cd_fwd_store(cd_vec acc[16][2], const int nv, const int np, const int F, const int nf,
+                            const int use_bias, const int act, const cd_vec bias0, const cd_vec bias1,
+                            __global float *pre, __global float *out)
+{
+    cd_vec st[16][2];
+#pragma unroll
+    for (int p = 0; p < 16; p++) {
+        st[p][0] = acc[p][0];
+        st[p][1] = acc[p][1];
+    }
+#pragma unroll 1
+    for (int i = 0; i < np * nv; i++) {
+        const int p = i / nv, v = i % nv, n = nf - v * CD_VW;
+        const long idx = (long)p * F + v * CD_VW;
+        cd_vec s = st[p][v];
+        if (use_bias)
+            s += v ? bias1 : bias0;
+        cd_storev(pre + idx, 0, n, s);
+        if (act != CLREMAT_ACT_NONE)
+            cd_storev(out + idx, 0, n, cd_act(act, s));
+    }
+}
+
+/* Stores an input-gradient tile of np pixels (ps floats apart from d):
+ * d = a, or with acc d += a; rolled as cd_fwd_store. */
+CD_INLINE void cd_bwd_store(cd_vec a[16][2], const int nv, const int np, const int ps, const int nc, const int acc,
+                            __global float *d)
+{
+    cd_vec st[16][2];
+#pragma unroll
+    for (int p = 0; p < 16; p++) {
+        st[p][0] = a[p][0];
+        st[p][1] = a[p][1];
+    }
+#pragma unroll 1
+    for (int i = 0; i < np * nv; i++) {
+        const int p = i / nv, v = i % nv, n = nc - v * CD_VW;
+        __global float *q = d + (long)p * ps + v * CD_VW;
+        cd_vec s = st[p][v];
+        if (acc)
+            s += cd_loadv(q, 0, n);
+        cd_storev(q, 0, n, s);
+    }
+}
+
 /* One output row of the forward (filters [f0, f0 + nv CD_VW)): tiles of
- * CD_Q pixels, each summing over (kh, kw, c) in that order. */
+ * CD_QN(nv) pixels, each summing over (kh, kw, c) in that order. */
 CD_INLINE void cd_fwd_row(const int nv, const int H, const int W, const int C, const int OW, const int KH,
-                       const int KW, const int SW, const int DH, const int DW, const int PW, const int F,
-                       const int f0, const int ih0, __global const float *ximg, __global const float *w,
-                       const cd_vec bias0, const cd_vec bias1, const int use_bias, const int act,
-                       __global float *pre, __global float *out)
+                          const int KW, const int SW, const int DH, const int DW, const int PW, const int F,
+                          const int f0, const int ih0, __global const float *ximg, __global const float *w,
+                          const cd_vec bias0, const cd_vec bias1, const int use_bias, const int act,
+                          __global float *pre, __global float *out)
 {
     const int nf = F - f0;
-    for (int ow0 = 0; ow0 < OW; ow0 += CD_Q) {
-        cd_vec acc[CD_Q][2];
+    for (int ow0 = 0; ow0 < OW; ow0 += CD_QN(nv)) {
+        cd_vec acc[16][2];
 #pragma unroll
-        for (int p = 0; p < CD_Q; p++)
+        for (int p = 0; p < 16; p++)
             acc[p][0] = acc[p][1] = (cd_vec)(0.0f);
         for (int kh = 0; kh < KH; kh++) {
             const int ih = ih0 + kh * DH;
@@ -2258,7 +2321,7 @@ CD_INLINE void cd_fwd_row(const int nv, const int H, const int W, const int C, c
             for (int kw = 0; kw < KW; kw++) {
                 /* pixel p reads column i0 + p SW: those inside [0, W) */
                 const int i0 = ow0 * SW - PW + kw * DW;
-                int lo = 0, hi = min(CD_Q, OW - ow0);
+                int lo = 0, hi = min(CD_QN(nv), OW - ow0);
                 while (lo < hi && i0 + lo * SW < 0)
                     lo++;
                 while (hi > lo && i0 + (hi - 1) * SW >= W)
@@ -2268,22 +2331,8 @@ CD_INLINE void cd_fwd_row(const int nv, const int H, const int W, const int C, c
                                 w + (long)(kh * KW + kw) * C * F + f0, F, nf, C);
             }
         }
-#pragma unroll
-        for (int p = 0; p < CD_Q; p++) /* constant indices: the tile stays in registers */
-            if (ow0 + p < OW) {
-                const long idx = (long)(ow0 + p) * F + f0;
-#pragma unroll
-                for (int v = 0; v < 2; v++) {
-                    if (v >= nv)
-                        break;
-                    cd_vec s = acc[p][v];
-                    if (use_bias)
-                        s += v ? bias1 : bias0;
-                    cd_storev(pre + idx, v * CD_VW, nf, s);
-                    if (act != CLREMAT_ACT_NONE)
-                        cd_storev(out + idx, v * CD_VW, nf, cd_act(act, s));
-                }
-            }
+        cd_fwd_store(acc, nv, min(CD_QN(nv), OW - ow0), F, nf, use_bias, act, bias0, bias1,
+                     pre + (long)ow0 * F + f0, out + (long)ow0 * F + f0);
     }
 }
 
@@ -2329,15 +2378,15 @@ __kernel void conv_wt_transpose(const int n, const int C, const int F, __global 
  * CD_VW). Sums over the taps (kh, kw) reaching the pixels, then f, in that
  * order, of dz[oh, ow, f] wt[tap][f][c]. */
 CD_INLINE void cd_bwd_row(const int nv, const int W, const int C, const int OH, const int OW, const int KH,
-                       const int KW, const int SH, const int SW, const int DH, const int DW, const int PH,
-                       const int PW, const int F, const int acc, const int c0, const int ih, const int ph,
-                       __global const float *dzimg, __global const float *wt, __global float *dxrow)
+                          const int KW, const int SH, const int SW, const int DH, const int DW, const int PH,
+                          const int PW, const int F, const int acc, const int c0, const int ih, const int ph,
+                          __global const float *dzimg, __global const float *wt, __global float *dxrow)
 {
     const int nc = C - c0, nj = (W - ph + SW - 1) / SW;
-    for (int j0 = 0; j0 < nj; j0 += CD_Q) {
-        cd_vec a[CD_Q][2];
+    for (int j0 = 0; j0 < nj; j0 += CD_QN(nv)) {
+        cd_vec a[16][2];
 #pragma unroll
-        for (int p = 0; p < CD_Q; p++)
+        for (int p = 0; p < 16; p++)
             a[p][0] = a[p][1] = (cd_vec)(0.0f);
         for (int kh = 0; kh < KH; kh++) {
             const int th = ih + PH - kh * DH;
@@ -2349,26 +2398,13 @@ CD_INLINE void cd_bwd_row(const int nv, const int W, const int C, const int OH, 
                 if ((t0 % SW + SW) % SW != 0)
                     continue;
                 const int ow0 = t0 / SW; /* exact */
-                const int lo = max(0, -ow0), hi = min(min(CD_Q, nj - j0), OW - ow0);
+                const int lo = max(0, -ow0), hi = min(min(CD_QN(nv), nj - j0), OW - ow0);
                 if (lo < hi)
                     cd_tile_tap(a, nv, dzimg + ((long)(th / SH) * OW + ow0 + lo) * F, F, lo, hi,
                                 wt + (long)(kh * KW + kw) * F * C + c0, C, nc, F);
             }
         }
-#pragma unroll
-        for (int p = 0; p < CD_Q; p++)
-            if (j0 + p < nj) {
-                __global float *d = dxrow + (long)(ph + SW * (j0 + p)) * C + c0;
-#pragma unroll
-                for (int v = 0; v < 2; v++) {
-                    if (v >= nv)
-                        break;
-                    cd_vec s = a[p][v];
-                    if (acc)
-                        s += cd_loadv(d, v * CD_VW, nc);
-                    cd_storev(d, v * CD_VW, nc, s);
-                }
-            }
+        cd_bwd_store(a, nv, min(CD_QN(nv), nj - j0), SW * C, nc, acc, dxrow + (long)(ph + SW * j0) * C + c0);
     }
 }
 
@@ -2439,7 +2475,7 @@ CD_INLINE void cd_wgrad_chunk(const int nv, const int r0, const int r1, const in
                               const int f0, __global const float *x, __global const float *dz, __global float *o)
 {
     const int cc = 16 / nv, nc = min(cc, C - c0), nf = F - f0;
-    const int mode = nc < cc || nf < nv * CD_VW;
+    const int mode = !CD_SPECIALISE || nc < cc || nf < nv * CD_VW;
     cd_vec a[16], b[8];
 #pragma unroll
     for (int c = 0; c < 16; c++)
