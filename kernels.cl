@@ -2205,13 +2205,23 @@ __kernel void bn_moving_finish(const int C, const float n, const float momentum,
 /* ------------------------------------------------------------------------
  * conv12: direct NHWC convolution for CPU-class devices (the native GEMM
  * path; backend/conv_direct.c launches them, layer_conv2d.c picks them).
- * No im2col: the forward and the input gradient are register-tiled over
- * CD_P neighbouring pixels of one row x 16 channels (two float8 per
- * pixel); the weight gradient sums fixed chunks of rows into partials that
- * conv_wgrad_reduce adds in chunk order. Every sum runs in a fixed order
- * (no atomics), so results are deterministic. One work-item per
- * work-group, as clremat_gemm_cpu. Geometry names as for conv_im2col; F
- * filters, W kernel [KH][KW][C/groups][F]. */
+ * No im2col. Groups 1: the forward and the input gradient hold a register
+ * tile of 16 pixels x one vector or 8 pixels x two vectors (cd_vec:
+ * float16 on AVX-512-class devices, else float8) of filters / channels
+ * (CD_QN), the image
+ * operand read as a scalar broadcast straight from the NHWC tensor; one
+ * FMA body (cd_tile_fma) serves both, specialised per call site for
+ * interior tiles (no tests) and tiles with padded pixels or a lane tail.
+ * The input gradient walks the pixels of one stride phase, so a tap
+ * reaches all of a tile or none of it. The weight gradient holds 16
+ * channels x one vector (or 8 x two) of filters, walks fixed chunks of
+ * rows one output-row segment at a time (the valid columns computed once
+ * per segment) and writes per-chunk partials that conv_wgrad_reduce adds
+ * in chunk order. Depthwise: CD_P pixels x 16 channels as two float8.
+ * Every sum runs in a fixed order (no atomics), so results are
+ * deterministic. One work-item per work-group, as clremat_gemm_cpu.
+ * Geometry names as for conv_im2col; F filters, W kernel
+ * [KH][KW][C/groups][F]. */
 #define CD_P 4
 
 /* Lanes l of [i0, i0+8) below n: p[(i0 + l) / dm], else 0 (depthwise:
@@ -2254,81 +2264,227 @@ void cd_store_out(__global float *pre, __global float *out, const long idx, cons
     }
 }
 
-/* Forward, one group. Work-item (filters [16 t, 16 t + 16), row r = b * OH
- * + oh): every output pixel of the row, sums over (kh, kw, c) in order. */
+/* The vector of the register tiles below: float16 where the native GEMM's
+ * tile is 12 x 32 (AVX-512-class devices; backend/program.c picks GC_NR
+ * from the device's native float vector width), float8 otherwise. The host
+ * (conv_direct.c) derives the same width from the context's tile. */
+#if GC_NR >= 32
+#define CD_VW 16
+typedef float16 cd_vec;
+#define cd_vload vload16
+#else
+#define CD_VW 8
+typedef float8 cd_vec;
+#define cd_vload vload8
+#endif
+/* Pixels of a forward / input-gradient register tile of nv vectors: 16
+ * accumulators either way (the tile arrays are declared [16][2] and the
+ * loops run to 16 with a break, constant trip counts that are unrolled
+ * before the tile is placed in registers). */
+#define CD_QN(nv) ((nv) == 1 ? 16 : 8)
+/* The loops without edge tests (mode 0 below) are compiled as extra copies
+ * of the tile loops only where the vector is 16 wide (AVX-512-class CPUs,
+ * where they measured faster); elsewhere every tile takes the tested loop,
+ * the same arithmetic, to keep the code small: Mesa's llvmpipe (rusticl,
+ * 8-wide) took minutes to compile the copies. */
+#define CD_SPECIALISE (CD_VW == 16)
+/* The tile helpers take constant tile sizes and modes from their callers:
+ * inlined, each call site becomes its own loop with the tile in registers. */
+#define CD_INLINE inline __attribute__((always_inline))
+
+/* Elements [i0, i0 + CD_VW) of p, those from n on read as 0. */
+cd_vec cd_loadv(__global const float *p, const int i0, const int n)
+{
+#if CD_VW == 16
+    if (i0 + 16 <= n)
+        return vload16(0, p + i0);
+    return (float16)(clremat_load8(p, i0, n), clremat_load8(p, i0 + 8, n));
+#else
+    return clremat_load8(p, i0, n);
+#endif
+}
+
+/* Stores elements [i0, i0 + CD_VW) of v into p, none from n on. */
+void cd_storev(__global float *p, const int i0, const int n, const cd_vec v)
+{
+#if CD_VW == 16
+    if (i0 + 16 <= n) {
+        vstore16(v, 0, p + i0);
+        return;
+    }
+    clremat_store8(p, i0, n, v.lo);
+    clremat_store8(p, i0 + 8, n, v.hi);
+#else
+    clremat_store8(p, i0, n, v);
+#endif
+}
+
+/* The FMA body of the forward and the input gradient over one tap:
+ * acc[p][v] += a_p[k] * b[k][v CD_VW ..] for k = 0, 1, ..., K - 1 in that
+ * order, where pixel p's operand row a_p is a + (p - lo) * as for lo <= p
+ * < hi (the other pixels add 0 * b, as padding does) and b's row k is b +
+ * k * ldb. mode 0: lo = 0, hi = CD_QN(nv), all nv * CD_VW lanes of b valid
+ * (no test in the loop); 1: pixels tested and lanes from nb on read as 0.
+ * Callers pass constant nv and mode, so each call compiles to its own loop;
+ * the arithmetic is the same in both. */
+CD_INLINE void cd_tile_fma(cd_vec acc[16][2], const int nv, const int mode, __global const float *a,
+                           const int as, const int lo, const int hi, __global const float *b, const int ldb,
+                           const int nb, const int K)
+{
+    __global const float *ap[16];
+    int ok[16];
+#pragma unroll
+    for (int p = 0; p < 16; p++) {
+        if (p >= CD_QN(nv))
+            break;
+        ok[p] = mode == 0 || (p >= lo && p < hi);
+        ap[p] = a + (long)(mode == 0 ? p : clamp(p, lo, hi - 1) - lo) * as;
+    }
+    for (int k = 0; k < K; k++, b += ldb) {
+        const cd_vec b0 = mode ? cd_loadv(b, 0, nb) : cd_vload(0, b);
+        const cd_vec b1 = nv == 1 ? (cd_vec)(0.0f) : mode ? cd_loadv(b, CD_VW, nb) : cd_vload(1, b);
+#pragma unroll
+        for (int p = 0; p < 16; p++) {
+            if (p >= CD_QN(nv))
+                break;
+            const float v = mode == 0 ? ap[p][k] : ok[p] ? ap[p][k] : 0.0f;
+            acc[p][0] += v * b0;
+            if (nv == 2)
+                acc[p][1] += v * b1;
+        }
+    }
+}
+
+/* cd_tile_fma with the mode chosen from the pixel range and the lanes. */
+CD_INLINE void cd_tile_tap(cd_vec acc[16][2], const int nv, __global const float *a, const int as, const int lo,
+                           const int hi, __global const float *b, const int ldb, const int nb, const int K)
+{
+    if (!CD_SPECIALISE || nb < nv * CD_VW || lo > 0 || hi < CD_QN(nv))
+        cd_tile_fma(acc, nv, 1, a, as, lo, hi, b, ldb, nb, K);
+    else
+        cd_tile_fma(acc, nv, 0, a, as, lo, hi, b, ldb, nb, K);
+}
+
+/* act of a cd_vec, through clremat_act8 on each eight-lane part (the bits
+ * of the recompute kernel, clremat_act_fwd8). */
+cd_vec cd_act(const int act, const cd_vec v)
+{
+#if CD_VW == 16
+    return (float16)(clremat_act8(act, v.lo), clremat_act8(act, v.hi));
+#else
+    return clremat_act8(act, v);
+#endif
+}
+
+/* Stores a forward tile of np pixels (stride F apart from pre / out):
+ * pre = acc (+ bias), out = act(pre) on that float (clremat_act8, as the
+ * recompute kernel). The tile is copied once into a private array and
+ * stored by a rolled loop: one copy of the masked-store and activation
+ * code instead of one per pixel and vector. */
+CD_INLINE void cd_fwd_store(cd_vec acc[16][2], const int nv, const int np, const int F, const int nf,
+                            const int use_bias, const int act, const cd_vec bias0, const cd_vec bias1,
+                            __global float *pre, __global float *out)
+{
+    cd_vec st[16][2];
+#pragma unroll
+    for (int p = 0; p < 16; p++) {
+        st[p][0] = acc[p][0];
+        st[p][1] = acc[p][1];
+    }
+#pragma unroll 1
+    for (int i = 0; i < np * nv; i++) {
+        const int p = i / nv, v = i % nv, n = nf - v * CD_VW;
+        const long idx = (long)p * F + v * CD_VW;
+        cd_vec s = st[p][v];
+        if (use_bias)
+            s += v ? bias1 : bias0;
+        cd_storev(pre + idx, 0, n, s);
+        if (act != CLREMAT_ACT_NONE)
+            cd_storev(out + idx, 0, n, cd_act(act, s));
+    }
+}
+
+/* Stores an input-gradient tile of np pixels (ps floats apart from d):
+ * d = a, or with acc d += a; rolled as cd_fwd_store. */
+CD_INLINE void cd_bwd_store(cd_vec a[16][2], const int nv, const int np, const int ps, const int nc, const int acc,
+                            __global float *d)
+{
+    cd_vec st[16][2];
+#pragma unroll
+    for (int p = 0; p < 16; p++) {
+        st[p][0] = a[p][0];
+        st[p][1] = a[p][1];
+    }
+#pragma unroll 1
+    for (int i = 0; i < np * nv; i++) {
+        const int p = i / nv, v = i % nv, n = nc - v * CD_VW;
+        __global float *q = d + (long)p * ps + v * CD_VW;
+        cd_vec s = st[p][v];
+        if (acc)
+            s += cd_loadv(q, 0, n);
+        cd_storev(q, 0, n, s);
+    }
+}
+
+/* One output row of the forward (filters [f0, f0 + nv CD_VW)): tiles of
+ * CD_QN(nv) pixels, each summing over (kh, kw, c) in that order. */
+CD_INLINE void cd_fwd_row(const int nv, const int H, const int W, const int C, const int OW, const int KH,
+                          const int KW, const int SW, const int DH, const int DW, const int PW, const int F,
+                          const int f0, const int ih0, __global const float *ximg, __global const float *w,
+                          const cd_vec bias0, const cd_vec bias1, const int use_bias, const int act,
+                          __global float *pre, __global float *out)
+{
+    const int nf = F - f0;
+    for (int ow0 = 0; ow0 < OW; ow0 += CD_QN(nv)) {
+        cd_vec acc[16][2];
+#pragma unroll
+        for (int p = 0; p < 16; p++)
+            acc[p][0] = acc[p][1] = (cd_vec)(0.0f);
+        for (int kh = 0; kh < KH; kh++) {
+            const int ih = ih0 + kh * DH;
+            if (ih < 0 || ih >= H)
+                continue;
+            for (int kw = 0; kw < KW; kw++) {
+                /* pixel p reads column i0 + p SW: those inside [0, W) */
+                const int i0 = ow0 * SW - PW + kw * DW;
+                int lo = 0, hi = min(CD_QN(nv), OW - ow0);
+                while (lo < hi && i0 + lo * SW < 0)
+                    lo++;
+                while (hi > lo && i0 + (hi - 1) * SW >= W)
+                    hi--;
+                if (lo < hi)
+                    cd_tile_tap(acc, nv, ximg + ((long)ih * W + i0 + lo * SW) * C, SW * C, lo, hi,
+                                w + (long)(kh * KW + kw) * C * F + f0, F, nf, C);
+            }
+        }
+        cd_fwd_store(acc, nv, min(CD_QN(nv), OW - ow0), F, nf, use_bias, act, bias0, bias1,
+                     pre + (long)ow0 * F + f0, out + (long)ow0 * F + f0);
+    }
+}
+
+/* Forward, one group. Work-item (filters [nv CD_VW t, nv CD_VW (t + 1)),
+ * row r = b * OH + oh); nv = 1 or 2 vectors of filters (the host picks 1
+ * when F fits one vector). pre = sum (+ bias), out = act(pre) on that
+ * float. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void conv_fwd_direct(const int H, const int W, const int C, const int OH, const int OW, const int KH, const int KW,
                      const int SH, const int SW, const int DH, const int DW, const int PH, const int PW,
-                     const int F, const int use_bias, const int act, __global const float *x,
+                     const int F, const int nv, const int use_bias, const int act, __global const float *x,
                      __global const float *w, __global const float *bias, __global float *pre,
                      __global float *out)
 {
-    const int f0 = get_global_id(0) * 16, r = get_global_id(1);
-    const int nf = min(16, F - f0), oh = r % OH, b = r / OH;
-    const float8 b0 = use_bias ? clremat_load8(bias, f0, F) : (float8)(0.0f);
-    const float8 b1 = use_bias ? clremat_load8(bias, f0 + 8, F) : (float8)(0.0f);
-    for (int ow0 = 0; ow0 < OW; ow0 += CD_P) {
-        float8 a0[CD_P], a1[CD_P];
-#pragma unroll
-        for (int p = 0; p < CD_P; p++)
-            a0[p] = a1[p] = (float8)(0.0f);
-        for (int kh = 0; kh < KH; kh++) {
-            const int ih = oh * SH - PH + kh * DH;
-            if (ih < 0 || ih >= H)
-                continue;
-            __global const float *xrow = x + (long)(b * H + ih) * W * C;
-            for (int kw = 0; kw < KW; kw++) {
-                __global const float *xp[CD_P];
-                int ok[CD_P];
-#pragma unroll
-                for (int p = 0; p < CD_P; p++) {
-                    const int iw = (ow0 + p) * SW - PW + kw * DW;
-                    ok[p] = ow0 + p < OW && iw >= 0 && iw < W;
-                    xp[p] = xrow + (ok[p] ? (long)iw * C : 0);
-                }
-                __global const float *wp = w + (long)(kh * KW + kw) * C * F + f0;
-                int all = 1;
-#pragma unroll
-                for (int p = 0; p < CD_P; p++)
-                    all &= ok[p];
-                if (nf == 16 && all) { /* interior: no padding test per tap */
-                    for (int c = 0; c < C; c++, wp += F) {
-                        const float8 w0 = vload8(0, wp), w1 = vload8(1, wp);
-#pragma unroll
-                        for (int p = 0; p < CD_P; p++) {
-                            const float v = xp[p][c];
-                            a0[p] += v * w0;
-                            a1[p] += v * w1;
-                        }
-                    }
-                } else if (nf == 16) {
-                    for (int c = 0; c < C; c++, wp += F) {
-                        const float8 w0 = vload8(0, wp), w1 = vload8(1, wp);
-#pragma unroll
-                        for (int p = 0; p < CD_P; p++) {
-                            const float v = ok[p] ? xp[p][c] : 0.0f;
-                            a0[p] += v * w0;
-                            a1[p] += v * w1;
-                        }
-                    }
-                } else {
-                    for (int c = 0; c < C; c++, wp += F) {
-                        const float8 w0 = clremat_load8(wp, 0, nf), w1 = clremat_load8(wp, 8, nf);
-#pragma unroll
-                        for (int p = 0; p < CD_P; p++) {
-                            const float v = ok[p] ? xp[p][c] : 0.0f;
-                            a0[p] += v * w0;
-                            a1[p] += v * w1;
-                        }
-                    }
-                }
-            }
-        }
-#pragma unroll
-        for (int p = 0; p < CD_P; p++) /* constant indices: the tile stays in registers */
-            if (ow0 + p < OW)
-                cd_store_out(pre, out, ((long)r * OW + ow0 + p) * F + f0, nf, use_bias, act, b0, b1, a0[p], a1[p]);
-    }
+    const int f0 = get_global_id(0) * nv * CD_VW, r = get_global_id(1);
+    const int oh = r % OH, b = r / OH;
+    const cd_vec b0 = use_bias ? cd_loadv(bias, f0, F) : (cd_vec)(0.0f);
+    const cd_vec b1 = use_bias && nv == 2 ? cd_loadv(bias, f0 + CD_VW, F) : (cd_vec)(0.0f);
+    __global const float *ximg = x + (long)b * H * W * C;
+    const long orow = (long)r * OW * F;
+    if (nv == 1)
+        cd_fwd_row(1, H, W, C, OW, KH, KW, SW, DH, DW, PW, F, f0, oh * SH - PH, ximg, w, b0, b1, use_bias, act,
+                   pre + orow, out + orow);
+    else
+        cd_fwd_row(2, H, W, C, OW, KH, KW, SW, DH, DW, PW, F, f0, oh * SH - PH, ximg, w, b0, b1, use_bias, act,
+                   pre + orow, out + orow);
 }
 
 /* wt[tap][f][c] = w[tap][c][f] (the input gradient reads W^T rows). */
@@ -2342,145 +2498,170 @@ __kernel void conv_wt_transpose(const int n, const int C, const int F, __global 
     }
 }
 
-/* Input gradient, one group. Work-item (channels [16 t, 16 t + 16), row
- * r = b * H + ih): dx = sum over taps (kh, kw) reaching the pixel and over
- * f, in that order, of dz[oh, ow, f] wt[tap][f][c]. acc: dx +=. */
-__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
-void conv_bwd_data_direct(const int H, const int W, const int C, const int OH, const int OW, const int KH,
+/* One tile row of the input gradient: pixels iw = ph + SW (j0 + p) of
+ * input row ih (one phase of the stride: for a tap kw either all of them
+ * are reached or none, so no per-pixel stride test), channels [c0, c0 + nv
+ * CD_VW). Sums over the taps (kh, kw) reaching the pixels, then f, in that
+ * order, of dz[oh, ow, f] wt[tap][f][c]. */
+CD_INLINE void cd_bwd_row(const int nv, const int W, const int C, const int OH, const int OW, const int KH,
                           const int KW, const int SH, const int SW, const int DH, const int DW, const int PH,
-                          const int PW, const int F, const int acc, __global const float *dz,
-                          __global const float *wt, __global float *dx)
+                          const int PW, const int F, const int acc, const int c0, const int ih, const int ph,
+                          __global const float *dzimg, __global const float *wt, __global float *dxrow)
 {
-    const int c0 = get_global_id(0) * 16, r = get_global_id(1);
-    const int nc = min(16, C - c0), ih = r % H, b = r / H;
-    for (int iw0 = 0; iw0 < W; iw0 += CD_P) {
-        float8 a0[CD_P], a1[CD_P];
+    const int nc = C - c0, nj = (W - ph + SW - 1) / SW;
+    for (int j0 = 0; j0 < nj; j0 += CD_QN(nv)) {
+        cd_vec a[16][2];
 #pragma unroll
-        for (int p = 0; p < CD_P; p++)
-            a0[p] = a1[p] = (float8)(0.0f);
+        for (int p = 0; p < 16; p++)
+            a[p][0] = a[p][1] = (cd_vec)(0.0f);
         for (int kh = 0; kh < KH; kh++) {
             const int th = ih + PH - kh * DH;
             if (th < 0 || th % SH != 0 || th / SH >= OH)
                 continue;
-            __global const float *drow = dz + (long)(b * OH + th / SH) * OW * F;
             for (int kw = 0; kw < KW; kw++) {
-                __global const float *dp[CD_P];
-                int ok[CD_P], any = 0;
-#pragma unroll
-                for (int p = 0; p < CD_P; p++) {
-                    const int tw = iw0 + p + PW - kw * DW;
-                    ok[p] = iw0 + p < W && tw >= 0 && tw % SW == 0 && tw / SW < OW;
-                    dp[p] = drow + (ok[p] ? (long)(tw / SW) * F : 0);
-                    any |= ok[p];
-                }
-                if (!any)
+                /* pixel p is reached from output column ow0 + p */
+                const int t0 = ph + SW * j0 + PW - kw * DW;
+                if ((t0 % SW + SW) % SW != 0)
                     continue;
-                __global const float *wp = wt + (long)(kh * KW + kw) * F * C + c0;
-                int all = 1;
-#pragma unroll
-                for (int p = 0; p < CD_P; p++)
-                    all &= ok[p];
-                if (nc == 16 && all) { /* every pixel reached: no test per f */
-                    for (int f = 0; f < F; f++, wp += C) {
-                        const float8 w0 = vload8(0, wp), w1 = vload8(1, wp);
-#pragma unroll
-                        for (int p = 0; p < CD_P; p++) {
-                            const float v = dp[p][f];
-                            a0[p] += v * w0;
-                            a1[p] += v * w1;
-                        }
-                    }
-                } else if (nc == 16) {
-                    for (int f = 0; f < F; f++, wp += C) {
-                        const float8 w0 = vload8(0, wp), w1 = vload8(1, wp);
-#pragma unroll
-                        for (int p = 0; p < CD_P; p++) {
-                            const float v = ok[p] ? dp[p][f] : 0.0f;
-                            a0[p] += v * w0;
-                            a1[p] += v * w1;
-                        }
-                    }
-                } else {
-                    for (int f = 0; f < F; f++, wp += C) {
-                        const float8 w0 = clremat_load8(wp, 0, nc), w1 = clremat_load8(wp, 8, nc);
-#pragma unroll
-                        for (int p = 0; p < CD_P; p++) {
-                            const float v = ok[p] ? dp[p][f] : 0.0f;
-                            a0[p] += v * w0;
-                            a1[p] += v * w1;
-                        }
-                    }
-                }
+                const int ow0 = t0 / SW; /* exact */
+                const int lo = max(0, -ow0), hi = min(min(CD_QN(nv), nj - j0), OW - ow0);
+                if (lo < hi)
+                    cd_tile_tap(a, nv, dzimg + ((long)(th / SH) * OW + ow0 + lo) * F, F, lo, hi,
+                                wt + (long)(kh * KW + kw) * F * C + c0, C, nc, F);
             }
         }
-#pragma unroll
-        for (int p = 0; p < CD_P; p++) {
-            if (iw0 + p >= W)
-                break;
-            __global float *d = dx + ((long)r * W + iw0 + p) * C + c0;
-            if (acc) {
-                a0[p] += clremat_load8(d, 0, nc);
-                a1[p] += clremat_load8(d, 8, nc);
-            }
-            clremat_store8(d, 0, nc, a0[p]);
-            clremat_store8(d, 8, nc, a1[p]);
-        }
+        cd_bwd_store(a, nv, min(CD_QN(nv), nj - j0), SW * C, nc, acc, dxrow + (long)(ph + SW * j0) * C + c0);
     }
+}
+
+/* Input gradient, one group. Work-item (channels [nv CD_VW t, nv CD_VW (t
+ * + 1)), (b * H + ih) * SW + phase); nv as for the forward. wt: the kernel
+ * as [tap][F][C] (conv_wt_transpose). acc: dx +=. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void conv_bwd_data_direct(const int H, const int W, const int C, const int OH, const int OW, const int KH,
+                          const int KW, const int SH, const int SW, const int DH, const int DW, const int PH,
+                          const int PW, const int F, const int nv, const int acc, __global const float *dz,
+                          __global const float *wt, __global float *dx)
+{
+    const int c0 = get_global_id(0) * nv * CD_VW, r = get_global_id(1);
+    const int ph = r % SW, row = r / SW, ih = row % H, b = row / H;
+    __global const float *dzimg = dz + (long)b * OH * OW * F;
+    __global float *dxrow = dx + (long)row * W * C;
+    if (ph >= W)
+        return;
+    if (nv == 1)
+        cd_bwd_row(1, W, C, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW, F, acc, c0, ih, ph, dzimg, wt, dxrow);
+    else
+        cd_bwd_row(2, W, C, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW, F, acc, c0, ih, ph, dzimg, wt, dxrow);
+}
+
+/* The FMA bodies of the weight gradient over n consecutive output pixels
+ * of one row: acc[c][v] += x_i[c] * dz_i[v CD_VW ..] for i = 0, 1, ...,
+ * n - 1 in that order, x_i = xp + i * xs, dz_i = dp + i * F. The channels
+ * of x_i are loaded as one vector and taken lane by lane (explicit lanes:
+ * the accumulators stay in registers). mode 0: every channel and filter
+ * valid; 1: channels from nc on and filters from nf on read as 0.
+ * cd_wgrad_fma16: 16 channels x one filter vector (nv = 1);
+ * cd_wgrad_fma8: 8 channels x two filter vectors (nv = 2). */
+#define CD_WG1(L, i) a[i] += xv.s##L * d0
+CD_INLINE void cd_wgrad_fma16(cd_vec a[16], const int mode, __global const float *xp, const int xs,
+                              __global const float *dp, const int F, const int n, const int nc, const int nf)
+{
+    for (int i = 0; i < n; i++, xp += xs, dp += F) {
+        const cd_vec d0 = mode ? cd_loadv(dp, 0, nf) : cd_vload(0, dp);
+        const float16 xv = mode ? (float16)(clremat_load8(xp, 0, nc), clremat_load8(xp, 8, nc)) : vload16(0, xp);
+        CD_WG1(0, 0); CD_WG1(1, 1); CD_WG1(2, 2); CD_WG1(3, 3); CD_WG1(4, 4); CD_WG1(5, 5); CD_WG1(6, 6);
+        CD_WG1(7, 7); CD_WG1(8, 8); CD_WG1(9, 9); CD_WG1(a, 10); CD_WG1(b, 11); CD_WG1(c, 12); CD_WG1(d, 13);
+        CD_WG1(e, 14); CD_WG1(f, 15);
+    }
+}
+#undef CD_WG1
+#define CD_WG2(i)                                                                                                  \
+    a[i] += xv.s##i * d0;                                                                                          \
+    b[i] += xv.s##i * d1
+CD_INLINE void cd_wgrad_fma8(cd_vec a[8], cd_vec b[8], const int mode, __global const float *xp, const int xs,
+                             __global const float *dp, const int F, const int n, const int nc, const int nf)
+{
+    for (int i = 0; i < n; i++, xp += xs, dp += F) {
+        const cd_vec d0 = mode ? cd_loadv(dp, 0, nf) : cd_vload(0, dp);
+        const cd_vec d1 = mode ? cd_loadv(dp, CD_VW, nf) : cd_vload(1, dp);
+        const float8 xv = mode ? clremat_load8(xp, 0, nc) : vload8(0, xp);
+        CD_WG2(0); CD_WG2(1); CD_WG2(2); CD_WG2(3); CD_WG2(4); CD_WG2(5); CD_WG2(6); CD_WG2(7);
+    }
+}
+#undef CD_WG2
+
+/* Partial sums of one chunk of rows [r0, r1) for tap (kh, kw), channels
+ * [c0, c0 + 16 / nv) x filters [f0, f0 + nv CD_VW): the rows in order,
+ * walked one output row segment at a time with its valid columns computed
+ * once; o: the partial of channel c0, filter f0. */
+CD_INLINE void cd_wgrad_chunk(const int nv, const int r0, const int r1, const int H, const int W, const int C,
+                              const int OH, const int OW, const int kh, const int kw, const int SH, const int SW,
+                              const int DH, const int DW, const int PH, const int PW, const int F, const int c0,
+                              const int f0, __global const float *x, __global const float *dz, __global float *o)
+{
+    const int cc = 16 / nv, nc = min(cc, C - c0), nf = F - f0;
+    const int mode = !CD_SPECIALISE || nc < cc || nf < nv * CD_VW;
+    cd_vec a[16], b[8];
+#pragma unroll
+    for (int c = 0; c < 16; c++)
+        a[c] = (cd_vec)(0.0f);
+#pragma unroll
+    for (int c = 0; c < 8; c++)
+        b[c] = (cd_vec)(0.0f);
+    for (int r = r0; r < r1;) {
+        const int ow = r % OW, oh = (r / OW) % OH, bi = r / (OW * OH), n = min(OW - ow, r1 - r);
+        const int ih = oh * SH - PH + kh * DH, i0 = kw * DW - PW; /* column read by output column 0 */
+        if (ih >= 0 && ih < H) {
+            int lo = ow, hi = ow + n;
+            while (lo < hi && i0 + lo * SW < 0)
+                lo++;
+            while (hi > lo && i0 + (hi - 1) * SW >= W)
+                hi--;
+            if (lo < hi) {
+                __global const float *xp = x + ((long)(bi * H + ih) * W + i0 + lo * SW) * C + c0;
+                __global const float *dp = dz + (long)(r - ow + lo) * F + f0;
+                if (nv == 1 && mode)
+                    cd_wgrad_fma16(a, 1, xp, SW * C, dp, F, hi - lo, nc, nf);
+                else if (nv == 1)
+                    cd_wgrad_fma16(a, 0, xp, SW * C, dp, F, hi - lo, nc, nf);
+                else if (mode)
+                    cd_wgrad_fma8(a, b, 1, xp, SW * C, dp, F, hi - lo, nc, nf);
+                else
+                    cd_wgrad_fma8(a, b, 0, xp, SW * C, dp, F, hi - lo, nc, nf);
+            }
+        }
+        r += n;
+    }
+#pragma unroll
+    for (int c = 0; c < 16; c++)
+        if (c < nc) {
+            cd_storev(o + (long)c * F, 0, nf, a[c]);
+            if (nv == 2)
+                cd_storev(o + (long)c * F, CD_VW, nf, b[c & 7]);
+        }
 }
 
 /* Weight gradient, one group: partial sums over rows [ch * RC, ch * RC +
  * RC) (rows r = (b, oh, ow) in order) of x[pixel the tap reads][c] dz[r][f]
- * for channels [8 ct, 8 ct + 8) x filters [16 ft, 16 ft + 16) of tap
- * (kh, kw). Work-item (ft + NFT * ct, tap, ch); part[ch][tap][c][f]. */
+ * for 16 / nv channels x nv CD_VW filters of tap (kh, kw). Work-item (ft +
+ * NFT * ct, tap, ch); part[ch][tap][c][f]. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void conv_wgrad_direct(const int rows, const int RC, const int H, const int W, const int C, const int OH,
                        const int OW, const int KW, const int SH, const int SW, const int DH, const int DW,
-                       const int PH, const int PW, const int F, const long KF, __global const float *x,
-                       __global const float *dz, __global float *part)
+                       const int PH, const int PW, const int F, const int nv, const long KF,
+                       __global const float *x, __global const float *dz, __global float *part)
 {
-    const int nft = (F + 15) / 16;
+    const int nft = (F + nv * CD_VW - 1) / (nv * CD_VW), cc = 16 / nv;
     const int ft = get_global_id(0) % nft, ct = get_global_id(0) / nft;
     const int tap = get_global_id(1), ch = get_global_id(2);
-    const int f0 = ft * 16, c0 = ct * 8, nf = min(16, F - f0), nc = min(8, C - c0);
-    const int kh = tap / KW, kw = tap % KW;
-    const int r0 = ch * RC, r1 = min(rows, r0 + RC);
-    float8 a0[8], a1[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-        a0[i] = a1[i] = (float8)(0.0f);
-    int ow = r0 % OW, oh = (r0 / OW) % OH, b = r0 / (OW * OH);
-    for (int r = r0; r < r1; r++) {
-        const int ih = oh * SH - PH + kh * DH, iw = ow * SW - PW + kw * DW;
-        if (ih >= 0 && ih < H && iw >= 0 && iw < W) {
-            __global const float *dp = dz + (long)r * F + f0;
-            const float8 d0 = nf == 16 ? vload8(0, dp) : clremat_load8(dp, 0, nf);
-            const float8 d1 = nf == 16 ? vload8(1, dp) : clremat_load8(dp, 8, nf);
-            const float8 xv = clremat_load8(x + ((long)(b * H + ih) * W + iw) * C, c0, C);
-            a0[0] += xv.s0 * d0; a1[0] += xv.s0 * d1;
-            a0[1] += xv.s1 * d0; a1[1] += xv.s1 * d1;
-            a0[2] += xv.s2 * d0; a1[2] += xv.s2 * d1;
-            a0[3] += xv.s3 * d0; a1[3] += xv.s3 * d1;
-            a0[4] += xv.s4 * d0; a1[4] += xv.s4 * d1;
-            a0[5] += xv.s5 * d0; a1[5] += xv.s5 * d1;
-            a0[6] += xv.s6 * d0; a1[6] += xv.s6 * d1;
-            a0[7] += xv.s7 * d0; a1[7] += xv.s7 * d1;
-        }
-        if (++ow == OW) {
-            ow = 0;
-            if (++oh == OH) {
-                oh = 0;
-                b++;
-            }
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        if (i < nc) {
-            __global float *o = part + ch * KF + ((long)tap * C + c0 + i) * F + f0;
-            clremat_store8(o, 0, nf, a0[i]);
-            clremat_store8(o, 8, nf, a1[i]);
-        }
-    }
+    const int kh = tap / KW, kw = tap % KW, r0 = ch * RC, r1 = min(rows, r0 + RC);
+    const int f0 = ft * nv * CD_VW, c0 = ct * cc;
+    __global float *o = part + ch * KF + ((long)tap * C + c0) * F + f0;
+    if (nv == 1)
+        cd_wgrad_chunk(1, r0, r1, H, W, C, OH, OW, kh, kw, SH, SW, DH, DW, PH, PW, F, c0, f0, x, dz, o);
+    else
+        cd_wgrad_chunk(2, r0, r1, H, W, C, OH, OW, kh, kw, SH, SW, DH, DW, PH, PW, F, c0, f0, x, dz, o);
 }
 
 /* g[i] = sum over chunks ch = 0, 1, ... of part[ch * KF + i], in that

@@ -127,6 +127,16 @@ START_TEST(test_conv2d_layers)
     check(ctx, &L, 2, ref_conv2d_fwd, ref_conv2d_bwd);
     conv(&L, "conv_dw_wide_m3", 13, 11, 7, 0, 3, 1, 1, 0, 1, 3, CLREMAT_ACT_NONE, 0);
     check(ctx, &L, 3, ref_conv2d_fwd, ref_conv2d_bwd);
+    /* the direct kernels' register tiles without a lane tail (16 filters
+     * and channels: 16 pixels x one 16-wide vector, or 8 x two 8-wide) on
+     * rows of 19 pixels (full pixel tiles and a tail), so that interior
+     * tiles take the loops without tests; and 32 + 8 filters and 32
+     * channels with stride 2 (8 pixels x two vectors, a full tile and a
+     * tail; the input gradient's two stride phases) */
+    conv(&L, "conv_tile16", 5, 19, 16, 16, 3, 1, 1, 1, 1, 0, CLREMAT_ACT_RELU, 1);
+    check(ctx, &L, 1, ref_conv2d_fwd, ref_conv2d_bwd);
+    conv(&L, "conv_tile32_s2", 6, 20, 32, 40, 3, 2, 1, 1, 1, 0, CLREMAT_ACT_NONE, 0);
+    check(ctx, &L, 1, ref_conv2d_fwd, ref_conv2d_bwd);
     clremat_ctx_destroy(ctx);
 }
 END_TEST
