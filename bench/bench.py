@@ -420,8 +420,9 @@ def stream_section(rounds):
         print("%-16s %8.2f %10.2f %8.2f" % (k["kernel"], k["bytes"] / (4 * runs[0]["floats"]), gbs, ratio))
         if k["kernel"] != "copy" and (worst is None or ratio < worst[0]):
             worst = (ratio, k["kernel"])
-    print("(bytes: each array read or written once per call, bias_grad reads 256 rows and writes one; the kernels "
-          "alternate within each run and the ratio of each run is to that run's copy)")
+    print("(bytes: each array read or written once per call, bias_grad reads 256 rows and writes one, batchnorm "
+          "counts x (and dy) once per pass over it; the kernels alternate within each run and the ratio of each run "
+          "is to that run's copy)")
     print("target: every kernel >= 0.5 of the copy's bytes/s: lowest %.2f (%s) -> %s" %
           (worst[0], worst[1], "met" if worst[0] >= 0.5 else "NOT met"))
     print()
