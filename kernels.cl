@@ -893,29 +893,95 @@ void gc_opt(const int kind, const float8 hp, const gc_vec g, gc_vec *p, gc_vec *
 #define GC_KC 256
 #endif
 
+/* act on GC_VW lanes for gc_pack_a_act_rows: where GC_VW is 16 and act is
+ * GELU (tanh form) or ReLU, one sixteen-wide instance of the same formulas
+ * (CLREMAT_DEFINE_ACT and CLREMAT_DEFINE_EXP on float16: the same
+ * elementwise operations on every lane as clremat_act8, so the same bits,
+ * in half the instructions of two eight-wide calls on a 16-lane device);
+ * else, and for the activations that call math builtins (whose
+ * sixteen-wide versions may round differently), gc_act. */
+#if GC_VW == 16
+CLREMAT_DEFINE_EXP(gc_gexp16, float16, int16)
+CLREMAT_DEFINE_ACT(gc_act16, float16, gc_gexp16)
+#endif
+gc_vec gc_act_pack(const int act, const gc_vec v)
+{
+#if GC_VW == 16
+    if (act == CLREMAT_ACT_GELU_TANH || act == CLREMAT_ACT_RELU)
+        return gc_act16(act, v);
+#endif
+    return gc_act(act, v);
+}
+
 /* gc_pack_a for op(A) = act(A^T) (a dense layer's dW = act(pre)^T dZ in
  * the activations mode): row k of A holds the columns m0.. of op(A)
- * contiguously, so act runs on eight consecutive values of it at a time
- * (one clremat_act8 per eight packed floats, every lane used, contiguous
- * loads) and the lanes are scattered into the micro-panels. Each float is
- * act of the same input by the same function as before, so the bits do not
- * change. Rows past the block are zero, as gc_pack_a pads. */
-void gc_pack_a_act_t(__local float *Ap, __global const float *A, const long lda, const int M, const int m0,
-                     const int mc, const int k0, const int kc, const int act)
+ * contiguously; act runs on GC_VW of them at a time (gc_act_pack: the
+ * bits of clremat_act8, every lane used, contiguous loads) into a private row,
+ * whose runs of GC_MR floats are then copied into the micro-panels whole.
+ * Rows past the block are zero, as gc_pack_a pads. */
+void gc_pack_a_act_rows(__local float *Ap, __global const float *A, const long lda, const int M, const int m0,
+                        const int mc, const int k0, const int kc, const int act)
 {
     const int h = min(mc, M - m0), np = (mc + GC_MR - 1) / GC_MR;
-    for (int q = h; q < np * GC_MR; q++)
-        for (int k = 0; k < kc; k++)
-            Ap[((q / GC_MR) * GC_KC + k) * GC_MR + q % GC_MR] = 0.0f;
+    float t[GC_MC + GC_VW];
     for (int k = 0; k < kc; k++) {
         __global const float *s = A + (long)(k0 + k) * lda + m0;
-        for (int i = 0; i < h; i += 8) {
-            float t[8];
-            vstore8(clremat_act8(act, clremat_load8(s, i, h)), 0, t);
-            for (int j = 0; j < 8 && i + j < h; j++)
-                Ap[(((i + j) / GC_MR) * GC_KC + k) * GC_MR + (i + j) % GC_MR] = t[j];
+        int i = 0;
+        for (; i + 2 * GC_VW <= h; i += 2 * GC_VW) { /* two independent chains interleave */
+            const gc_vec x0 = gc_vload(0, s + i), x1 = gc_vload(1, s + i);
+            gc_vstore(gc_act_pack(act, x0), 0, t + i);
+            gc_vstore(gc_act_pack(act, x1), 1, t + i);
+        }
+        for (; i + GC_VW <= h; i += GC_VW)
+            gc_vstore(gc_act_pack(act, gc_vload(0, s + i)), 0, t + i);
+        if (i < h) {
+            float u[GC_VW];
+            for (int j = 0; j < GC_VW; j++)
+                u[j] = i + j < h ? s[i + j] : 0.0f;
+            gc_vstore(gc_act_pack(act, gc_vload(0, u)), 0, t + i);
+        }
+        for (int q = h; q < np * GC_MR; q++)
+            t[q] = 0.0f;
+        for (int p = 0; p < np; p++) {
+            __local float *d = Ap + (p * GC_KC + k) * GC_MR;
+#if GC_MR == 12
+            vstore8(vload8(0, t + p * GC_MR), 0, d);
+            vstore4(vload4(0, t + p * GC_MR + 8), 0, d + 8);
+#else
+#pragma unroll
+            for (int r = 0; r < GC_MR; r++)
+                d[r] = t[p * GC_MR + r];
+#endif
         }
     }
+}
+
+/* gc_pack_a for op(A) = A^T with whole micro-panels: row k of A holds the
+ * columns m0.. of op(A) contiguously, so eight k at a time read eight
+ * contiguous segments of A (streams, rather than GC_MR floats from every
+ * row of A at a stride of lda per k, which a cache keeps poorly when lda is
+ * a multiple of 4 KiB) and copy their runs of GC_MR floats into the
+ * micro-panels.
+ * np whole panels (the caller packs a last partial one); the same floats
+ * as the per-panel loop. */
+void gc_pack_a_rows_t(__local float *Ap, __global const float *A, const long lda, const int m0, const int np,
+                      const int k0, const int kc)
+{
+    /* eight k at a time, panel by panel (see gc_pack_b_n_full), then the rest */
+    const int k8 = kc / 8 * 8;
+    for (int kb = 0; kb < kc; kb += 8)
+        for (int p = 0; p < np; p++)
+            for (int k = kb; k < (kb < k8 ? kb + 8 : kc); k++) {
+                __global const float *s = A + (long)(k0 + k) * lda + m0 + p * GC_MR;
+                __local float *d = Ap + (p * GC_KC + k) * GC_MR;
+#if GC_MR == 12
+                vstore8(vload8(0, s), 0, d);
+                vstore4(vload4(0, s + 8), 0, d + 8);
+#else
+                vstore4(vload4(0, s), 0, d);
+                vstore2(vload2(0, s + 4), 0, d + 4);
+#endif
+            }
 }
 
 /* Packs rows [m0, m0+mc) x k [k0, k0+kc) of op(A) into Ap as micro-panels
@@ -927,10 +993,15 @@ void gc_pack_a(__local float *Ap, __global const float *A, const int tA, const l
 {
     const int np = (mc + GC_MR - 1) / GC_MR;
     if (tA && act != CLREMAT_ACT_NONE) {
-        gc_pack_a_act_t(Ap, A, lda, M, m0, mc, k0, kc, act);
+        gc_pack_a_act_rows(Ap, A, lda, M, m0, mc, k0, kc, act);
         return;
     }
-    for (int p = 0; p < np; p++) {
+    int p0 = 0; /* micro-panels packed already */
+    if (tA && act == CLREMAT_ACT_NONE) {
+        p0 = min(mc, M - m0) / GC_MR;
+        gc_pack_a_rows_t(Ap, A, lda, m0, p0, k0, kc);
+    }
+    for (int p = p0; p < np; p++) {
         __local float *dst = Ap + p * GC_KC * GC_MR;
 #if GC_MR == 12
         if (!tA && act == CLREMAT_ACT_NONE && m0 + p * GC_MR + GC_MR <= M && p * GC_MR + GC_MR <= mc) {
@@ -1025,6 +1096,36 @@ void gc_pack_a(__local float *Ap, __global const float *A, const int tA, const l
     }
 }
 
+/* The whole micro-panels [0, nfull) of gc_pack_b for op(B) = B: eight k
+ * at a time, each of their rows of B read as one contiguous segment and
+ * kept in cache while every panel gets its eight k (1 KiB of contiguous
+ * stores each), rather than a k at a time, whose stores to the nfull
+ * panels lie GC_KC * GC_NR floats apart (a multiple of 4 KiB: one cache
+ * set) and evicted one another. The same floats in the same places. */
+void gc_pack_b_n_full(__local float *Bp, __global const float *B, const long ldb, const int n0, const int nfull,
+                      const int k0, const int kc)
+{
+    int k = 0;
+    for (; k + 8 <= kc; k += 8)
+        for (int p = 0; p < nfull; p++) {
+            __global const float *src = B + (long)(k0 + k) * ldb + n0 + p * GC_NR;
+            __local float *dst = Bp + (p * GC_KC + k) * GC_NR;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                gc_vstore(gc_vload(0, src + j * ldb), 0, dst + j * GC_NR);
+                gc_vstore(gc_vload(1, src + j * ldb), 1, dst + j * GC_NR);
+            }
+        }
+    for (; k < kc; k++) {
+        __global const float *src = B + (long)(k0 + k) * ldb + n0;
+        for (int p = 0; p < nfull; p++) {
+            __local float *dst = Bp + (p * GC_KC + k) * GC_NR;
+            gc_vstore(gc_vload(0, src + p * GC_NR), 0, dst);
+            gc_vstore(gc_vload(1, src + p * GC_NR), 1, dst);
+        }
+    }
+}
+
 /* Packs k [k0, k0+kc) x columns [n0, n0+nc) of op(B) into Bp as
  * micro-panels of GC_NR columns: Bp[(p * GC_KC + k) * GC_NR + j]. */
 void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const long ldb, const int N,
@@ -1036,14 +1137,7 @@ void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const l
         int nfull = 0;
         while (nfull < np && n0 + (nfull + 1) * GC_NR <= N && (nfull + 1) * GC_NR <= nc)
             nfull++;
-        for (int k = 0; k < kc; k++) {
-            __global const float *src = B + (long)(k0 + k) * ldb + n0;
-            for (int p = 0; p < nfull; p++) {
-                __local float *dst = Bp + (p * GC_KC + k) * GC_NR;
-                gc_vstore(gc_vload(0, src + p * GC_NR), 0, dst);
-                gc_vstore(gc_vload(1, src + p * GC_NR), 1, dst);
-            }
-        }
+        gc_pack_b_n_full(Bp, B, ldb, n0, nfull, k0, kc);
         for (int p = nfull; p < np; p++) {
             __local float *dst = Bp + p * GC_KC * GC_NR;
             const int nb = n0 + p * GC_NR;
@@ -1120,10 +1214,16 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
      * small problems so that every compute unit gets work-groups. The
      * result does not depend on it: every C element sums the same k-blocks
      * in the same order. */
-    const int n0 = get_group_id(0) * bn, m0 = get_group_id(1) * bm;
+    const int m0 = get_group_id(1) * bm;
     const long bz = get_group_id(2);
-    const int mc = min(bm, M - m0), nc = min(bn, N - n0);
+    const int mc = min(bm, M - m0);
     const int nkb = K > 0 ? (K + GC_KC - 1) / GC_KC : 1;
+    /* Each work-group walks ncb column blocks of bn within each k-block,
+     * its A block packed once for all of them: one with a work-group per
+     * column block, all where the host launches one work-group column
+     * (rows split only: A packed through an activation, act then runs once
+     * per element of A). Each C element still sums its k-blocks in order. */
+    const int ncb = ((N + bn - 1) / bn + get_num_groups(0) - 1) / get_num_groups(0);
     A += offA + bz * sa;
     B += offB + bz * sb;
     C += offC + bz * sc;
@@ -1132,10 +1232,15 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
     for (int kb = 0; kb < nkb; kb++) {
         const int k0 = kb * GC_KC, kc = min(GC_KC, K - k0);
         const int last = kb == nkb - 1;
-        if (kc > 0) {
+        if (kc > 0)
             gc_pack_a(Ap, A, tA, lda, M, m0, mc, k0, kc, actA);
+        for (int cb = 0; cb < ncb; cb++) {
+        /* (the column block's body below keeps its indentation) */
+        const int n0 = (get_group_id(0) * ncb + cb) * bn, nc = min(bn, N - n0);
+        if (n0 >= N)
+            break;
+        if (kc > 0)
             gc_pack_b(Bp, B, tB, ldb, N, n0, nc, k0, kc);
-        }
         for (int pi = 0; pi * GC_MR < mc; pi++) {
             __local const float *ap = Ap + pi * GC_KC * GC_MR;
             for (int pj = 0; pj * GC_NR < nc; pj++) {
@@ -1241,6 +1346,7 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                 }
             }
         }
+        } /* column blocks */
     }
 }
 

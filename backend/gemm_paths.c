@@ -70,6 +70,44 @@ static cl_int even_block(int64_t n, cl_int maxb, cl_int unit)
     return b < maxb ? (cl_int)b : maxb;
 }
 
+/* The row block of a native GEMM split by rows only (one work-group
+ * column, each work-group walking every column block: clremat_gemm_cpu):
+ * at least two blocks per compute unit where M allows (a micro-panel of
+ * rows at the least), evenly, at most the compiled block. */
+static cl_int rows_only_bm(const clremat_ctx *ctx, int64_t M, int64_t batch)
+{
+    const int64_t cu = ctx->info.compute_units ? ctx->info.compute_units : 1;
+    const int64_t mr = ctx->gemm_mr;
+    int64_t blocks = (M + ctx->gemm_mc - 1) / ctx->gemm_mc, most = (M + mr - 1) / mr;
+    if (blocks * batch < 2 * cu)
+        blocks = (2 * cu + batch - 1) / batch;
+    if (blocks > most)
+        blocks = most;
+    if (blocks < 1)
+        blocks = 1;
+    return even_block(M, (cl_int)(((M + blocks - 1) / blocks + mr - 1) / mr * mr), (cl_int)mr);
+}
+
+/* Whether the native GEMM splits by rows only rather than by row and
+ * column blocks (bm x bn): always when A is packed through an activation
+ * (actA: act then runs once per element of A, not once per column block),
+ * else when it packs fewer floats -- A once and B once per row block of
+ * rm rows, against A once per column block and B once per row block of the
+ * 2-D split -- with work-groups for every compute unit. The result does
+ * not depend on the split (every C element sums the same k-blocks in the
+ * same order). */
+static int split_rows_only(const clremat_ctx *ctx, int64_t M, int64_t N, int64_t K, int64_t batch, cl_int bm,
+                           cl_int bn, cl_int rm, int actA)
+{
+    const int64_t cu = ctx->info.compute_units ? ctx->info.compute_units : 1;
+    const double a = (double)M * (double)K, b = (double)K * (double)N;
+    const double two_d = a * (double)((N + bn - 1) / bn) + b * (double)((M + bm - 1) / bm);
+    const double rows = a + b * (double)((M + rm - 1) / rm);
+    if (actA)
+        return 1;
+    return ((M + rm - 1) / rm) * batch >= 2 * cu && rows < two_d;
+}
+
 /* The native kernel, optionally with the dense epilogue (bias, act, out). */
 static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
                       const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa, const clremat_buf *B,
@@ -88,6 +126,8 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     size_t global[3], local[3] = {1, 1, 1};
     const int64_t want = 4 * (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1);
     cl_int bm = ctx->gemm_mc, bn = ctx->gemm_nc; /* the largest blocks compiled in (backend/program.c) */
+    cl_int rm;
+    int rows_only;
     /* big blocks amortize packing; halve them (bm stays a multiple of the
      * register tile's rows, 6 or 12, bn of its columns, 16 or 32) until there are work-groups for every compute unit */
     while (((N + bn - 1) / bn) * ((M + bm - 1) / bm) * batch < want && (bm > 36 || bn > 32)) {
@@ -100,7 +140,13 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
      * would leave a last block of 160 and one compute unit idle at the end */
     bm = even_block(M, bm, ctx->gemm_mr);
     bn = even_block(N, bn, ctx->gemm_nr);
-    global[0] = (size_t)((N + bn - 1) / bn);
+    rm = rows_only_bm(ctx, M, batch);
+    rows_only = split_rows_only(ctx, M, N, K, batch, bm, bn, rm, actA);
+    if (rows_only) { /* one work-group column, walking every column block */
+        bm = rm;
+        bn = even_block(N, ctx->gemm_nc, ctx->gemm_nr);
+    }
+    global[0] = rows_only ? 1 : (size_t)((N + bn - 1) / bn);
     global[1] = (size_t)((M + bm - 1) / bm);
     global[2] = (size_t)batch;
     for (int i = 0; i < 8; i++)

@@ -47,13 +47,15 @@ static char *read_file(const char *path, const char *what, size_t *len)
 
 /* Native GEMM blocks (kernels.cl, clremat_gemm_cpu: GC_MC x GC_KC of A and
  * GC_KC x GC_NC of B in local memory), largest first: the first whose
- * panels fit the device's local memory is compiled in. 288/256/256 needs
- * 557056 bytes (CPU devices such as PoCL offer 1 MiB or more); devices with
+ * panels fit the device's local memory is compiled in. 576/256/256 needs
+ * 851968 bytes, 288/256/256 557056 (CPU devices such as PoCL offer 1 MiB
+ * or more: PoCL 2 MiB, its L2; the taller A block halves how often each
+ * work-group packs B, issue 21); devices with
  * 32 KiB (Mesa's llvmpipe, Oclgrind) get 48/64/64 (28672 bytes). MC is
  * rounded up to a multiple of the register tile's rows, NC of its columns
  * (every row is one for both tiles but the last). */
-static const int gemm_blocks[][3] = {{288, 256, 256}, {144, 128, 128}, {96, 64, 128}, {48, 64, 64}, {24, 32, 32},
-                                     {6, 16, 16}};
+static const int gemm_blocks[][3] = {{576, 256, 256}, {288, 256, 256}, {144, 128, 128}, {96, 64, 128},
+                                     {48, 64, 64},    {24, 32, 32},    {6, 16, 16}};
 
 /* Picks the native GEMM register tile and blocks for the device and the
  * build options that compile them in. The tile: 12 x 32 (two float16 per

@@ -159,8 +159,10 @@ static clremat_buf *upload(clremat_ctx *ctx, const float *h, size_t n)
  * several k-blocks. The native path (the only one that packs). */
 START_TEST(test_fused_activation_read_bitwise)
 {
-    /* M (in), N (units), K (rows); 613: several M blocks (m0 > 0) */
-    static const int64_t shapes[][3] = {{37, 21, 29}, {96, 64, 300}, {7, 130, 5}, {613, 19, 33}};
+    /* M (in), N (units), K (rows); 613: several M blocks (m0 > 0); 61 x 530
+     * x 270: several column blocks walked by one work-group over two
+     * k-blocks (on devices with the largest blocks, 256 x 256) */
+    static const int64_t shapes[][3] = {{37, 21, 29}, {96, 64, 300}, {7, 130, 5}, {613, 19, 33}, {61, 530, 270}};
     clremat_ctx *ctx;
     TEST_OPEN_CTX(ctx, 0);
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
