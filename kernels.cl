@@ -893,6 +893,156 @@ void gc_opt(const int kind, const float8 hp, const gc_vec g, gc_vec *p, gc_vec *
 #define GC_KC 256
 #endif
 
+/* ------------------------------------------------------------------------
+ * Mixed precision fused into the native GEMM (issue 16): operands stored in
+ * 16 bits are widened while packing (exactly: binary16 by vload_half,
+ * bfloat16 as its bits << 16), and a 16-bit C is rounded in the epilogue
+ * (binary16: vstore_half_rte, round to nearest even, overflow to
+ * infinity; bfloat16: round to nearest even from the float's bits, NaN
+ * kept a quiet NaN of the same sign), the arithmetic of clremat_cvt16 on
+ * the float the float32 GEMM would have stored. fmt as clremat_cvt16: 1
+ * binary16, 2 bfloat16. The packed panels hold the same floats as
+ * gc_pack_a / gc_pack_b would after a conversion pass. */
+float gc16_ld(__global const uchar *p, const int fmt, const long i)
+{
+    if (fmt == 1)
+        return vload_half(0, (__global const half *)p + i);
+    return as_float((uint)((__global const ushort *)p)[i] << 16);
+}
+
+float8 gc16_ld8(__global const uchar *p, const int fmt, const long i)
+{
+    if (fmt == 1)
+        return vload_half8(0, (__global const half *)p + i);
+    return as_float8(convert_uint8(vload8(0, (__global const ushort *)p + i)) << 16);
+}
+
+/* bfloat16 bits of eight floats, rounded to nearest even (NaN: quiet, sign kept). */
+ushort8 gc16_bf16x8(const float8 v)
+{
+    const uint8 u = as_uint8(v);
+    const uint8 r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, q = (u >> 16) | 0x0040u;
+    return convert_ushort8(select(r, q, (u & 0x7fffffffu) > 0x7f800000u));
+}
+
+/* Stores round(v) into p[i, i+8) of format fmt. */
+void gc16_st8(__global uchar *p, const int fmt, const long i, const float8 v)
+{
+    if (fmt == 1)
+        vstore_half8_rte(v, 0, (__global half *)p + i);
+    else
+        vstore8(gc16_bf16x8(v), 0, (__global ushort *)p + i);
+}
+
+void gc16_st(__global uchar *p, const int fmt, const long i, const float v)
+{
+    if (fmt == 1)
+        vstore_half_rte(v, 0, (__global half *)p + i);
+    else
+        ((__global ushort *)p)[i] = gc16_bf16x8((float8)(v)).s0;
+}
+
+/* The 16-bit epilogue of eight elements of C at ci (w of them valid,
+ * 1..8): acc: v = old + v (the order of clremat_cvt16's accumulation);
+ * C16 = round(v); with act, out16 = round(act(C16's value)), as
+ * clremat_cvt16 writes an activation output from its rounded source. */
+void gc16_epi8(__global uchar *C16, __global uchar *out16, const int fmt, const int acc, const int act,
+               const long ci, const int w, float8 v)
+{
+    float t[8];
+    if (w == 8) {
+        if (acc)
+            v = gc16_ld8(C16, fmt, ci) + v;
+        gc16_st8(C16, fmt, ci, v);
+        if (act != CLREMAT_ACT_NONE)
+            gc16_st8(out16, fmt, ci, clremat_act8(act, gc16_ld8(C16, fmt, ci)));
+        return;
+    }
+    vstore8(v, 0, t);
+    for (int j = 0; j < w; j++) {
+        float x = t[j];
+        if (acc)
+            x = gc16_ld(C16, fmt, ci + j) + x;
+        gc16_st(C16, fmt, ci + j, x);
+        if (act != CLREMAT_ACT_NONE)
+            gc16_st(out16, fmt, ci + j, clremat_act1(act, gc16_ld(C16, fmt, ci + j)));
+    }
+}
+
+/* gc16_epi8 over the two gc_vec of a whole register-tile row at ci. */
+void gc16_epi(__global uchar *C16, __global uchar *out16, const int fmt, const int acc, const int act,
+              const long ci, const gc_vec v0, const gc_vec v1)
+{
+#if GC_VW == 16
+    gc16_epi8(C16, out16, fmt, acc, act, ci, 8, v0.lo);
+    gc16_epi8(C16, out16, fmt, acc, act, ci + 8, 8, v0.hi);
+    gc16_epi8(C16, out16, fmt, acc, act, ci + 16, 8, v1.lo);
+    gc16_epi8(C16, out16, fmt, acc, act, ci + 24, 8, v1.hi);
+#else
+    gc16_epi8(C16, out16, fmt, acc, act, ci, 8, v0);
+    gc16_epi8(C16, out16, fmt, acc, act, ci + 8, 8, v1);
+#endif
+}
+
+/* gc_pack_a of a 16-bit A (no activation: the mixed path never packs one
+ * through a function). The same layout and padding as gc_pack_a. */
+void gc_pack_a16(__local float *Ap, __global const uchar *A, const int fmt, const int tA, const long lda,
+                 const int M, const int m0, const int mc, const int k0, const int kc)
+{
+    const int np = (mc + GC_MR - 1) / GC_MR;
+    for (int p = 0; p < np; p++) {
+        __local float *dst = Ap + p * GC_KC * GC_MR;
+        const int mb = m0 + p * GC_MR, h = max(0, min(GC_MR, min(M - mb, mc - p * GC_MR)));
+        for (int r = h; r < GC_MR; r++)
+            for (int k = 0; k < kc; k++)
+                dst[k * GC_MR + r] = 0.0f;
+        if (tA) { /* row k of A holds the panel's h values contiguously */
+            for (int k = 0; k < kc; k++) {
+                const long s = (long)(k0 + k) * lda + mb;
+                for (int r = 0; r < h; r++)
+                    dst[k * GC_MR + r] = gc16_ld(A, fmt, s + r);
+            }
+        } else { /* row m of A holds the k contiguously: eight at a time */
+            for (int r = 0; r < h; r++) {
+                const long s = (long)(mb + r) * lda + k0;
+                int k = 0;
+                for (; k + 8 <= kc; k += 8) {
+                    float t[8];
+                    vstore8(gc16_ld8(A, fmt, s + k), 0, t);
+                    for (int j = 0; j < 8; j++)
+                        dst[(k + j) * GC_MR + r] = t[j];
+                }
+                for (; k < kc; k++)
+                    dst[k * GC_MR + r] = gc16_ld(A, fmt, s + k);
+            }
+        }
+    }
+}
+
+/* gc_pack_b of a 16-bit B: the same layout and padding as gc_pack_b. */
+void gc_pack_b16(__local float *Bp, __global const uchar *B, const int fmt, const int tB, const long ldb,
+                 const int N, const int n0, const int nc, const int k0, const int kc)
+{
+    const int np = (nc + GC_NR - 1) / GC_NR;
+    for (int p = 0; p < np; p++) {
+        __local float *dst = Bp + p * GC_KC * GC_NR;
+        const int nb = n0 + p * GC_NR, w = max(0, min(GC_NR, min(N - nb, nc - p * GC_NR)));
+        for (int k = 0; k < kc; k++) {
+            if (!tB && w == GC_NR) {
+                const long s = (long)(k0 + k) * ldb + nb;
+                for (int j = 0; j < GC_NR; j += 8)
+                    vstore8(gc16_ld8(B, fmt, s + j), 0, dst + k * GC_NR + j);
+                continue;
+            }
+            for (int j = 0; j < GC_NR; j++)
+                dst[k * GC_NR + j] = j >= w ? 0.0f
+                                            : gc16_ld(B, fmt, tB ? (long)(nb + j) * ldb + k0 + k
+                                                                 : (long)(k0 + k) * ldb + nb + j);
+        }
+    }
+}
+
+
 /* gc_pack_a for op(A) = act(A^T) (a dense layer's dW = act(pre)^T dZ in
  * the activations mode): row k of A holds the columns m0.. of op(A)
  * contiguously, so act runs on eight consecutive values of it at a time
@@ -1112,7 +1262,8 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                       const float beta, __global float *C, const long offC, const long ldc, const long sc,
                       const int epi, const int use_bias, const int act, __global const float *bias,
                       __global float *out, const int bm, const int bn, __global float *s1, const float8 hp,
-                      const int okind, const int actA)
+                      const int okind, const int actA, const int fA, const int fB, const int fC, const int accC,
+                      __global uchar *C16)
 {
     __local float Ap[GC_MC * GC_KC];
     __local float Bp[GC_KC * GC_NC];
@@ -1124,6 +1275,12 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
     const long bz = get_group_id(2);
     const int mc = min(bm, M - m0), nc = min(bn, N - n0);
     const int nkb = K > 0 ? (K + GC_KC - 1) / GC_KC : 1;
+    /* 16-bit operands (fA, fB) and C (fC: C is then the float32 scratch of
+     * the k-blocks' partial sums, C16 and out the 16-bit results) */
+    __global const uchar *A16 = (__global const uchar *)A + 2 * (offA + bz * sa);
+    __global const uchar *B16 = (__global const uchar *)B + 2 * (offB + bz * sb);
+    __global uchar *out16 = (__global uchar *)out + 2 * (offC + bz * sc);
+    C16 += 2 * (offC + bz * sc);
     A += offA + bz * sa;
     B += offB + bz * sb;
     C += offC + bz * sc;
@@ -1133,8 +1290,14 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
         const int k0 = kb * GC_KC, kc = min(GC_KC, K - k0);
         const int last = kb == nkb - 1;
         if (kc > 0) {
-            gc_pack_a(Ap, A, tA, lda, M, m0, mc, k0, kc, actA);
-            gc_pack_b(Bp, B, tB, ldb, N, n0, nc, k0, kc);
+            if (fA)
+                gc_pack_a16(Ap, A16, fA, tA, lda, M, m0, mc, k0, kc);
+            else
+                gc_pack_a(Ap, A, tA, lda, M, m0, mc, k0, kc, actA);
+            if (fB)
+                gc_pack_b16(Bp, B16, fB, tB, ldb, N, n0, nc, k0, kc);
+            else
+                gc_pack_b(Bp, B, tB, ldb, N, n0, nc, k0, kc);
         }
         for (int pi = 0; pi * GC_MR < mc; pi++) {
             __local const float *ap = Ap + pi * GC_KC * GC_MR;
@@ -1193,6 +1356,11 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                             v0 = v0 + gc_vload(0, bias + ncol);
                             v1 = v1 + gc_vload(1, bias + ncol);
                         }
+                        if (last && fC) {
+                            gc16_epi(C16, out16, fC, accC, epi ? act : CLREMAT_ACT_NONE,
+                                     (long)(mrow + r) * ldc + ncol, v0, v1);
+                            continue;
+                        }
                         gc_vstore(v0, 0, cr);
                         gc_vstore(v1, 1, cr);
                         if (last && epi && act != CLREMAT_ACT_NONE) {
@@ -1227,6 +1395,12 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                                 v = C[ci] + v;
                             else if (beta != 0.0f)
                                 v = v + beta * C[ci];
+                            if (last && fC) {
+                                if (epi && use_bias)
+                                    v = v + bias[n];
+                                gc16_epi8(C16, out16, fC, accC, epi ? act : CLREMAT_ACT_NONE, ci, 1, (float8)(v));
+                                continue;
+                            }
                             if (last && epi) {
                                 if (use_bias)
                                     v = v + bias[n];
@@ -2691,4 +2865,26 @@ __kernel void ln_backward_params_act(const int rows, const int D, __global const
     }
     dgamma[d] = sg;
     dbeta[d] = sb;
+}
+
+/* Mixed precision fused into the dense layer's backward (issue 16):
+ * dz = dy * act'(x) in float32 from 16-bit dy and x (format fmt, widened
+ * exactly), eight per work-item: the floats clremat_act_bwd8 computes on
+ * float32 copies of them. */
+__kernel void clremat_act_bwd16(const int n, const int act, const int fmt, __global const uchar *x,
+                                __global const uchar *dy, __global float *dz)
+{
+    const int i0 = get_global_id(0) * 8;
+    float tx[8], tg[8];
+    if (i0 + 8 <= n) {
+        vstore8(gc16_ld8(dy, fmt, i0) * clremat_dact8(act, gc16_ld8(x, fmt, i0)), 0, dz + i0);
+        return;
+    }
+    for (int j = 0; j < 8; j++) {
+        tx[j] = i0 + j < n ? gc16_ld(x, fmt, i0 + j) : 0.0f;
+        tg[j] = i0 + j < n ? gc16_ld(dy, fmt, i0 + j) : 0.0f;
+    }
+    vstore8(vload8(0, tg) * clremat_dact8(act, vload8(0, tx)), 0, tg);
+    for (int j = 0; j < 8 && i0 + j < n; j++)
+        dz[i0 + j] = tg[j];
 }
