@@ -2764,6 +2764,16 @@ void clremat_count_nonfinite16(const int n, const int fmt, __global const uchar 
  * and writes only its own eight elements.
  * ====================================================================== */
 
+/* The keep mask of elements [i0, i0+8) (-1 kept, 0 dropped), for select. */
+int8 clremat_drop_keep8(const float rate, const uint seed_lo, const uint seed_hi, const uint step, const uint layer,
+                        const int i0, const uint off)
+{
+    int k[8];
+    for (int j = 0; j < 8; j++)
+        k[j] = clremat_uniform(clremat_hash(seed_lo, seed_hi, step, layer, (uint)(i0 + j) + off)) >= rate ? -1 : 0;
+    return vload8(0, k);
+}
+
 /* clremat_dropout, eight per item: y (=, or += when acc) keep ? x * scale : 0. */
 __kernel void clremat_dropout8(const int n, const int acc, const float rate, const float scale, const uint seed_lo,
                                const uint seed_hi, const uint step, const uint layer, __global const float *x,
@@ -2771,10 +2781,8 @@ __kernel void clremat_dropout8(const int n, const int acc, const float rate, con
 {
     const int i0 = get_global_id(0) * 8;
     if (i0 < n) {
-        int k[8];
-        for (int j = 0; j < 8; j++)
-            k[j] = clremat_uniform(clremat_hash(seed_lo, seed_hi, step, layer, (uint)(i0 + j) + off)) >= rate ? -1 : 0;
-        float8 v = select((float8)(0.0f), clremat_load8(x, i0, n) * scale, vload8(0, k));
+        float8 v = select((float8)(0.0f), clremat_load8(x, i0, n) * scale,
+                          clremat_drop_keep8(rate, seed_lo, seed_hi, step, layer, i0, off));
         if (acc)
             v = clremat_load8(y, i0, n) + v;
         clremat_store8(y, i0, n, v);
@@ -2867,24 +2875,76 @@ __kernel void ln_backward_params_act(const int rows, const int D, __global const
     dbeta[d] = sb;
 }
 
-/* Mixed precision fused into the dense layer's backward (issue 16):
- * dz = dy * act'(x) in float32 from 16-bit dy and x (format fmt, widened
- * exactly), eight per work-item: the floats clremat_act_bwd8 computes on
- * float32 copies of them. */
-__kernel void clremat_act_bwd16(const int n, const int act, const int fmt, __global const uchar *x,
-                                __global const uchar *dy, __global float *dz)
+/* ------------------------------------------------------------------------
+ * Mixed precision fused into elementwise layers (issue 16): each operand in
+ * its storage format (clremat_cvt16's fmt: 0 float32, 1 binary16, 2
+ * bfloat16), widened exactly on load, the float32 arithmetic of the float32
+ * kernel on the same floats, rounded once on store. Eight elements per
+ * work-item (launch ceil(n / 8)); lanes past n are zero and not stored. */
+float8 clremat_ldf8(__global const uchar *p, const int fmt, const int i0, const int n)
 {
-    const int i0 = get_global_id(0) * 8;
-    float tx[8], tg[8];
+    float t[8];
+    if (i0 + 8 <= n)
+        return fmt ? gc16_ld8(p, fmt, i0) : vload8(0, (__global const float *)p + i0);
+    for (int j = 0; j < 8; j++)
+        t[j] = i0 + j < n ? (fmt ? gc16_ld(p, fmt, i0 + j) : ((__global const float *)p)[i0 + j]) : 0.0f;
+    return vload8(0, t);
+}
+
+void clremat_stf8(__global uchar *p, const int fmt, const int i0, const int n, const float8 v)
+{
+    float t[8];
     if (i0 + 8 <= n) {
-        vstore8(gc16_ld8(dy, fmt, i0) * clremat_dact8(act, gc16_ld8(x, fmt, i0)), 0, dz + i0);
+        if (fmt)
+            gc16_st8(p, fmt, i0, v);
+        else
+            vstore8(v, 0, (__global float *)p + i0);
         return;
     }
-    for (int j = 0; j < 8; j++) {
-        tx[j] = i0 + j < n ? gc16_ld(x, fmt, i0 + j) : 0.0f;
-        tg[j] = i0 + j < n ? gc16_ld(dy, fmt, i0 + j) : 0.0f;
+    vstore8(v, 0, t);
+    for (int j = 0; j < 8 && i0 + j < n; j++) {
+        if (fmt)
+            gc16_st(p, fmt, i0 + j, t[j]);
+        else
+            ((__global float *)p)[i0 + j] = t[j];
     }
-    vstore8(vload8(0, tg) * clremat_dact8(act, vload8(0, tx)), 0, tg);
-    for (int j = 0; j < 8 && i0 + j < n; j++)
-        dz[i0 + j] = tg[j];
+}
+
+/* z (=, or old + when acc) dy * act'(x): clremat_act_bwd8 on formats fx,
+ * fdy, fz (the dense layer's dZ in float32, an activation layer's dx). */
+__kernel void clremat_act_bwd16(const int n, const int act, const int acc, const int fx, __global const uchar *x,
+                                const int fdy, __global const uchar *dy, const int fz, __global uchar *z)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n) {
+        float8 g = clremat_ldf8(dy, fdy, i0, n) * clremat_dact8(act, clremat_ldf8(x, fx, i0, n));
+        if (acc)
+            g = clremat_ldf8(z, fz, i0, n) + g;
+        clremat_stf8(z, fz, i0, n, g);
+    }
+}
+
+/* y = a + b (clremat_add8) on formats fa, fb, fy. */
+__kernel void clremat_add16(const int n, const int fa, __global const uchar *a, const int fb, __global const uchar *b,
+                            const int fy, __global uchar *y)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n)
+        clremat_stf8(y, fy, i0, n, clremat_ldf8(a, fa, i0, n) + clremat_ldf8(b, fb, i0, n));
+}
+
+/* clremat_dropout8 on formats fx, fy: the same mask (clremat_drop_keep8),
+ * the same product, acc adding the old value of y. */
+__kernel void clremat_dropout16(const int n, const int acc, const float rate, const float scale, const uint seed_lo,
+                                const uint seed_hi, const uint step, const uint layer, const int fx,
+                                __global const uchar *x, const int fy, __global uchar *y, const uint off)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n) {
+        float8 v = select((float8)(0.0f), clremat_ldf8(x, fx, i0, n) * scale,
+                          clremat_drop_keep8(rate, seed_lo, seed_hi, step, layer, i0, off));
+        if (acc)
+            v = clremat_ldf8(y, fy, i0, n) + v;
+        clremat_stf8(y, fy, i0, n, v);
+    }
 }

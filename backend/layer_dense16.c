@@ -88,17 +88,8 @@ static int dense16_backward(clremat_layer_call *c, const clremat_layer_cost *cos
         goto done;
     /* dZ = dout * act'(pre) in float32 (dout itself without an activation) */
     if (has_act) {
-        cl_int n = (cl_int)(rows * units), act = (cl_int)L->act, ifmt = fmt;
-        cl_mem mp, md, mz = clremat_mem(dz);
-        if (!c->dout || !c->slot[1] || c->dout->bytes < (size_t)n * 2 || c->slot[1]->bytes < (size_t)n * 2) {
-            st = clremat_fail(c->ctx, CLREMAT_ERR_INVALID_ARGUMENT, "dense layer %s: 16-bit dout or preact holds "
-                              "fewer than %lld elements", L->name, (long long)n);
-            goto done;
-        }
-        mp = clremat_mem(c->slot[1]);
-        md = clremat_mem(c->dout);
-        st = clremat_run1d(c->ctx, "clremat_act_bwd16", (rows * units + 7) / 8, sizeof n, &n, sizeof act, &act,
-                           sizeof ifmt, &ifmt, sizeof mp, &mp, sizeof md, &md, sizeof mz, &mz, (size_t)0);
+        st = clremat_op_mul_dact(c->ctx, rows * units, (int)L->act, c->slot[1], fmt, c->dout, fmt, dz,
+                                 CLREMAT_FMT_F32, 0);
     } else {
         st = clremat_op_convert(c->ctx, c->dout, fmt, dz, CLREMAT_FMT_F32, rows * units, 0, 1.0f, 0);
     }
@@ -148,4 +139,4 @@ done:
     return st;
 }
 
-const clremat_layer_impl16 clremat_impl16_dense = {dense16_cost, dense16_forward, dense16_backward};
+const clremat_layer_impl16 clremat_impl16_dense = {NULL, dense16_cost, dense16_forward, dense16_backward};

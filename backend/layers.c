@@ -45,7 +45,13 @@ static const clremat_layer_impl *impl_of(const clremat_graph *g, int l)
 /* The fused 16-bit launches of layer l, NULL when it stages. */
 static const clremat_layer_impl16 *impl16_of(const clremat_graph *g, int l)
 {
-    return impl_of(g, l) == &clremat_impl_dense ? &clremat_impl16_dense : NULL;
+    const clremat_layer_impl *im = impl_of(g, l);
+    const clremat_layer_impl16 *f = im == &clremat_impl_dense        ? &clremat_impl16_dense
+                                    : im == &clremat_impl_add        ? &clremat_impl16_add
+                                    : im == &clremat_impl_dropout    ? &clremat_impl16_dropout
+                                    : im == &clremat_impl_activation ? &clremat_impl16_activation
+                                                                     : NULL;
+    return f && (!f->fuses || f->fuses(g, l)) ? f : NULL;
 }
 
 /* The cost on a GEMM path (native: 1): mixed precision fused into the

@@ -295,6 +295,29 @@ int clremat_op_convert(clremat_ctx *ctx, const clremat_buf *src, int sfmt, clrem
                          &iacc, sizeof isf, &isf, sizeof ms, &ms, sizeof idf, &idf, sizeof md, &md, (size_t)0);
 }
 
+static int fits(const clremat_buf *b, int64_t n, int fmt)
+{
+    return b && b->bytes >= (size_t)n * (fmt ? 2 : 4);
+}
+
+int clremat_op_mul_dact(clremat_ctx *ctx, int64_t n, int act, const clremat_buf *x, int fx, const clremat_buf *dy,
+                        int fdy, clremat_buf *z, int fz, int acc)
+{
+    cl_int in = (cl_int)n, iact = act, iacc = acc ? 1 : 0, ifx = fx, ifdy = fdy, ifz = fz;
+    cl_mem mx, mdy, mz;
+    if (n <= 0)
+        return CLREMAT_OK;
+    if (n > 2147483647 || !fits(x, n, fx) || !fits(dy, n, fdy) || !fits(z, n, fz))
+        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "act backward: %lld elements do not fit the buffers",
+                            (long long)n);
+    mx = clremat_mem(x);
+    mdy = clremat_mem(dy);
+    mz = clremat_mem(z);
+    return clremat_run1d(ctx, "clremat_act_bwd16", (n + 7) / 8, sizeof in, &in, sizeof iact, &iact, sizeof iacc, &iacc,
+                         sizeof ifx, &ifx, sizeof mx, &mx, sizeof ifdy, &ifdy, sizeof mdy, &mdy, sizeof ifz, &ifz,
+                         sizeof mz, &mz, (size_t)0);
+}
+
 int clremat_op_scale(clremat_ctx *ctx, clremat_buf *x, int64_t n, float s)
 {
     cl_int in = (cl_int)n;

@@ -58,6 +58,11 @@ int clremat_mixed_recompute_act(clremat_layer_call *c, const clremat_layer_cost 
 int clremat_op_convert(clremat_ctx *ctx, const clremat_buf *src, int sfmt, clremat_buf *dst, int dfmt, int64_t n,
                        int act, float scale, int acc);
 
+/** z (format fz; acc: old + new) = dy * act'(x) over n elements, dy of
+ * format fdy and x of fx: clremat_act_bwd8's floats. */
+int clremat_op_mul_dact(clremat_ctx *ctx, int64_t n, int act, const clremat_buf *x, int fx, const clremat_buf *dy,
+                        int fdy, clremat_buf *z, int fz, int acc);
+
 /** x *= s over n floats. */
 int clremat_op_scale(clremat_ctx *ctx, clremat_buf *x, int64_t n, float s);
 

@@ -14,6 +14,7 @@
 #include "data.h"
 #include "executor.h"
 #include "mixed_precision.h"
+#include "gemm.h"
 #include "train.h"
 #include <math.h>
 #include <stdint.h>
@@ -727,6 +728,81 @@ START_TEST(cli_refusals)
 }
 END_TEST
 
+/* -------------------------------------- fused conversion vs staged */
+
+/* Every bundled model with a layer that fuses its 16-bit conversion (on
+ * this context's GEMM path: native fuses, CLBlast stages every layer):
+ * trained fused and with $CLREMAT_MIXED_STAGED (every layer converting at
+ * its boundary) under both mixed precisions, losses and parameters bit for
+ * bit equal, each run's measured peak equal to its prediction, and the
+ * fused peak no larger than the staged one. */
+static const char *const fused_models[] = {"mlp_deep.json",   "transformer.json",     "resnet_mlp.json",
+                                           "regression.json", "llama_tiny.json",      "llama_tiny_lora.json",
+                                           "cnn_small.json",  "transformer_flash.json", "long_context.json",
+                                           "mobilenet.json",  "densenet.json",        "resnet20.json"};
+
+static int count_fused(clremat_ctx *ctx, const clremat_graph *g, int64_t batch)
+{
+    int n = 0;
+    for (int l = 0; l < g->n_layers; l++) {
+        clremat_layer_cost c;
+        ck_assert_int_eq(clremat_layer_cost_for(ctx, g, l, batch, &c), CLREMAT_OK);
+        n += c.mixed_fused;
+    }
+    return n;
+}
+
+static void check_fused(int i, int precision)
+{
+    const char *file = fused_models[i];
+    const int64_t batch = 2;
+    clremat_ctx *ctx;
+    clremat_graph *g;
+    clremat_dataset d;
+    remat_out fused, staged;
+    size_t pbytes;
+    int nf;
+    if (i >= 4 && test_reduced())
+        return;
+    TEST_OPEN_CTX(ctx, 0);
+    g = load_model(file, precision);
+    nf = count_fused(ctx, g, batch);
+    if (clremat_gemm_resolve(ctx) == CLREMAT_GEMM_NATIVE)
+        ck_assert_msg(nf > 0, "%s: no layer fuses its conversion on the native path", file);
+    else
+        ck_assert_msg(nf == 0, "%s: %d layers fuse on the CLBlast path", file, nf);
+    pbytes = (size_t)clremat_graph_param_elems(g) * sizeof(float);
+    ck_assert_int_eq(clremat_data_synthetic(g, NULL, 7, 64, 16, &d), CLREMAT_OK);
+    run_mode(ctx, g, &d, "none", batch, "adam", &fused);
+    ck_assert_int_eq(setenv("CLREMAT_MIXED_STAGED", "1", 1), 0);
+    ck_assert_int_eq(count_fused(ctx, g, batch), 0);
+    run_mode(ctx, g, &d, "none", batch, "adam", &staged);
+    ck_assert_int_eq(unsetenv("CLREMAT_MIXED_STAGED"), 0);
+    fprintf(stderr, "%s %s: %d layers fused; peak fused %llu, staged %llu\n", file, clremat_precision_name(precision),
+            nf, (unsigned long long)fused.measured, (unsigned long long)staged.measured);
+    ck_assert_msg(fused.measured == fused.predicted && staged.measured == staged.predicted,
+                  "%s: measured %llu / %llu, predicted %llu / %llu", file, (unsigned long long)fused.measured,
+                  (unsigned long long)staged.measured, (unsigned long long)fused.predicted,
+                  (unsigned long long)staged.predicted);
+    ck_assert_msg(fused.predicted <= staged.predicted, "%s: fused peak %llu above staged %llu", file,
+                  (unsigned long long)fused.predicted, (unsigned long long)staged.predicted);
+    for (int s = 0; s < STEPS; s++)
+        ck_assert_msg(f2u(fused.loss[s]) == f2u(staged.loss[s]), "%s %s step %d: loss fused %.9g, staged %.9g", file,
+                      clremat_precision_name(precision), s, (double)fused.loss[s], (double)staged.loss[s]);
+    ck_assert_msg(memcmp(fused.params, staged.params, pbytes) == 0, "%s %s: fused parameters differ from staged",
+                  file, clremat_precision_name(precision));
+    free(fused.params);
+    free(staged.params);
+    clremat_data_free(&d);
+    clremat_graph_free(g);
+    clremat_ctx_destroy(ctx);
+}
+
+START_TEST(fused_f16) { check_fused(_i, CLREMAT_PREC_MIXED_FLOAT16); }
+END_TEST
+START_TEST(fused_bf16) { check_fused(_i, CLREMAT_PREC_MIXED_BFLOAT16); }
+END_TEST
+
 int main(void)
 {
     TCase *tc;
@@ -745,5 +821,7 @@ int main(void)
     tcase_add_test(tc, train_mlp);
     tcase_add_test(tc, train_transformer);
     tcase_add_test(tc, cli_refusals);
+    tcase_add_loop_test(tc, fused_f16, 0, (int)(sizeof fused_models / sizeof fused_models[0]));
+    tcase_add_loop_test(tc, fused_bf16, 0, (int)(sizeof fused_models / sizeof fused_models[0]));
     return test_run_device_suite(s);
 }
