@@ -413,6 +413,68 @@ int seq_clamp_id(const float f, const int n)
     return (int)f;
 }
 
+/* The three layernorm kernels' bodies, shared with their 16-bit variants
+ * (ln_forward16 and the others, at the end of the file): LN_X(i), LN_DY(i)
+ * load element i of x, dy; LN_Y(i, v), LN_DX(i, v) store it; LN_DXV(i)
+ * loads dx (accumulation). The float32 kernels index the buffers directly. */
+#define CLREMAT_LN_FORWARD_BODY                                                                                    \
+    const int r = get_global_id(0);                                                                                \
+    if (r >= rows)                                                                                                 \
+        return;                                                                                                    \
+    const size_t o = (size_t)r * D;                                                                                \
+    float s = 0.0f, v = 0.0f;                                                                                      \
+    for (int d = 0; d < D; d++)                                                                                    \
+        s += LN_X(o + d);                                                                                          \
+    const float mean = s / (float)D;                                                                               \
+    for (int d = 0; d < D; d++) {                                                                                  \
+        const float t = LN_X(o + d) - mean;                                                                        \
+        v += t * t;                                                                                                \
+    }                                                                                                              \
+    const float rstd = 1.0f / sqrt(v / (float)D + eps);                                                            \
+    for (int d = 0; d < D; d++)                                                                                    \
+        LN_Y(o + d, (LN_X(o + d) - mean) * rstd * gamma[d] + beta[d]);                                             \
+    stats[2 * r] = mean;                                                                                           \
+    stats[2 * r + 1] = rstd;
+
+#define CLREMAT_LN_BACKWARD_DX_BODY                                                                                \
+    const int r = get_global_id(0);                                                                                \
+    if (r >= rows)                                                                                                 \
+        return;                                                                                                    \
+    const size_t o = (size_t)r * D;                                                                                \
+    const float mean = stats[2 * r], rstd = stats[2 * r + 1];                                                      \
+    float a = 0.0f, b = 0.0f;                                                                                      \
+    for (int d = 0; d < D; d++) {                                                                                  \
+        const float gd = gamma[d] * LN_DY(o + d);                                                                  \
+        a += gd;                                                                                                   \
+        b += gd * (LN_X(o + d) - mean) * rstd;                                                                     \
+    }                                                                                                              \
+    a /= (float)D;                                                                                                 \
+    b /= (float)D;                                                                                                 \
+    for (int d = 0; d < D; d++) {                                                                                  \
+        const float xhat = (LN_X(o + d) - mean) * rstd;                                                            \
+        const float v = rstd * (gamma[d] * LN_DY(o + d) - a - xhat * b);                                           \
+        LN_DX(o + d, acc ? LN_DXV(o + d) + v : v);                                                                 \
+    }
+
+#define CLREMAT_LN_BACKWARD_PARAMS_BODY                                                                            \
+    const int d = get_global_id(0);                                                                                \
+    if (d >= D)                                                                                                    \
+        return;                                                                                                    \
+    float sg = 0.0f, sb = 0.0f;                                                                                    \
+    for (int r = 0; r < rows; r++) {                                                                               \
+        const size_t i = (size_t)r * D + d;                                                                        \
+        sg += LN_DY(i) * (LN_X(i) - stats[2 * r]) * stats[2 * r + 1];                                              \
+        sb += LN_DY(i);                                                                                            \
+    }                                                                                                              \
+    dgamma[d] = sg;                                                                                                \
+    dbeta[d] = sb;
+
+#define LN_X(i) x[i]
+#define LN_DY(i) dy[i]
+#define LN_Y(i, val) (y[i] = (val))
+#define LN_DX(i, val) (dx[i] = (val))
+#define LN_DXV(i) dx[i]
+
 /* Layernorm forward, one work-item per row: mean, biased variance (two
  * passes), y = gamma * (x - mean) * rstd + beta; stats[2r] = mean,
  * stats[2r + 1] = rstd. */
@@ -420,24 +482,7 @@ __kernel void ln_forward(const int rows, const int D, const float eps, __global 
                          __global const float *gamma, __global const float *beta, __global float *y,
                          __global float *stats)
 {
-    const int r = get_global_id(0);
-    if (r >= rows)
-        return;
-    __global const float *xr = x + (size_t)r * D;
-    __global float *yr = y + (size_t)r * D;
-    float s = 0.0f, v = 0.0f;
-    for (int d = 0; d < D; d++)
-        s += xr[d];
-    const float mean = s / (float)D;
-    for (int d = 0; d < D; d++) {
-        const float t = xr[d] - mean;
-        v += t * t;
-    }
-    const float rstd = 1.0f / sqrt(v / (float)D + eps);
-    for (int d = 0; d < D; d++)
-        yr[d] = (xr[d] - mean) * rstd * gamma[d] + beta[d];
-    stats[2 * r] = mean;
-    stats[2 * r + 1] = rstd;
+    CLREMAT_LN_FORWARD_BODY
 }
 
 /* Layernorm input gradient, one work-item per row:
@@ -447,26 +492,7 @@ __kernel void ln_backward_dx(const int rows, const int D, const int acc, __globa
                              __global const float *stats, __global const float *gamma, __global const float *dy,
                              __global float *dx)
 {
-    const int r = get_global_id(0);
-    if (r >= rows)
-        return;
-    __global const float *xr = x + (size_t)r * D;
-    __global const float *dyr = dy + (size_t)r * D;
-    __global float *dxr = dx + (size_t)r * D;
-    const float mean = stats[2 * r], rstd = stats[2 * r + 1];
-    float a = 0.0f, b = 0.0f;
-    for (int d = 0; d < D; d++) {
-        const float gd = gamma[d] * dyr[d];
-        a += gd;
-        b += gd * (xr[d] - mean) * rstd;
-    }
-    a /= (float)D;
-    b /= (float)D;
-    for (int d = 0; d < D; d++) {
-        const float xhat = (xr[d] - mean) * rstd;
-        const float v = rstd * (gamma[d] * dyr[d] - a - xhat * b);
-        dxr[d] = acc ? dxr[d] + v : v;
-    }
+    CLREMAT_LN_BACKWARD_DX_BODY
 }
 
 /* Layernorm parameter gradients, one work-item per column d, rows in order:
@@ -474,18 +500,14 @@ __kernel void ln_backward_dx(const int rows, const int D, const int acc, __globa
 __kernel void ln_backward_params(const int rows, const int D, __global const float *x, __global const float *stats,
                                  __global const float *dy, __global float *dgamma, __global float *dbeta)
 {
-    const int d = get_global_id(0);
-    if (d >= D)
-        return;
-    float sg = 0.0f, sb = 0.0f;
-    for (int r = 0; r < rows; r++) {
-        const size_t i = (size_t)r * D + d;
-        sg += dy[i] * (x[i] - stats[2 * r]) * stats[2 * r + 1];
-        sb += dy[i];
-    }
-    dgamma[d] = sg;
-    dbeta[d] = sb;
+    CLREMAT_LN_BACKWARD_PARAMS_BODY
 }
+
+#undef LN_X
+#undef LN_DY
+#undef LN_Y
+#undef LN_DX
+#undef LN_DXV
 
 /* Embedding forward, one work-item per output element:
  * out[tok, d] = table[id, d] (+ pos[tok % T, d] when positions). */
@@ -2948,3 +2970,53 @@ __kernel void clremat_dropout16(const int n, const int acc, const float rate, co
         clremat_stf8(y, fy, i0, n, v);
     }
 }
+
+/* Layernorm on formats: x and dy of fx / fdy, y and dx of fy / fdx
+ * (clremat_ldf / clremat_stf; stats, gamma, beta and the parameter
+ * gradients float32): the float32 kernels' bodies on the widened values,
+ * each stored value rounded once. */
+float clremat_ldf(__global const uchar *p, const int fmt, const size_t i)
+{
+    return fmt ? gc16_ld(p, fmt, (long)i) : ((__global const float *)p)[i];
+}
+
+void clremat_stf(__global uchar *p, const int fmt, const size_t i, const float v)
+{
+    if (fmt)
+        gc16_st(p, fmt, (long)i, v);
+    else
+        ((__global float *)p)[i] = v;
+}
+
+#define LN_X(i) clremat_ldf(x, fx, i)
+#define LN_DY(i) clremat_ldf(dy, fdy, i)
+#define LN_Y(i, val) clremat_stf(y, fy, i, val)
+#define LN_DX(i, val) clremat_stf(dx, fdx, i, val)
+#define LN_DXV(i) clremat_ldf(dx, fdx, i)
+
+__kernel void ln_forward16(const int rows, const int D, const float eps, const int fx, __global const uchar *x,
+                           __global const float *gamma, __global const float *beta, const int fy, __global uchar *y,
+                           __global float *stats)
+{
+    CLREMAT_LN_FORWARD_BODY
+}
+
+__kernel void ln_backward_dx16(const int rows, const int D, const int acc, const int fx, __global const uchar *x,
+                               __global const float *stats, __global const float *gamma, const int fdy,
+                               __global const uchar *dy, const int fdx, __global uchar *dx)
+{
+    CLREMAT_LN_BACKWARD_DX_BODY
+}
+
+__kernel void ln_backward_params16(const int rows, const int D, const int fx, __global const uchar *x,
+                                   __global const float *stats, const int fdy, __global const uchar *dy,
+                                   __global float *dgamma, __global float *dbeta)
+{
+    CLREMAT_LN_BACKWARD_PARAMS_BODY
+}
+
+#undef LN_X
+#undef LN_DY
+#undef LN_Y
+#undef LN_DX
+#undef LN_DXV

@@ -1,10 +1,10 @@
-/* layer_elem16.c: add (without broadcast), dropout and activation layers
- * under a mixed policy with the conversion fused into their kernels (issue
+/* layer_elem16.c: add (without broadcast), dropout, activation and
+ * layernorm layers under a mixed policy with the conversion fused into their kernels (issue
  * 16): each kernel loads its operands in their storage formats, computes in
  * float32 what the float32 kernel computes, and rounds once on store
- * (clremat_add16, clremat_dropout16, clremat_act_bwd16, clremat_cvt16 of
- * kernels.cl). No float32 buffer is needed: their cost plans none. Bit for
- * bit the staged launches of mixed_precision.c. */
+ * (clremat_add16, clremat_dropout16, clremat_act_bwd16, clremat_cvt16,
+ * ln_*16 of kernels.cl). No float32 buffer is needed: their cost plans
+ * none. Bit for bit the staged launches of mixed_precision.c. */
 #include "layer_impl.h"
 #include "kernel_run.h"
 #include "mixed_precision.h"
@@ -141,3 +141,69 @@ static int act16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
 }
 
 const clremat_layer_impl16 clremat_impl16_activation = {NULL, no_buffers, act16_forward, act16_backward};
+
+/* ---- layernorm: the float32 kernels' bodies on 16-bit x, y, dy, dx
+ * (stats, gamma, beta and their gradients float32) */
+
+static void ln16_dims(const clremat_layer_call *c, int64_t *rows, int64_t *D)
+{
+    const clremat_shape *s = &c->g->layers[c->layer].in_shape[0];
+    *D = clremat_last_dim(s);
+    *rows = *D > 0 ? c->batch * (clremat_elems_of(s) / *D) : 0;
+}
+
+static int ln16_forward(clremat_layer_call *c, const clremat_layer_cost *cost)
+{
+    const clremat_layer *L = &c->g->layers[c->layer];
+    int64_t rows, D;
+    cl_int ir, iD, fx = fin(c, cost, 0), fy = fout(c, cost);
+    cl_float eps = (cl_float)L->eps;
+    cl_mem mx, mg, mb, my, ms;
+    ln16_dims(c, &rows, &D);
+    if (rows * D > 2147483647 || !fits(c->in[0], rows * D, fx) || !fits(c->slot[0], rows * D, fy) ||
+        !fits(c->slot[1], rows * 2, 0) || !fits(c->param[0], D, 0) || !fits(c->param[1], D, 0))
+        return too_small(c, "input, output, stats or parameter");
+    ir = (cl_int)rows, iD = (cl_int)D;
+    mx = clremat_mem(c->in[0]), mg = clremat_mem(c->param[0]), mb = clremat_mem(c->param[1]);
+    my = clremat_mem(c->slot[0]), ms = clremat_mem(c->slot[1]);
+    return clremat_run1d(c->ctx, "ln_forward16", rows, sizeof ir, &ir, sizeof iD, &iD, sizeof eps, &eps, sizeof fx,
+                         &fx, sizeof mx, &mx, sizeof mg, &mg, sizeof mb, &mb, sizeof fy, &fy, sizeof my, &my,
+                         sizeof ms, &ms, (size_t)0);
+}
+
+static int ln16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
+{
+    const clremat_layer *L = &c->g->layers[c->layer];
+    int64_t rows, D;
+    cl_int ir, iD, fx = fin(c, cost, 0), fdy = fout(c, cost), acc = c->din_accumulate[0] != 0;
+    cl_mem mx, ms, mdy;
+    int st = CLREMAT_OK;
+    ln16_dims(c, &rows, &D);
+    if (c->in_act[0])
+        return clremat_fail(c->ctx, CLREMAT_ERR_INTERNAL, "layernorm %s: a fused activation read under a mixed "
+                            "policy", L->name);
+    if (rows * D > 2147483647 || !fits(c->in[0], rows * D, fx) || !fits(c->dout, rows * D, fdy) ||
+        !fits(c->slot[1], rows * 2, 0) || !fits(c->param[0], D, 0) || (c->din[0] && !fits(c->din[0], rows * D, fx)))
+        return too_small(c, "input, gradient, stats or gamma");
+    ir = (cl_int)rows, iD = (cl_int)D;
+    mx = clremat_mem(c->in[0]), ms = clremat_mem(c->slot[1]), mdy = clremat_mem(c->dout);
+    if (c->grad[0] || c->grad[1]) {
+        cl_mem mgg, mgb;
+        if (!fits(c->grad[0], D, 0) || !fits(c->grad[1], D, 0))
+            return clremat_fail(c->ctx, CLREMAT_ERR_INVALID_ARGUMENT,
+                                "layernorm %s: gamma and beta gradients are written together", L->name);
+        mgg = clremat_mem(c->grad[0]), mgb = clremat_mem(c->grad[1]);
+        st = clremat_run1d(c->ctx, "ln_backward_params16", D, sizeof ir, &ir, sizeof iD, &iD, sizeof fx, &fx,
+                           sizeof mx, &mx, sizeof ms, &ms, sizeof fdy, &fdy, sizeof mdy, &mdy, sizeof mgg, &mgg,
+                           sizeof mgb, &mgb, (size_t)0);
+    }
+    if (st == CLREMAT_OK && c->din[0]) {
+        cl_mem mg = clremat_mem(c->param[0]), mdx = clremat_mem(c->din[0]);
+        st = clremat_run1d(c->ctx, "ln_backward_dx16", rows, sizeof ir, &ir, sizeof iD, &iD, sizeof acc, &acc,
+                           sizeof fx, &fx, sizeof mx, &mx, sizeof ms, &ms, sizeof mg, &mg, sizeof fdy, &fdy,
+                           sizeof mdy, &mdy, sizeof fx, &fx, sizeof mdx, &mdx, (size_t)0);
+    }
+    return st;
+}
+
+const clremat_layer_impl16 clremat_impl16_layernorm = {NULL, no_buffers, ln16_forward, ln16_backward};

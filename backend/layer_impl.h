@@ -30,8 +30,9 @@ typedef struct clremat_layer_impl16 {
 
 /** The dense layer's (layer_dense16.c; plain dense only, not tied or LoRA). */
 extern const clremat_layer_impl16 clremat_impl16_dense;
-/** The elementwise layers' (layer_elem16.c): add without broadcast, dropout, activation. */
+/** The elementwise layers' (layer_elem16.c): add without broadcast, dropout, activation, layernorm. */
 extern const clremat_layer_impl16 clremat_impl16_add;
+extern const clremat_layer_impl16 clremat_impl16_layernorm;
 extern const clremat_layer_impl16 clremat_impl16_dropout;
 extern const clremat_layer_impl16 clremat_impl16_activation;
 extern const clremat_layer_impl clremat_impl_activation;
