@@ -3020,3 +3020,21 @@ __kernel void ln_backward_params16(const int rows, const int D, const int fx, __
 #undef LN_Y
 #undef LN_DX
 #undef LN_DXV
+
+/* clremat_cvt16 eight elements per work-item (launch ceil(n / 8)): the same
+ * floats (clremat_act8 is clremat_act1 lane by lane), contiguous loads and
+ * stores; the conversion every staged layer and fused add / dropout use. */
+__kernel void clremat_cvt16x8(const int n, const int act, const float scale, const int acc, const int sfmt,
+                              __global const uchar *src, const int dfmt, __global uchar *dst)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n) {
+        float8 v = clremat_ldf8(src, sfmt, i0, n);
+        if (act)
+            v = clremat_act8(act, v);
+        v *= scale;
+        if (acc)
+            v = clremat_ldf8(dst, dfmt, i0, n) + v;
+        clremat_stf8(dst, dfmt, i0, n, v);
+    }
+}

@@ -291,7 +291,7 @@ int clremat_op_convert(clremat_ctx *ctx, const clremat_buf *src, int sfmt, clrem
                             (long long)n);
     ms = clremat_mem(src);
     md = clremat_mem(dst);
-    return clremat_run1d(ctx, "clremat_cvt16", n, sizeof in, &in, sizeof iact, &iact, sizeof fs, &fs, sizeof iacc,
+    return clremat_run1d(ctx, "clremat_cvt16x8", (n + 7) / 8, sizeof in, &in, sizeof iact, &iact, sizeof fs, &fs, sizeof iacc,
                          &iacc, sizeof isf, &isf, sizeof ms, &ms, sizeof idf, &idf, sizeof md, &md, (size_t)0);
 }
 
