@@ -308,26 +308,41 @@ static void run_layers(clremat_ctx *ctx, const char *file, int precision, int64_
 #define TOL_F16_GRAD 0.03
 #define TOL_BF16_OUT 0.06
 #define TOL_BF16_GRAD 0.15
+#define TOL_F16_BN 0.5  /* below the last batchnorm of the batchnorm convnets (measured 0.381, see layer_cases) */
+#define TOL_BF16_BN 1.2 /* (measured 0.905) */
 
 typedef struct layer_case {
     const char *file;
     int64_t batch;
     int slow;           /* left out on reduced (slow) devices */
-    int no_grads;       /* parameter gradients printed, not asserted (see below) */
+    int bn_bound;       /* gradients below the last batchnorm held to TOL_*_BN (see below) */
 } layer_case;
 
 /* Together they hold every layer type: dense (plain, with activation, tied,
  * LoRA), activation, dropout, layernorm, rmsnorm, attention (plain and
  * memory-efficient), embedding, add, multiply, conv2d, pooling, batchnorm,
  * concat, softmax cross-entropy, mse. */
-/* The batchnorm convnets (mobilenet, densenet) at batch 2 have parameter
- * gradients up to 0.9 (bfloat16) and 0.4 (binary16) relative L2
- * away from float32's at initialization, every tensor below the last
- * batchnorm alike, while their outputs and losses agree: batchnorm's
- * backward subtracts the gradient's mean and its projection on x-hat over
- * only batch x H x W elements per channel (8 in the last stage), and what
- * remains is of the order of the inputs' rounding. Their gradients are
- * printed; the claim tested for them is the forward and the loss. */
+/* The batchnorm convnets (mobilenet, densenet): their outputs, their loss
+ * and every parameter gradient from the last batchnorm up (its gamma and
+ * beta, the classifier) are held to the tolerances above; the gradients of
+ * every tensor below it were measured up to 0.905 (bfloat16) and 0.381
+ * (binary16) relative L2 from float32's at batch 2 (mobilenet; densenet
+ * 0.402 / 0.134), 0.483 / 0.396 for bfloat16 at batch 8 / 32, and are held
+ * to TOL_BF16_BN / TOL_F16_BN. Where it comes from: the error appears at
+ * the last batchnorm's input gradient (its own gamma and beta gradients
+ * agree to 0.005 / 0.04; the conv below it is off by 0.35, and the layers
+ * further down by about as much, so it is injected once and carried, not
+ * grown through depth). Batchnorm's input is rounded to 16 bits before the
+ * statistics (as Keras's mixed policies round it); in a channel whose
+ * values sit close together relative to their mean (|mean| >> std, which
+ * features at initialization do at the last stage), x - mean then keeps
+ * few significant bits, and rstd, large in such a channel, scales that
+ * error into dx. A host model of the backward (numpy, bfloat16-rounded x
+ * and dy) gives 0.002 for unit-variance channels and 0.61 at |mean| = 30
+ * std over 2 samples (0.013 over 32): the error grows with |mean| / std
+ * and falls with the elements per channel, as measured here. It is
+ * inherent to storing batchnorm's input in 16 bits (keeping it float32
+ * would give back most of the convnets' halved activation bytes). */
 static const layer_case layer_cases[] = {
     {"mlp_deep.json", 8, 0, 0},        {"transformer.json", 4, 0, 0}, {"transformer_flash.json", 4, 0, 0},
     {"resnet_mlp.json", 8, 0, 0},      {"regression.json", 8, 0, 0},  {"llama_tiny.json", 2, 1, 0},
@@ -341,6 +356,9 @@ static void check_layers(int i, int precision)
     const layer_case *m = &layer_cases[i];
     const double tol_out = precision == CLREMAT_PREC_MIXED_FLOAT16 ? TOL_F16_OUT : TOL_BF16_OUT;
     const double tol_grad = precision == CLREMAT_PREC_MIXED_FLOAT16 ? TOL_F16_GRAD : TOL_BF16_GRAD;
+    const double tol_bn = precision == CLREMAT_PREC_MIXED_FLOAT16 ? TOL_F16_BN : TOL_BF16_BN;
+    double worst_bn = 0;
+    int last_bn;
     clremat_ctx *ctx;
     clremat_graph *g;
     layer_run f, h;
@@ -380,19 +398,30 @@ static void check_layers(int i, int precision)
                       clremat_layer_type_name(g->layers[l].type), e, tol_out);
         worst_out = e > worst_out ? e : worst_out;
     }
+    last_bn = -1;
+    for (int l = 0; l < g->n_layers; l++)
+        if (g->layers[l].type == CLREMAT_BATCHNORM)
+            last_bn = l;
+    ck_assert_msg(!m->bn_bound || last_bn >= 0, "%s: no batchnorm", m->file);
     for (int l = 0; l < g->n_layers; l++)
         for (int p = 0; p < g->layers[l].n_params; p++) {
             const float *a = h.grad[l * CLREMAT_MAX_PARAMS + p], *b = f.grad[l * CLREMAT_MAX_PARAMS + p];
+            const int below_bn = m->bn_bound && l < last_bn;
             double e;
             ck_assert((a == NULL) == (b == NULL));
             if (!a)
                 continue;
             e = rel_err(a, b, g->layers[l].params[p].elems);
-            if (getenv("CLREMAT_TEST_VERBOSE") || m->no_grads)
+            if (getenv("CLREMAT_TEST_VERBOSE") || m->bn_bound)
                 fprintf(stderr, "  gradient %s/%s (%s): %.4g\n", g->layers[l].name, g->layers[l].params[p].name,
                         clremat_layer_type_name(g->layers[l].type), e);
-            if (l >= cut || m->no_grads) {
-                worst_grad = l < cut && e > worst_grad ? e : worst_grad;
+            if (l >= cut)
+                continue;
+            if (below_bn) {
+                ck_assert_msg(e <= tol_bn, "%s %s: gradient of %s/%s below the last batchnorm differs from float32 "
+                              "by %.3g (bound %g)", m->file, clremat_precision_name(precision), g->layers[l].name,
+                              g->layers[l].params[p].name, e, tol_bn);
+                worst_bn = e > worst_bn ? e : worst_bn;
                 continue;
             }
             ck_assert_msg(e <= tol_grad, "%s %s: gradient of %s/%s differs from float32 by %.3g (tolerance %g)",
@@ -402,7 +431,10 @@ static void check_layers(int i, int precision)
         }
     fprintf(stderr, "%s %s: worst layer output error %.3g, worst gradient error %.3g%s (%d layers below binary16's "
             "normal range not held to it)\n", m->file, clremat_precision_name(precision), worst_out, worst_grad,
-            m->no_grads ? " (gradients not asserted)" : "", skipped);
+            m->bn_bound ? " (above the last batchnorm)" : "", skipped);
+    if (m->bn_bound)
+        fprintf(stderr, "%s %s: worst gradient error below the last batchnorm %.3g (bound %g)\n", m->file,
+                clremat_precision_name(precision), worst_bn, tol_bn);
     for (int l = 0; l < g->n_layers; l++) {
         free(f.out[l]);
         free(h.out[l]);
@@ -709,8 +741,8 @@ typedef struct train_case {
 } train_case;
 
 static const train_case train_cases[] = {
-    {"resnet_mlp.json", 60, 32, 0},  {"regression.json", 60, 32, 0},       {"llama_tiny.json", 30, 8, 0},
-    {"llama_tiny_lora.json", 30, 8, 0}, {"transformer_flash.json", 30, 16, 0}, {"cnn_small.json", 30, 16, 1},
+    {"resnet_mlp.json", 60, 32, 0},  {"regression.json", 60, 32, 0},       {"llama_tiny.json", 40, 8, 0},
+    {"llama_tiny_lora.json", 60, 8, 0}, {"transformer_flash.json", 30, 16, 0}, {"cnn_small.json", 30, 16, 1},
     {"long_context.json", 10, 2, 1}, {"mobilenet.json", 20, 8, 1},         {"densenet.json", 20, 8, 1},
     {"resnet20.json", 20, 8, 1},     {"keras_encoder.keras", 30, 16, 0},
 };
