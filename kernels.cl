@@ -413,6 +413,68 @@ int seq_clamp_id(const float f, const int n)
     return (int)f;
 }
 
+/* The three layernorm kernels' bodies, shared with their 16-bit variants
+ * (ln_forward16 and the others, at the end of the file): LN_X(i), LN_DY(i)
+ * load element i of x, dy; LN_Y(i, v), LN_DX(i, v) store it; LN_DXV(i)
+ * loads dx (accumulation). The float32 kernels index the buffers directly. */
+#define CLREMAT_LN_FORWARD_BODY                                                                                    \
+    const int r = get_global_id(0);                                                                                \
+    if (r >= rows)                                                                                                 \
+        return;                                                                                                    \
+    const size_t o = (size_t)r * D;                                                                                \
+    float s = 0.0f, v = 0.0f;                                                                                      \
+    for (int d = 0; d < D; d++)                                                                                    \
+        s += LN_X(o + d);                                                                                          \
+    const float mean = s / (float)D;                                                                               \
+    for (int d = 0; d < D; d++) {                                                                                  \
+        const float t = LN_X(o + d) - mean;                                                                        \
+        v += t * t;                                                                                                \
+    }                                                                                                              \
+    const float rstd = 1.0f / sqrt(v / (float)D + eps);                                                            \
+    for (int d = 0; d < D; d++)                                                                                    \
+        LN_Y(o + d, (LN_X(o + d) - mean) * rstd * gamma[d] + beta[d]);                                             \
+    stats[2 * r] = mean;                                                                                           \
+    stats[2 * r + 1] = rstd;
+
+#define CLREMAT_LN_BACKWARD_DX_BODY                                                                                \
+    const int r = get_global_id(0);                                                                                \
+    if (r >= rows)                                                                                                 \
+        return;                                                                                                    \
+    const size_t o = (size_t)r * D;                                                                                \
+    const float mean = stats[2 * r], rstd = stats[2 * r + 1];                                                      \
+    float a = 0.0f, b = 0.0f;                                                                                      \
+    for (int d = 0; d < D; d++) {                                                                                  \
+        const float gd = gamma[d] * LN_DY(o + d);                                                                  \
+        a += gd;                                                                                                   \
+        b += gd * (LN_X(o + d) - mean) * rstd;                                                                     \
+    }                                                                                                              \
+    a /= (float)D;                                                                                                 \
+    b /= (float)D;                                                                                                 \
+    for (int d = 0; d < D; d++) {                                                                                  \
+        const float xhat = (LN_X(o + d) - mean) * rstd;                                                            \
+        const float v = rstd * (gamma[d] * LN_DY(o + d) - a - xhat * b);                                           \
+        LN_DX(o + d, acc ? LN_DXV(o + d) + v : v);                                                                 \
+    }
+
+#define CLREMAT_LN_BACKWARD_PARAMS_BODY                                                                            \
+    const int d = get_global_id(0);                                                                                \
+    if (d >= D)                                                                                                    \
+        return;                                                                                                    \
+    float sg = 0.0f, sb = 0.0f;                                                                                    \
+    for (int r = 0; r < rows; r++) {                                                                               \
+        const size_t i = (size_t)r * D + d;                                                                        \
+        sg += LN_DY(i) * (LN_X(i) - stats[2 * r]) * stats[2 * r + 1];                                              \
+        sb += LN_DY(i);                                                                                            \
+    }                                                                                                              \
+    dgamma[d] = sg;                                                                                                \
+    dbeta[d] = sb;
+
+#define LN_X(i) x[i]
+#define LN_DY(i) dy[i]
+#define LN_Y(i, val) (y[i] = (val))
+#define LN_DX(i, val) (dx[i] = (val))
+#define LN_DXV(i) dx[i]
+
 /* Layernorm forward, one work-item per row: mean, biased variance (two
  * passes), y = gamma * (x - mean) * rstd + beta; stats[2r] = mean,
  * stats[2r + 1] = rstd. */
@@ -420,24 +482,7 @@ __kernel void ln_forward(const int rows, const int D, const float eps, __global 
                          __global const float *gamma, __global const float *beta, __global float *y,
                          __global float *stats)
 {
-    const int r = get_global_id(0);
-    if (r >= rows)
-        return;
-    __global const float *xr = x + (size_t)r * D;
-    __global float *yr = y + (size_t)r * D;
-    float s = 0.0f, v = 0.0f;
-    for (int d = 0; d < D; d++)
-        s += xr[d];
-    const float mean = s / (float)D;
-    for (int d = 0; d < D; d++) {
-        const float t = xr[d] - mean;
-        v += t * t;
-    }
-    const float rstd = 1.0f / sqrt(v / (float)D + eps);
-    for (int d = 0; d < D; d++)
-        yr[d] = (xr[d] - mean) * rstd * gamma[d] + beta[d];
-    stats[2 * r] = mean;
-    stats[2 * r + 1] = rstd;
+    CLREMAT_LN_FORWARD_BODY
 }
 
 /* Layernorm input gradient, one work-item per row:
@@ -447,26 +492,7 @@ __kernel void ln_backward_dx(const int rows, const int D, const int acc, __globa
                              __global const float *stats, __global const float *gamma, __global const float *dy,
                              __global float *dx)
 {
-    const int r = get_global_id(0);
-    if (r >= rows)
-        return;
-    __global const float *xr = x + (size_t)r * D;
-    __global const float *dyr = dy + (size_t)r * D;
-    __global float *dxr = dx + (size_t)r * D;
-    const float mean = stats[2 * r], rstd = stats[2 * r + 1];
-    float a = 0.0f, b = 0.0f;
-    for (int d = 0; d < D; d++) {
-        const float gd = gamma[d] * dyr[d];
-        a += gd;
-        b += gd * (xr[d] - mean) * rstd;
-    }
-    a /= (float)D;
-    b /= (float)D;
-    for (int d = 0; d < D; d++) {
-        const float xhat = (xr[d] - mean) * rstd;
-        const float v = rstd * (gamma[d] * dyr[d] - a - xhat * b);
-        dxr[d] = acc ? dxr[d] + v : v;
-    }
+    CLREMAT_LN_BACKWARD_DX_BODY
 }
 
 /* Layernorm parameter gradients, one work-item per column d, rows in order:
@@ -474,18 +500,14 @@ __kernel void ln_backward_dx(const int rows, const int D, const int acc, __globa
 __kernel void ln_backward_params(const int rows, const int D, __global const float *x, __global const float *stats,
                                  __global const float *dy, __global float *dgamma, __global float *dbeta)
 {
-    const int d = get_global_id(0);
-    if (d >= D)
-        return;
-    float sg = 0.0f, sb = 0.0f;
-    for (int r = 0; r < rows; r++) {
-        const size_t i = (size_t)r * D + d;
-        sg += dy[i] * (x[i] - stats[2 * r]) * stats[2 * r + 1];
-        sb += dy[i];
-    }
-    dgamma[d] = sg;
-    dbeta[d] = sb;
+    CLREMAT_LN_BACKWARD_PARAMS_BODY
 }
+
+#undef LN_X
+#undef LN_DY
+#undef LN_Y
+#undef LN_DX
+#undef LN_DXV
 
 /* Embedding forward, one work-item per output element:
  * out[tok, d] = table[id, d] (+ pos[tok % T, d] when positions). */
@@ -913,6 +935,156 @@ gc_vec gc_act_pack(const int act, const gc_vec v)
     return gc_act(act, v);
 }
 
+/* ------------------------------------------------------------------------
+ * Mixed precision fused into the native GEMM (issue 16): operands stored in
+ * 16 bits are widened while packing (exactly: binary16 by vload_half,
+ * bfloat16 as its bits << 16), and a 16-bit C is rounded in the epilogue
+ * (binary16: vstore_half_rte, round to nearest even, overflow to
+ * infinity; bfloat16: round to nearest even from the float's bits, NaN
+ * kept a quiet NaN of the same sign), the arithmetic of clremat_cvt16 on
+ * the float the float32 GEMM would have stored. fmt as clremat_cvt16: 1
+ * binary16, 2 bfloat16. The packed panels hold the same floats as
+ * gc_pack_a / gc_pack_b would after a conversion pass. */
+float gc16_ld(__global const uchar *p, const int fmt, const long i)
+{
+    if (fmt == 1)
+        return vload_half(0, (__global const half *)p + i);
+    return as_float((uint)((__global const ushort *)p)[i] << 16);
+}
+
+float8 gc16_ld8(__global const uchar *p, const int fmt, const long i)
+{
+    if (fmt == 1)
+        return vload_half8(0, (__global const half *)p + i);
+    return as_float8(convert_uint8(vload8(0, (__global const ushort *)p + i)) << 16);
+}
+
+/* bfloat16 bits of eight floats, rounded to nearest even (NaN: quiet, sign kept). */
+ushort8 gc16_bf16x8(const float8 v)
+{
+    const uint8 u = as_uint8(v);
+    const uint8 r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, q = (u >> 16) | 0x0040u;
+    return convert_ushort8(select(r, q, (u & 0x7fffffffu) > 0x7f800000u));
+}
+
+/* Stores round(v) into p[i, i+8) of format fmt. */
+void gc16_st8(__global uchar *p, const int fmt, const long i, const float8 v)
+{
+    if (fmt == 1)
+        vstore_half8_rte(v, 0, (__global half *)p + i);
+    else
+        vstore8(gc16_bf16x8(v), 0, (__global ushort *)p + i);
+}
+
+void gc16_st(__global uchar *p, const int fmt, const long i, const float v)
+{
+    if (fmt == 1)
+        vstore_half_rte(v, 0, (__global half *)p + i);
+    else
+        ((__global ushort *)p)[i] = gc16_bf16x8((float8)(v)).s0;
+}
+
+/* The 16-bit epilogue of eight elements of C at ci (w of them valid,
+ * 1..8): acc: v = old + v (the order of clremat_cvt16's accumulation);
+ * C16 = round(v); with act, out16 = round(act(C16's value)), as
+ * clremat_cvt16 writes an activation output from its rounded source. */
+void gc16_epi8(__global uchar *C16, __global uchar *out16, const int fmt, const int acc, const int act,
+               const long ci, const int w, float8 v)
+{
+    float t[8];
+    if (w == 8) {
+        if (acc)
+            v = gc16_ld8(C16, fmt, ci) + v;
+        gc16_st8(C16, fmt, ci, v);
+        if (act != CLREMAT_ACT_NONE)
+            gc16_st8(out16, fmt, ci, clremat_act8(act, gc16_ld8(C16, fmt, ci)));
+        return;
+    }
+    vstore8(v, 0, t);
+    for (int j = 0; j < w; j++) {
+        float x = t[j];
+        if (acc)
+            x = gc16_ld(C16, fmt, ci + j) + x;
+        gc16_st(C16, fmt, ci + j, x);
+        if (act != CLREMAT_ACT_NONE)
+            gc16_st(out16, fmt, ci + j, clremat_act1(act, gc16_ld(C16, fmt, ci + j)));
+    }
+}
+
+/* gc16_epi8 over the two gc_vec of a whole register-tile row at ci. */
+void gc16_epi(__global uchar *C16, __global uchar *out16, const int fmt, const int acc, const int act,
+              const long ci, const gc_vec v0, const gc_vec v1)
+{
+#if GC_VW == 16
+    gc16_epi8(C16, out16, fmt, acc, act, ci, 8, v0.lo);
+    gc16_epi8(C16, out16, fmt, acc, act, ci + 8, 8, v0.hi);
+    gc16_epi8(C16, out16, fmt, acc, act, ci + 16, 8, v1.lo);
+    gc16_epi8(C16, out16, fmt, acc, act, ci + 24, 8, v1.hi);
+#else
+    gc16_epi8(C16, out16, fmt, acc, act, ci, 8, v0);
+    gc16_epi8(C16, out16, fmt, acc, act, ci + 8, 8, v1);
+#endif
+}
+
+/* gc_pack_a of a 16-bit A (no activation: the mixed path never packs one
+ * through a function). The same layout and padding as gc_pack_a. */
+void gc_pack_a16(__local float *Ap, __global const uchar *A, const int fmt, const int tA, const long lda,
+                 const int M, const int m0, const int mc, const int k0, const int kc)
+{
+    const int np = (mc + GC_MR - 1) / GC_MR;
+    for (int p = 0; p < np; p++) {
+        __local float *dst = Ap + p * GC_KC * GC_MR;
+        const int mb = m0 + p * GC_MR, h = max(0, min(GC_MR, min(M - mb, mc - p * GC_MR)));
+        for (int r = h; r < GC_MR; r++)
+            for (int k = 0; k < kc; k++)
+                dst[k * GC_MR + r] = 0.0f;
+        if (tA) { /* row k of A holds the panel's h values contiguously */
+            for (int k = 0; k < kc; k++) {
+                const long s = (long)(k0 + k) * lda + mb;
+                for (int r = 0; r < h; r++)
+                    dst[k * GC_MR + r] = gc16_ld(A, fmt, s + r);
+            }
+        } else { /* row m of A holds the k contiguously: eight at a time */
+            for (int r = 0; r < h; r++) {
+                const long s = (long)(mb + r) * lda + k0;
+                int k = 0;
+                for (; k + 8 <= kc; k += 8) {
+                    float t[8];
+                    vstore8(gc16_ld8(A, fmt, s + k), 0, t);
+                    for (int j = 0; j < 8; j++)
+                        dst[(k + j) * GC_MR + r] = t[j];
+                }
+                for (; k < kc; k++)
+                    dst[k * GC_MR + r] = gc16_ld(A, fmt, s + k);
+            }
+        }
+    }
+}
+
+/* gc_pack_b of a 16-bit B: the same layout and padding as gc_pack_b. */
+void gc_pack_b16(__local float *Bp, __global const uchar *B, const int fmt, const int tB, const long ldb,
+                 const int N, const int n0, const int nc, const int k0, const int kc)
+{
+    const int np = (nc + GC_NR - 1) / GC_NR;
+    for (int p = 0; p < np; p++) {
+        __local float *dst = Bp + p * GC_KC * GC_NR;
+        const int nb = n0 + p * GC_NR, w = max(0, min(GC_NR, min(N - nb, nc - p * GC_NR)));
+        for (int k = 0; k < kc; k++) {
+            if (!tB && w == GC_NR) {
+                const long s = (long)(k0 + k) * ldb + nb;
+                for (int j = 0; j < GC_NR; j += 8)
+                    vstore8(gc16_ld8(B, fmt, s + j), 0, dst + k * GC_NR + j);
+                continue;
+            }
+            for (int j = 0; j < GC_NR; j++)
+                dst[k * GC_NR + j] = j >= w ? 0.0f
+                                            : gc16_ld(B, fmt, tB ? (long)(nb + j) * ldb + k0 + k
+                                                                 : (long)(k0 + k) * ldb + nb + j);
+        }
+    }
+}
+
+
 /* gc_pack_a for op(A) = act(A^T) (a dense layer's dW = act(pre)^T dZ in
  * the activations mode): row k of A holds the columns m0.. of op(A)
  * contiguously; act runs on GC_VW of them at a time (gc_act_pack: the
@@ -1206,7 +1378,8 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                       const float beta, __global float *C, const long offC, const long ldc, const long sc,
                       const int epi, const int use_bias, const int act, __global const float *bias,
                       __global float *out, const int bm, const int bn, __global float *s1, const float8 hp,
-                      const int okind, const int actA)
+                      const int okind, const int actA, const int fA, const int fB, const int fC, const int accC,
+                      __global uchar *C16)
 {
     __local float Ap[GC_MC * GC_KC];
     __local float Bp[GC_KC * GC_NC];
@@ -1224,6 +1397,12 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
      * (rows split only: A packed through an activation, act then runs once
      * per element of A). Each C element still sums its k-blocks in order. */
     const int ncb = ((N + bn - 1) / bn + get_num_groups(0) - 1) / get_num_groups(0);
+    /* 16-bit operands (fA, fB) and C (fC: C is then the float32 scratch of
+     * the k-blocks' partial sums, C16 and out the 16-bit results) */
+    __global const uchar *A16 = (__global const uchar *)A + 2 * (offA + bz * sa);
+    __global const uchar *B16 = (__global const uchar *)B + 2 * (offB + bz * sb);
+    __global uchar *out16 = (__global uchar *)out + 2 * (offC + bz * sc);
+    C16 += 2 * (offC + bz * sc);
     A += offA + bz * sa;
     B += offB + bz * sb;
     C += offC + bz * sc;
@@ -1232,15 +1411,23 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
     for (int kb = 0; kb < nkb; kb++) {
         const int k0 = kb * GC_KC, kc = min(GC_KC, K - k0);
         const int last = kb == nkb - 1;
-        if (kc > 0)
-            gc_pack_a(Ap, A, tA, lda, M, m0, mc, k0, kc, actA);
+        if (kc > 0) {
+            if (fA)
+                gc_pack_a16(Ap, A16, fA, tA, lda, M, m0, mc, k0, kc);
+            else
+                gc_pack_a(Ap, A, tA, lda, M, m0, mc, k0, kc, actA);
+        }
         for (int cb = 0; cb < ncb; cb++) {
         /* (the column block's body below keeps its indentation) */
         const int n0 = (get_group_id(0) * ncb + cb) * bn, nc = min(bn, N - n0);
         if (n0 >= N)
             break;
-        if (kc > 0)
-            gc_pack_b(Bp, B, tB, ldb, N, n0, nc, k0, kc);
+        if (kc > 0) {
+            if (fB)
+                gc_pack_b16(Bp, B16, fB, tB, ldb, N, n0, nc, k0, kc);
+            else
+                gc_pack_b(Bp, B, tB, ldb, N, n0, nc, k0, kc);
+        }
         for (int pi = 0; pi * GC_MR < mc; pi++) {
             __local const float *ap = Ap + pi * GC_KC * GC_MR;
             for (int pj = 0; pj * GC_NR < nc; pj++) {
@@ -1298,6 +1485,11 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                             v0 = v0 + gc_vload(0, bias + ncol);
                             v1 = v1 + gc_vload(1, bias + ncol);
                         }
+                        if (last && fC) {
+                            gc16_epi(C16, out16, fC, accC, epi ? act : CLREMAT_ACT_NONE,
+                                     (long)(mrow + r) * ldc + ncol, v0, v1);
+                            continue;
+                        }
                         gc_vstore(v0, 0, cr);
                         gc_vstore(v1, 1, cr);
                         if (last && epi && act != CLREMAT_ACT_NONE) {
@@ -1332,6 +1524,12 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                                 v = C[ci] + v;
                             else if (beta != 0.0f)
                                 v = v + beta * C[ci];
+                            if (last && fC) {
+                                if (epi && use_bias)
+                                    v = v + bias[n];
+                                gc16_epi8(C16, out16, fC, accC, epi ? act : CLREMAT_ACT_NONE, ci, 1, (float8)(v));
+                                continue;
+                            }
                             if (last && epi) {
                                 if (use_bias)
                                     v = v + bias[n];
@@ -3003,6 +3201,16 @@ void clremat_count_nonfinite16(const int n, const int fmt, __global const uchar 
  * and writes only its own eight elements.
  * ====================================================================== */
 
+/* The keep mask of elements [i0, i0+8) (-1 kept, 0 dropped), for select. */
+int8 clremat_drop_keep8(const float rate, const uint seed_lo, const uint seed_hi, const uint step, const uint layer,
+                        const int i0, const uint off)
+{
+    int k[8];
+    for (int j = 0; j < 8; j++)
+        k[j] = clremat_uniform(clremat_hash(seed_lo, seed_hi, step, layer, (uint)(i0 + j) + off)) >= rate ? -1 : 0;
+    return vload8(0, k);
+}
+
 /* clremat_dropout, eight per item: y (=, or += when acc) keep ? x * scale : 0. */
 __kernel void clremat_dropout8(const int n, const int acc, const float rate, const float scale, const uint seed_lo,
                                const uint seed_hi, const uint step, const uint layer, __global const float *x,
@@ -3010,10 +3218,8 @@ __kernel void clremat_dropout8(const int n, const int acc, const float rate, con
 {
     const int i0 = get_global_id(0) * 8;
     if (i0 < n) {
-        int k[8];
-        for (int j = 0; j < 8; j++)
-            k[j] = clremat_uniform(clremat_hash(seed_lo, seed_hi, step, layer, (uint)(i0 + j) + off)) >= rate ? -1 : 0;
-        float8 v = select((float8)(0.0f), clremat_load8(x, i0, n) * scale, vload8(0, k));
+        float8 v = select((float8)(0.0f), clremat_load8(x, i0, n) * scale,
+                          clremat_drop_keep8(rate, seed_lo, seed_hi, step, layer, i0, off));
         if (acc)
             v = clremat_load8(y, i0, n) + v;
         clremat_store8(y, i0, n, v);
@@ -3104,4 +3310,146 @@ __kernel void ln_backward_params_act(const int rows, const int D, __global const
     }
     dgamma[d] = sg;
     dbeta[d] = sb;
+}
+
+/* ------------------------------------------------------------------------
+ * Mixed precision fused into elementwise layers (issue 16): each operand in
+ * its storage format (clremat_cvt16's fmt: 0 float32, 1 binary16, 2
+ * bfloat16), widened exactly on load, the float32 arithmetic of the float32
+ * kernel on the same floats, rounded once on store. Eight elements per
+ * work-item (launch ceil(n / 8)); lanes past n are zero and not stored. */
+float8 clremat_ldf8(__global const uchar *p, const int fmt, const int i0, const int n)
+{
+    float t[8];
+    if (i0 + 8 <= n)
+        return fmt ? gc16_ld8(p, fmt, i0) : vload8(0, (__global const float *)p + i0);
+    for (int j = 0; j < 8; j++)
+        t[j] = i0 + j < n ? (fmt ? gc16_ld(p, fmt, i0 + j) : ((__global const float *)p)[i0 + j]) : 0.0f;
+    return vload8(0, t);
+}
+
+void clremat_stf8(__global uchar *p, const int fmt, const int i0, const int n, const float8 v)
+{
+    float t[8];
+    if (i0 + 8 <= n) {
+        if (fmt)
+            gc16_st8(p, fmt, i0, v);
+        else
+            vstore8(v, 0, (__global float *)p + i0);
+        return;
+    }
+    vstore8(v, 0, t);
+    for (int j = 0; j < 8 && i0 + j < n; j++) {
+        if (fmt)
+            gc16_st(p, fmt, i0 + j, t[j]);
+        else
+            ((__global float *)p)[i0 + j] = t[j];
+    }
+}
+
+/* z (=, or old + when acc) dy * act'(x): clremat_act_bwd8 on formats fx,
+ * fdy, fz (the dense layer's dZ in float32, an activation layer's dx). */
+__kernel void clremat_act_bwd16(const int n, const int act, const int acc, const int fx, __global const uchar *x,
+                                const int fdy, __global const uchar *dy, const int fz, __global uchar *z)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n) {
+        float8 g = clremat_ldf8(dy, fdy, i0, n) * clremat_dact8(act, clremat_ldf8(x, fx, i0, n));
+        if (acc)
+            g = clremat_ldf8(z, fz, i0, n) + g;
+        clremat_stf8(z, fz, i0, n, g);
+    }
+}
+
+/* y = a + b (clremat_add8) on formats fa, fb, fy. */
+__kernel void clremat_add16(const int n, const int fa, __global const uchar *a, const int fb, __global const uchar *b,
+                            const int fy, __global uchar *y)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n)
+        clremat_stf8(y, fy, i0, n, clremat_ldf8(a, fa, i0, n) + clremat_ldf8(b, fb, i0, n));
+}
+
+/* clremat_dropout8 on formats fx, fy: the same mask (clremat_drop_keep8),
+ * the same product, acc adding the old value of y. */
+__kernel void clremat_dropout16(const int n, const int acc, const float rate, const float scale, const uint seed_lo,
+                                const uint seed_hi, const uint step, const uint layer, const int fx,
+                                __global const uchar *x, const int fy, __global uchar *y, const uint off)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n) {
+        float8 v = select((float8)(0.0f), clremat_ldf8(x, fx, i0, n) * scale,
+                          clremat_drop_keep8(rate, seed_lo, seed_hi, step, layer, i0, off));
+        if (acc)
+            v = clremat_ldf8(y, fy, i0, n) + v;
+        clremat_stf8(y, fy, i0, n, v);
+    }
+}
+
+/* Layernorm on formats: x and dy of fx / fdy, y and dx of fy / fdx
+ * (clremat_ldf / clremat_stf; stats, gamma, beta and the parameter
+ * gradients float32): the float32 kernels' bodies on the widened values,
+ * each stored value rounded once. */
+float clremat_ldf(__global const uchar *p, const int fmt, const size_t i)
+{
+    return fmt ? gc16_ld(p, fmt, (long)i) : ((__global const float *)p)[i];
+}
+
+void clremat_stf(__global uchar *p, const int fmt, const size_t i, const float v)
+{
+    if (fmt)
+        gc16_st(p, fmt, (long)i, v);
+    else
+        ((__global float *)p)[i] = v;
+}
+
+#define LN_X(i) clremat_ldf(x, fx, i)
+#define LN_DY(i) clremat_ldf(dy, fdy, i)
+#define LN_Y(i, val) clremat_stf(y, fy, i, val)
+#define LN_DX(i, val) clremat_stf(dx, fdx, i, val)
+#define LN_DXV(i) clremat_ldf(dx, fdx, i)
+
+__kernel void ln_forward16(const int rows, const int D, const float eps, const int fx, __global const uchar *x,
+                           __global const float *gamma, __global const float *beta, const int fy, __global uchar *y,
+                           __global float *stats)
+{
+    CLREMAT_LN_FORWARD_BODY
+}
+
+__kernel void ln_backward_dx16(const int rows, const int D, const int acc, const int fx, __global const uchar *x,
+                               __global const float *stats, __global const float *gamma, const int fdy,
+                               __global const uchar *dy, const int fdx, __global uchar *dx)
+{
+    CLREMAT_LN_BACKWARD_DX_BODY
+}
+
+__kernel void ln_backward_params16(const int rows, const int D, const int fx, __global const uchar *x,
+                                   __global const float *stats, const int fdy, __global const uchar *dy,
+                                   __global float *dgamma, __global float *dbeta)
+{
+    CLREMAT_LN_BACKWARD_PARAMS_BODY
+}
+
+#undef LN_X
+#undef LN_DY
+#undef LN_Y
+#undef LN_DX
+#undef LN_DXV
+
+/* clremat_cvt16 eight elements per work-item (launch ceil(n / 8)): the same
+ * floats (clremat_act8 is clremat_act1 lane by lane), contiguous loads and
+ * stores; the conversion every staged layer and fused add / dropout use. */
+__kernel void clremat_cvt16x8(const int n, const int act, const float scale, const int acc, const int sfmt,
+                              __global const uchar *src, const int dfmt, __global uchar *dst)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 < n) {
+        float8 v = clremat_ldf8(src, sfmt, i0, n);
+        if (act)
+            v = clremat_act8(act, v);
+        v *= scale;
+        if (acc)
+            v = clremat_ldf8(dst, dfmt, i0, n) + v;
+        clremat_stf8(dst, dfmt, i0, n, v);
+    }
 }

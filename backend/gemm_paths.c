@@ -12,6 +12,7 @@
  * inside its buffer before launching. In a dry run (ctx->dry_run) nothing
  * is enqueued; the workspace each call would need is recorded instead. */
 #include "gemm.h"
+#include "gemm16.h"
 #include "kernel_run.h"
 #include <clblast_c.h>
 
@@ -113,7 +114,7 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
                       const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa, const clremat_buf *B,
                       int64_t offB, int64_t ldb, int64_t sb, float beta, clremat_buf *C, int64_t offC, int64_t ldc,
                       int64_t sc, int64_t batch, int epi, const clremat_buf *bias, int act, clremat_buf *out,
-                      const clremat_buf *s1, const float hp[8], int okind, int actA)
+                      const clremat_buf *s1, const float hp[8], int okind, int actA, const clremat_gemm16_fmt *f16)
 {
     cl_int itA = tA ? 1 : 0, itB = tB ? 1 : 0, iM = (cl_int)M, iN = (cl_int)N, iK = (cl_int)K, iepi = epi,
            iub = bias ? 1 : 0, iact = act;
@@ -123,6 +124,8 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     cl_mem ms1 = s1 ? clremat_mem(s1) : mC;
     cl_float8 chp;
     cl_int iok = okind, iactA = actA;
+    cl_int ifA = f16 ? f16->fA : 0, ifB = f16 ? f16->fB : 0, ifC = f16 ? f16->fC : 0, iaccC = f16 ? f16->accC : 0;
+    cl_mem mC16 = f16 && f16->C16 ? clremat_mem(f16->C16) : mC;
     size_t global[3], local[3] = {1, 1, 1};
     const int64_t want = 4 * (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1);
     cl_int bm = ctx->gemm_mc, bn = ctx->gemm_nc; /* the largest blocks compiled in (backend/program.c) */
@@ -157,7 +160,8 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
                        sizeof lsb, &lsb, sizeof beta, &beta, sizeof mC, &mC, sizeof loC, &loC, sizeof lldc, &lldc,
                        sizeof lsc, &lsc, sizeof iepi, &iepi, sizeof iub, &iub, sizeof iact, &iact, sizeof mbias,
                        &mbias, sizeof mout, &mout, sizeof bm, &bm, sizeof bn, &bn, sizeof ms1, &ms1, sizeof chp,
-                       &chp, sizeof iok, &iok, sizeof iactA, &iactA, (size_t)0);
+                       &chp, sizeof iok, &iok, sizeof iactA, &iactA, sizeof ifA, &ifA, sizeof ifB, &ifB, sizeof ifC,
+                       &ifC, sizeof iaccC, &iaccC, sizeof mC16, &mC16, (size_t)0);
 }
 
 /* The local-memory tiled kernel (batched calls on the CLBlast path). */
@@ -246,7 +250,7 @@ int clremat_gemm_on(clremat_ctx *ctx, clremat_gemm_path path, int tA, int tB, in
                          batch);
     }
     return run_native(ctx, tA, tB, M, N, K, alpha, A, offA, lda, sa, B, offB, ldb, sb, beta, C, offC, ldc, sc, batch,
-                      0, NULL, 0, NULL, NULL, NULL, 0, 0);
+                      0, NULL, 0, NULL, NULL, NULL, 0, 0, NULL);
 }
 
 int clremat_gemm_dense_on(clremat_ctx *ctx, clremat_gemm_path path, int64_t rows, int64_t in, int64_t units,
@@ -262,7 +266,7 @@ int clremat_gemm_dense_on(clremat_ctx *ctx, clremat_gemm_path path, int64_t rows
         return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "dense gemm: activation without an output buffer");
     if (path != CLREMAT_GEMM_CLBLAST)
         return run_native(ctx, 0, 0, rows, units, in, 1.0f, x, 0, in, 0, W, 0, units, 0, 0.0f, pre, 0, units, 0, 1,
-                          bias || act ? 1 : 0, bias, act, act ? out : NULL, NULL, NULL, 0, 0);
+                          bias || act ? 1 : 0, bias, act, act ? out : NULL, NULL, NULL, 0, 0, NULL);
     st = clremat_gemm_on(ctx, path, 0, 0, rows, units, in, 1.0f, x, 0, in, 0, W, 0, units, 0, 0.0f, pre, 0, units, 0,
                          1);
     if (st != CLREMAT_OK || (!bias && !act))
@@ -292,7 +296,7 @@ int clremat_gemm_update_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int6
         (okind && (st = clremat_check_buf(ctx, "fused update", "state 1", s1, M * N)) != CLREMAT_OK))
         return st;
     return run_native(ctx, tA, tB, M, N, K, 1.0f, A, 0, lda, 0, B, 0, ldb, 0, 0.0f, param, 0, N, 0, 1, 2, NULL, 0,
-                      s0, okind ? s1 : NULL, hp, okind, actA);
+                      s0, okind ? s1 : NULL, hp, okind, actA, NULL);
 }
 
 int clremat_gemm_acta_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, int actA,
@@ -302,5 +306,52 @@ int clremat_gemm_acta_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_
     if (st != CLREMAT_OK || M == 0 || N == 0)
         return st;
     return run_native(ctx, tA, tB, M, N, K, 1.0f, A, 0, lda, 0, B, 0, ldb, 0, 0.0f, C, 0, N, 0, 1, 0, NULL, 0, NULL,
-                      NULL, NULL, 0, actA);
+                      NULL, NULL, 0, actA, NULL);
+}
+
+/* ---- 16-bit operands and results on the native path (gemm16.h) ---- */
+
+/* buf holds at least n elements of format fmt. */
+static int check16(clremat_ctx *ctx, const char *what, const clremat_buf *buf, int64_t n, int fmt)
+{
+    const size_t es = fmt ? 2 : 4;
+    if (!buf || buf->bytes / es < (size_t)n)
+        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT,
+                            "gemm16: %s holds %zu bytes, %lld elements of %zu bytes needed", what,
+                            buf ? (size_t)buf->bytes : (size_t)0, (long long)n, es);
+    return CLREMAT_OK;
+}
+
+int clremat_gemm16(clremat_ctx *ctx, const clremat_gemm16_call *g)
+{
+    const int64_t M = g->M, N = g->N, K = g->K;
+    const int upd = !g->fC && g->s0;
+    clremat_gemm16_fmt f = {g->fA, g->fB, g->fC, g->fC ? g->acc : 0, g->C};
+    clremat_buf *C = g->fC ? (g->scratch ? g->scratch : g->C) : g->C;
+    int st;
+    if (M < 0 || N < 0 || K < 0 || M > 2147483647 || N > 2147483647 || K > 2147483647)
+        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "gemm16: bad sizes M=%lld N=%lld K=%lld",
+                            (long long)M, (long long)N, (long long)K);
+    if (M == 0 || N == 0)
+        return CLREMAT_OK;
+    if ((st = check16(ctx, "A", g->A, M * K, g->fA)) != CLREMAT_OK ||
+        (st = check16(ctx, "B", g->B, K * N, g->fB)) != CLREMAT_OK ||
+        (st = check16(ctx, "C", g->C, M * N, g->fC)) != CLREMAT_OK ||
+        (g->fC && g->act && (st = check16(ctx, "out", g->out, M * N, g->fC)) != CLREMAT_OK) ||
+        (g->fC && g->bias && (st = check16(ctx, "bias", g->bias, N, 0)) != CLREMAT_OK))
+        return st;
+    if (g->fC && K > ctx->gemm_kc && (st = check16(ctx, "scratch", g->scratch, M * N, 0)) != CLREMAT_OK)
+        return st;
+    if (upd && (K < 1 || K > ctx->gemm_kc))
+        return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "gemm16 update %lldx%lldx%lld: K must fit one k-block of %d",
+                            (long long)M, (long long)N, (long long)K, ctx->gemm_kc);
+    if (upd && ((st = check16(ctx, "state 0", g->s0, M * N, 0)) != CLREMAT_OK ||
+                (g->okind && (st = check16(ctx, "state 1", g->s1, M * N, 0)) != CLREMAT_OK)))
+        return st;
+    if (ctx->dry_run)
+        return CLREMAT_OK;
+    return run_native(ctx, g->tA, g->tB, M, N, K, 1.0f, g->A, 0, g->tA ? M : K, 0, g->B, 0, g->tB ? K : N, 0, 0.0f, C, 0,
+                      N, 0, 1, upd ? 2 : (g->fC && (g->bias || g->act)) ? 1 : 0, g->fC ? g->bias : NULL,
+                      g->fC ? g->act : 0, upd ? g->s0 : (g->fC && g->act ? g->out : NULL), upd && g->okind ? g->s1 : NULL,
+                      g->hp, upd ? g->okind : 0, 0, &f);
 }

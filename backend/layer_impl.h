@@ -14,6 +14,27 @@ typedef struct clremat_layer_impl {
 } clremat_layer_impl;
 
 extern const clremat_layer_impl clremat_impl_dense;
+
+/** A layer type's launches under a mixed policy with the conversion fused
+ * into its kernels (layers without one use the staged launch of
+ * mixed_precision.c): cost16 sets the float32 buffers the launches take
+ * (fwd_stage_bytes / bwd_stage_bytes) on a cost whose 16-bit slots and
+ * inputs are marked; forward16 / backward16 read and write the 16-bit
+ * tensors directly, bit for bit the staged launch. Native GEMM path only. */
+typedef struct clremat_layer_impl16 {
+    int (*fuses)(const clremat_graph *g, int l); /**< NULL: always; else 1 when layer l's shapes fuse */
+    void (*cost16)(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c);
+    int (*forward16)(clremat_layer_call *c, const clremat_layer_cost *cost);
+    int (*backward16)(clremat_layer_call *c, const clremat_layer_cost *cost);
+} clremat_layer_impl16;
+
+/** The dense layer's (layer_dense16.c; plain dense only, not tied or LoRA). */
+extern const clremat_layer_impl16 clremat_impl16_dense;
+/** The elementwise layers' (layer_elem16.c): add without broadcast, dropout, activation, layernorm. */
+extern const clremat_layer_impl16 clremat_impl16_add;
+extern const clremat_layer_impl16 clremat_impl16_layernorm;
+extern const clremat_layer_impl16 clremat_impl16_dropout;
+extern const clremat_layer_impl16 clremat_impl16_activation;
 extern const clremat_layer_impl clremat_impl_activation;
 extern const clremat_layer_impl clremat_impl_dropout;
 extern const clremat_layer_impl clremat_impl_layernorm;

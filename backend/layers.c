@@ -2,6 +2,7 @@
  * the implementation of each layer type. */
 #include "layer_impl.h"
 #include "mixed_precision.h"
+#include "gemm.h"
 #include <string.h>
 
 static const clremat_layer_impl *const impls[CLREMAT_LAYER_TYPE_COUNT] = {
@@ -41,9 +42,26 @@ static const clremat_layer_impl *impl_of(const clremat_graph *g, int l)
     return impls[g->layers[l].type];
 }
 
-int clremat_layer_cost_of(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *out)
+/* The fused 16-bit launches of layer l, NULL when it stages. */
+static const clremat_layer_impl16 *impl16_of(const clremat_graph *g, int l)
 {
     const clremat_layer_impl *im = impl_of(g, l);
+    const clremat_layer_impl16 *f = im == &clremat_impl_dense        ? &clremat_impl16_dense
+                                    : im == &clremat_impl_add        ? &clremat_impl16_add
+                                    : im == &clremat_impl_dropout    ? &clremat_impl16_dropout
+                                    : im == &clremat_impl_activation ? &clremat_impl16_activation
+                                    : im == &clremat_impl_layernorm  ? &clremat_impl16_layernorm
+                                                                     : NULL;
+    return f && (!f->fuses || f->fuses(g, l)) ? f : NULL;
+}
+
+/* The cost on a GEMM path (native: 1): mixed precision fused into the
+ * layer's kernels where it has them, the path is native and fusion is not
+ * switched off; otherwise staged. */
+static int cost_on(const clremat_graph *g, int l, int64_t batch, int native, clremat_layer_cost *out)
+{
+    const clremat_layer_impl *im = impl_of(g, l);
+    const clremat_layer_impl16 *f16 = impl16_of(g, l);
     int st;
     if (!im || batch <= 0)
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "cost of layer %d: bad layer or batch %lld",
@@ -51,15 +69,26 @@ int clremat_layer_cost_of(const clremat_graph *g, int l, int64_t batch, clremat_
     memset(out, 0, sizeof *out);
     out->act_source = -1;
     st = im->cost(g, l, batch, out);
-    if (st == CLREMAT_OK) /* mixed precision: 16-bit slots, float32 staging */
-        clremat_mixed_cost(g, l, batch, out);
+    if (st == CLREMAT_OK) /* mixed precision: 16-bit slots, fused conversion or float32 staging */
+        clremat_mixed_cost(g, l, batch, out,
+                           native && f16 && clremat_mixed_fusion_enabled() ? f16->cost16 : NULL);
     return st;
+}
+
+int clremat_layer_cost_of(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *out)
+{
+    return cost_on(g, l, batch, 1, out);
+}
+
+int clremat_layer_cost_for(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *out)
+{
+    return cost_on(g, l, batch, !ctx || clremat_gemm_resolve(ctx) == CLREMAT_GEMM_NATIVE, out);
 }
 
 /* The mixed cost of the layer of c at the batch its buffers were sized for. */
 static int call_cost(clremat_layer_call *c, clremat_layer_cost *cost)
 {
-    int st = clremat_layer_cost_of(c->g, c->layer, c->alloc_batch > 0 ? c->alloc_batch : c->batch, cost);
+    int st = clremat_layer_cost_for(c->ctx, c->g, c->layer, c->alloc_batch > 0 ? c->alloc_batch : c->batch, cost);
     return st == CLREMAT_OK ? st : clremat_fail(c->ctx, st, "%s", clremat_last_error());
 }
 
@@ -151,6 +180,8 @@ int clremat_layer_forward(clremat_layer_call *c)
     if (c->g->precision != CLREMAT_PREC_FLOAT32) {
         clremat_layer_cost cost;
         int st = call_cost(c, &cost);
+        if (st == CLREMAT_OK && cost.mixed_fused)
+            return impl16_of(c->g, c->layer)->forward16(c, &cost);
         return st == CLREMAT_OK ? clremat_mixed_forward(c, &cost, im->forward) : st;
     }
     return im->forward(c);
@@ -164,6 +195,8 @@ int clremat_layer_backward(clremat_layer_call *c)
     if (c->g->precision != CLREMAT_PREC_FLOAT32) {
         clremat_layer_cost cost;
         int st = call_cost(c, &cost);
+        if (st == CLREMAT_OK && cost.mixed_fused)
+            return impl16_of(c->g, c->layer)->backward16(c, &cost);
         return st == CLREMAT_OK ? clremat_mixed_backward(c, &cost, im->backward) : st;
     }
     return im->backward(c);

@@ -17,6 +17,13 @@
 /** Fills the cost of layer l of finalized graph g at batch size batch. */
 int clremat_layer_cost_of(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *out);
 
+/** clremat_layer_cost_of on ctx's GEMM path (ctx NULL: the native path, as
+ * clremat_layer_cost_of): under a mixed policy a layer fuses the 16-bit
+ * conversion into its kernels only on the native path, and stages it on
+ * CLBlast (clremat_layer_cost.mixed_fused). The cost the plan and the
+ * launches use. */
+int clremat_layer_cost_for(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *out);
+
 /** Largest element count any one device tensor may hold: the kernels index
  * with 32-bit ints. */
 #define CLREMAT_MAX_TENSOR_ELEMS ((int64_t)2147483647)

@@ -3,6 +3,7 @@
  * launches, and the conversion / scaling / counting operations. */
 #include "mixed_precision.h"
 #include "kernel_run.h"
+#include <stdlib.h>
 #include <string.h>
 
 static int is_loss(const clremat_layer *L)
@@ -34,7 +35,14 @@ static int64_t in_elems(const clremat_graph *g, int l, int i, int64_t batch)
     return batch * clremat_elems_of(&g->layers[l].in_shape[i]);
 }
 
-void clremat_mixed_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
+int clremat_mixed_fusion_enabled(void)
+{
+    const char *e = getenv("CLREMAT_MIXED_STAGED");
+    return !(e && *e && strcmp(e, "0") != 0);
+}
+
+void clremat_mixed_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c,
+                        void (*cost16)(const clremat_graph *, int, int64_t, clremat_layer_cost *))
 {
     const clremat_layer *L = &g->layers[l];
     size_t fwd = 0, bwd = 0;
@@ -62,6 +70,12 @@ void clremat_mixed_cost(const clremat_graph *g, int l, int64_t batch, clremat_la
         }
     c->fwd_stage_bytes = fwd;
     c->bwd_stage_bytes = bwd;
+    if (cost16) { /* fused: only the float32 buffers its kernels need */
+        cost16(g, l, batch, c);
+        c->mixed_fused = 1;
+        fwd = c->fwd_stage_bytes;
+        bwd = c->bwd_stage_bytes;
+    }
     c->fwd_temp_bytes += fwd;
     c->bwd_temp_bytes += bwd;
     c->bwd_act_fusable_inputs = 0;
@@ -100,6 +114,13 @@ static int stage_take(clremat_layer_call *c, stage *sg, const clremat_layer *L, 
                             (long long)elems * 4, clremat_pool_last_error(ctx->pool));
     sg->buf[sg->n++] = *out;
     return CLREMAT_OK;
+}
+
+int clremat_mixed_take(clremat_layer_call *c, int64_t elems, clremat_buf **out)
+{
+    stage sg = {{0}, 0};
+    *out = NULL;
+    return stage_take(c, &sg, &c->g->layers[c->layer], elems, out);
 }
 
 static void stage_release(clremat_ctx *ctx, stage *sg)
@@ -270,8 +291,31 @@ int clremat_op_convert(clremat_ctx *ctx, const clremat_buf *src, int sfmt, clrem
                             (long long)n);
     ms = clremat_mem(src);
     md = clremat_mem(dst);
-    return clremat_run1d(ctx, "clremat_cvt16", n, sizeof in, &in, sizeof iact, &iact, sizeof fs, &fs, sizeof iacc,
+    return clremat_run1d(ctx, "clremat_cvt16x8", (n + 7) / 8, sizeof in, &in, sizeof iact, &iact, sizeof fs, &fs, sizeof iacc,
                          &iacc, sizeof isf, &isf, sizeof ms, &ms, sizeof idf, &idf, sizeof md, &md, (size_t)0);
+}
+
+static int fits(const clremat_buf *b, int64_t n, int fmt)
+{
+    return b && b->bytes >= (size_t)n * (fmt ? 2 : 4);
+}
+
+int clremat_op_mul_dact(clremat_ctx *ctx, int64_t n, int act, const clremat_buf *x, int fx, const clremat_buf *dy,
+                        int fdy, clremat_buf *z, int fz, int acc)
+{
+    cl_int in = (cl_int)n, iact = act, iacc = acc ? 1 : 0, ifx = fx, ifdy = fdy, ifz = fz;
+    cl_mem mx, mdy, mz;
+    if (n <= 0)
+        return CLREMAT_OK;
+    if (n > 2147483647 || !fits(x, n, fx) || !fits(dy, n, fdy) || !fits(z, n, fz))
+        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "act backward: %lld elements do not fit the buffers",
+                            (long long)n);
+    mx = clremat_mem(x);
+    mdy = clremat_mem(dy);
+    mz = clremat_mem(z);
+    return clremat_run1d(ctx, "clremat_act_bwd16", (n + 7) / 8, sizeof in, &in, sizeof iact, &iact, sizeof iacc, &iacc,
+                         sizeof ifx, &ifx, sizeof mx, &mx, sizeof ifdy, &ifdy, sizeof mdy, &mdy, sizeof ifz, &ifz,
+                         sizeof mz, &mz, (size_t)0);
 }
 
 int clremat_op_scale(clremat_ctx *ctx, clremat_buf *x, int64_t n, float s)

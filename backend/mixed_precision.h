@@ -27,8 +27,21 @@ int clremat_mixed_input16(const clremat_graph *g, int l, int i);
  * g's mixed policy: halves the 16-bit slots, sets slot16 / in16, adds the
  * staging to the workspaces and clears bwd_act_fusable_inputs (the
  * activation applied inside a GEMM would not round as a stored one).
- * Nothing changes at float32. */
-void clremat_mixed_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c);
+ * Nothing changes at float32. cost16 non-NULL: the layer's launches fuse
+ * the conversion (cost16 sets the float32 buffers they take, mixed_fused
+ * is set) instead of staging; bwd_act_fusable_inputs is cleared alike. */
+void clremat_mixed_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c,
+                        void (*cost16)(const clremat_graph *, int, int64_t, clremat_layer_cost *));
+
+/** 1 unless $CLREMAT_MIXED_STAGED is set to a non-empty value other than
+ * "0": then every layer converts at its boundary (the staged launch), the
+ * reference the fused kernels are tested against bit for bit. */
+int clremat_mixed_fusion_enabled(void);
+
+/** Takes a float32 buffer of elems floats from the pool for the duration
+ * of a mixed launch (tagged as its staging; part of the layer's planned
+ * fwd_stage_bytes / bwd_stage_bytes); the caller releases it. */
+int clremat_mixed_take(clremat_layer_call *c, int64_t elems, clremat_buf **out);
 
 /** The launch of c's layer under a mixed policy: converts, runs fn (the
  * layer's float32 forward / backward) on float32 staging, converts back.
@@ -44,6 +57,11 @@ int clremat_mixed_recompute_act(clremat_layer_call *c, const clremat_layer_cost 
  * added to dst's value, in float32); act 0 is the identity. */
 int clremat_op_convert(clremat_ctx *ctx, const clremat_buf *src, int sfmt, clremat_buf *dst, int dfmt, int64_t n,
                        int act, float scale, int acc);
+
+/** z (format fz; acc: old + new) = dy * act'(x) over n elements, dy of
+ * format fdy and x of fx: clremat_act_bwd8's floats. */
+int clremat_op_mul_dact(clremat_ctx *ctx, int64_t n, int act, const clremat_buf *x, int fx, const clremat_buf *dy,
+                        int fdy, clremat_buf *z, int fz, int acc);
 
 /** x *= s over n floats. */
 int clremat_op_scale(clremat_ctx *ctx, clremat_buf *x, int64_t n, float s);

@@ -76,7 +76,7 @@ int clremat_attn_plan_choose(clremat_ctx *ctx, const clremat_plan_input *in, con
     /* the alternatives' costs, with their GEMM workspace on ctx's path
      * (the dry run reads the costs of every layer of the graph) */
     for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++)
-        st = clremat_layer_cost_of(ag, l, in->batch, &alt[l]);
+        st = clremat_layer_cost_for(ctx, ag, l, in->batch, &alt[l]);
     for (int l = 0; l < g->n_layers && st == CLREMAT_OK && ctx; l++)
         if (is_auto_attn(&g->layers[l]) &&
             (st = clremat_layer_gemm_workspace(ctx, ag, l, in->batch, alt, &af[l], &ab[l])) == CLREMAT_OK) {

@@ -27,7 +27,7 @@ static int costs_with_gemm(clremat_ctx *ctx, const clremat_graph *g, int64_t bat
 {
     int st = CLREMAT_OK;
     for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++)
-        if ((st = clremat_layer_cost_of(g, l, batch, &costs[l])) != CLREMAT_OK)
+        if ((st = clremat_layer_cost_for(ctx, g, l, batch, &costs[l])) != CLREMAT_OK)
             return clremat_fail(ctx, st, "%s", clremat_last_error());
     for (int l = 0; l < g->n_layers && st == CLREMAT_OK; l++) {
         size_t f = 0, b = 0;

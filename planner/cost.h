@@ -43,6 +43,13 @@ typedef struct clremat_layer_cost {
      * the rest of the workspace; the staging is taken by the launch). */
     unsigned slot16, in16;
     size_t fwd_stage_bytes, bwd_stage_bytes;
+    /** 1: the conversion is fused into the layer's kernels (the native GEMM
+     * packs 16-bit operands and rounds in its epilogue): no float32 copies;
+     * fwd_stage_bytes / bwd_stage_bytes then hold only the float32 buffers
+     * those kernels need (a GEMM's partial sums across k-blocks, a
+     * gradient read by several kernels), taken by the launch the same way.
+     * 0: the staged conversion at the layer boundary. */
+    int mixed_fused;
 } clremat_layer_cost;
 
 #endif /* CLREMAT_COST_H */

@@ -14,6 +14,7 @@
 #include "data.h"
 #include "executor.h"
 #include "mixed_precision.h"
+#include "gemm.h"
 #include "train.h"
 #include <math.h>
 #include <stdint.h>
@@ -307,26 +308,41 @@ static void run_layers(clremat_ctx *ctx, const char *file, int precision, int64_
 #define TOL_F16_GRAD 0.03
 #define TOL_BF16_OUT 0.06
 #define TOL_BF16_GRAD 0.15
+#define TOL_F16_BN 0.5  /* below the last batchnorm of the batchnorm convnets (measured 0.381, see layer_cases) */
+#define TOL_BF16_BN 1.2 /* (measured 0.905) */
 
 typedef struct layer_case {
     const char *file;
     int64_t batch;
     int slow;           /* left out on reduced (slow) devices */
-    int no_grads;       /* parameter gradients printed, not asserted (see below) */
+    int bn_bound;       /* gradients below the last batchnorm held to TOL_*_BN (see below) */
 } layer_case;
 
 /* Together they hold every layer type: dense (plain, with activation, tied,
  * LoRA), activation, dropout, layernorm, rmsnorm, attention (plain and
  * memory-efficient), embedding, add, multiply, conv2d, pooling, batchnorm,
  * concat, softmax cross-entropy, mse. */
-/* The batchnorm convnets (mobilenet, densenet) at batch 2 have parameter
- * gradients up to 0.9 (bfloat16) and 0.4 (binary16) relative L2
- * away from float32's at initialization, every tensor below the last
- * batchnorm alike, while their outputs and losses agree: batchnorm's
- * backward subtracts the gradient's mean and its projection on x-hat over
- * only batch x H x W elements per channel (8 in the last stage), and what
- * remains is of the order of the inputs' rounding. Their gradients are
- * printed; the claim tested for them is the forward and the loss. */
+/* The batchnorm convnets (mobilenet, densenet): their outputs, their loss
+ * and every parameter gradient from the last batchnorm up (its gamma and
+ * beta, the classifier) are held to the tolerances above; the gradients of
+ * every tensor below it were measured up to 0.905 (bfloat16) and 0.381
+ * (binary16) relative L2 from float32's at batch 2 (mobilenet; densenet
+ * 0.402 / 0.134), 0.483 / 0.396 for bfloat16 at batch 8 / 32, and are held
+ * to TOL_BF16_BN / TOL_F16_BN. Where it comes from: the error appears at
+ * the last batchnorm's input gradient (its own gamma and beta gradients
+ * agree to 0.005 / 0.04; the conv below it is off by 0.35, and the layers
+ * further down by about as much, so it is injected once and carried, not
+ * grown through depth). Batchnorm's input is rounded to 16 bits before the
+ * statistics (as Keras's mixed policies round it); in a channel whose
+ * values sit close together relative to their mean (|mean| >> std, which
+ * features at initialization do at the last stage), x - mean then keeps
+ * few significant bits, and rstd, large in such a channel, scales that
+ * error into dx. A host model of the backward (numpy, bfloat16-rounded x
+ * and dy) gives 0.002 for unit-variance channels and 0.61 at |mean| = 30
+ * std over 2 samples (0.013 over 32): the error grows with |mean| / std
+ * and falls with the elements per channel, as measured here. It is
+ * inherent to storing batchnorm's input in 16 bits (keeping it float32
+ * would give back most of the convnets' halved activation bytes). */
 static const layer_case layer_cases[] = {
     {"mlp_deep.json", 8, 0, 0},        {"transformer.json", 4, 0, 0}, {"transformer_flash.json", 4, 0, 0},
     {"resnet_mlp.json", 8, 0, 0},      {"regression.json", 8, 0, 0},  {"llama_tiny.json", 2, 1, 0},
@@ -340,6 +356,9 @@ static void check_layers(int i, int precision)
     const layer_case *m = &layer_cases[i];
     const double tol_out = precision == CLREMAT_PREC_MIXED_FLOAT16 ? TOL_F16_OUT : TOL_BF16_OUT;
     const double tol_grad = precision == CLREMAT_PREC_MIXED_FLOAT16 ? TOL_F16_GRAD : TOL_BF16_GRAD;
+    const double tol_bn = precision == CLREMAT_PREC_MIXED_FLOAT16 ? TOL_F16_BN : TOL_BF16_BN;
+    double worst_bn = 0;
+    int last_bn;
     clremat_ctx *ctx;
     clremat_graph *g;
     layer_run f, h;
@@ -379,19 +398,30 @@ static void check_layers(int i, int precision)
                       clremat_layer_type_name(g->layers[l].type), e, tol_out);
         worst_out = e > worst_out ? e : worst_out;
     }
+    last_bn = -1;
+    for (int l = 0; l < g->n_layers; l++)
+        if (g->layers[l].type == CLREMAT_BATCHNORM)
+            last_bn = l;
+    ck_assert_msg(!m->bn_bound || last_bn >= 0, "%s: no batchnorm", m->file);
     for (int l = 0; l < g->n_layers; l++)
         for (int p = 0; p < g->layers[l].n_params; p++) {
             const float *a = h.grad[l * CLREMAT_MAX_PARAMS + p], *b = f.grad[l * CLREMAT_MAX_PARAMS + p];
+            const int below_bn = m->bn_bound && l < last_bn;
             double e;
             ck_assert((a == NULL) == (b == NULL));
             if (!a)
                 continue;
             e = rel_err(a, b, g->layers[l].params[p].elems);
-            if (getenv("CLREMAT_TEST_VERBOSE") || m->no_grads)
+            if (getenv("CLREMAT_TEST_VERBOSE") || m->bn_bound)
                 fprintf(stderr, "  gradient %s/%s (%s): %.4g\n", g->layers[l].name, g->layers[l].params[p].name,
                         clremat_layer_type_name(g->layers[l].type), e);
-            if (l >= cut || m->no_grads) {
-                worst_grad = l < cut && e > worst_grad ? e : worst_grad;
+            if (l >= cut)
+                continue;
+            if (below_bn) {
+                ck_assert_msg(e <= tol_bn, "%s %s: gradient of %s/%s below the last batchnorm differs from float32 "
+                              "by %.3g (bound %g)", m->file, clremat_precision_name(precision), g->layers[l].name,
+                              g->layers[l].params[p].name, e, tol_bn);
+                worst_bn = e > worst_bn ? e : worst_bn;
                 continue;
             }
             ck_assert_msg(e <= tol_grad, "%s %s: gradient of %s/%s differs from float32 by %.3g (tolerance %g)",
@@ -401,7 +431,10 @@ static void check_layers(int i, int precision)
         }
     fprintf(stderr, "%s %s: worst layer output error %.3g, worst gradient error %.3g%s (%d layers below binary16's "
             "normal range not held to it)\n", m->file, clremat_precision_name(precision), worst_out, worst_grad,
-            m->no_grads ? " (gradients not asserted)" : "", skipped);
+            m->bn_bound ? " (above the last batchnorm)" : "", skipped);
+    if (m->bn_bound)
+        fprintf(stderr, "%s %s: worst gradient error below the last batchnorm %.3g (bound %g)\n", m->file,
+                clremat_precision_name(precision), worst_bn, tol_bn);
     for (int l = 0; l < g->n_layers; l++) {
         free(f.out[l]);
         free(h.out[l]);
@@ -634,7 +667,8 @@ END_TEST
 
 /* ---------------------------------------------------------------- training */
 
-static void train_model(const char *model, const char *precision, int64_t steps, clremat_train_result *r)
+static void train_model(const char *model, const char *precision, int64_t steps, int64_t batch,
+                        clremat_train_result *r)
 {
     clremat_train_config cfg;
     char path[1024];
@@ -643,7 +677,7 @@ static void train_model(const char *model, const char *precision, int64_t steps,
     memset(&cfg, 0, sizeof cfg);
     cfg.model_path = path;
     cfg.device = getenv("CLREMAT_TEST_DEVICE");
-    cfg.batch = 32;
+    cfg.batch = batch;
     cfg.steps = steps;
     cfg.warmup = 1;
     cfg.seed = 3;
@@ -659,16 +693,34 @@ static void train_model(const char *model, const char *precision, int64_t steps,
                   (unsigned long long)r->measured_peak, (unsigned long long)r->predicted_peak);
 }
 
-static void check_training(const char *model, int64_t steps)
+static void check_training(const char *model, int64_t steps, int64_t batch)
 {
     static const char *const precs[] = {"mixed_float16", "mixed_bfloat16"};
     clremat_train_result f;
     if (test_reduced())
         steps /= 4;
-    train_model(model, "float32", steps, &f);
+    train_model(model, "float32", steps, batch, &f);
+    /* the comparison means something only when float32 learned: the mean
+     * training loss of its last quarter of steps is below its first
+     * quarter's (the validation loss of a batchnorm model after a few
+     * steps is set by the moving statistics, not by the learning) */
+    {
+        const int64_t q = steps / 4 > 0 ? steps / 4 : 1;
+        double first = 0, last = 0;
+        ck_assert_int_eq(f.steps_run, steps);
+        for (int64_t s = 0; s < q; s++) {
+            first += f.losses[s] / (double)q;
+            last += f.losses[steps - q + s] / (double)q;
+        }
+        fprintf(stderr, "%s float32: %lld steps at batch %lld, training loss %.4f first quarter, %.4f last, val "
+                "loss %.4f, val accuracy %.4f\n", model, (long long)steps, (long long)batch, first, last,
+                (double)f.val_loss, (double)f.val_accuracy);
+        ck_assert_msg(last < first, "%s float32 did not learn in %lld steps: training loss %.4f first quarter, %.4f "
+                      "last", model, (long long)steps, first, last);
+    }
     for (int i = 0; i < 2; i++) {
         clremat_train_result r;
-        train_model(model, precs[i], steps, &r);
+        train_model(model, precs[i], steps, batch, &r);
         fprintf(stderr, "%s %s: val accuracy %.4f (float32 %.4f), val loss %.4f (float32 %.4f), skipped %lld, "
                 "scale %g\n", model, precs[i], (double)r.val_accuracy, (double)f.val_accuracy, (double)r.val_loss,
                 (double)f.val_loss, (long long)r.skipped_steps, (double)r.loss_scale);
@@ -682,9 +734,37 @@ static void check_training(const char *model, int64_t steps)
     clremat_train_result_free(&f);
 }
 
-START_TEST(train_mlp) { check_training("mlp_deep.json", 120); }
+START_TEST(train_mlp) { check_training("mlp_deep.json", 120, 32); }
 END_TEST
-START_TEST(train_transformer) { check_training("transformer.json", 60); }
+START_TEST(train_transformer) { check_training("transformer.json", 60, 32); }
+END_TEST
+
+/* The other bundled models (models/), each trained in float32 and both
+ * mixed precisions on the same data: validation accuracy within 0.02 of
+ * float32's or validation loss within 5%. Steps and batch keep each model
+ * within about a minute on PoCL; the convnets and the long-context model
+ * (slow: seconds a step on llvmpipe) are left out under
+ * CLREMAT_TEST_REDUCED. */
+typedef struct train_case {
+    const char *file;
+    int64_t steps, batch;
+    int slow;
+} train_case;
+
+static const train_case train_cases[] = {
+    {"resnet_mlp.json", 60, 32, 0},  {"regression.json", 60, 32, 0},       {"llama_tiny.json", 40, 8, 0},
+    {"llama_tiny_lora.json", 60, 8, 0}, {"transformer_flash.json", 30, 16, 0}, {"cnn_small.json", 30, 16, 1},
+    {"long_context.json", 10, 2, 1}, {"mobilenet.json", 20, 8, 1},         {"densenet.json", 20, 8, 1},
+    {"resnet20.json", 20, 8, 1},     {"keras_encoder.keras", 30, 16, 0},
+};
+
+START_TEST(train_models)
+{
+    const train_case *m = &train_cases[_i];
+    if (m->slow && test_reduced())
+        return;
+    check_training(m->file, m->steps, m->batch);
+}
 END_TEST
 
 /* --------------------------------------------------------- bad values */
@@ -727,6 +807,81 @@ START_TEST(cli_refusals)
 }
 END_TEST
 
+/* -------------------------------------- fused conversion vs staged */
+
+/* Every bundled model with a layer that fuses its 16-bit conversion (on
+ * this context's GEMM path: native fuses, CLBlast stages every layer):
+ * trained fused and with $CLREMAT_MIXED_STAGED (every layer converting at
+ * its boundary) under both mixed precisions, losses and parameters bit for
+ * bit equal, each run's measured peak equal to its prediction, and the
+ * fused peak no larger than the staged one. */
+static const char *const fused_models[] = {"mlp_deep.json",   "transformer.json",     "resnet_mlp.json",
+                                           "regression.json", "llama_tiny.json",      "llama_tiny_lora.json",
+                                           "cnn_small.json",  "transformer_flash.json", "long_context.json",
+                                           "mobilenet.json",  "densenet.json",        "resnet20.json"};
+
+static int count_fused(clremat_ctx *ctx, const clremat_graph *g, int64_t batch)
+{
+    int n = 0;
+    for (int l = 0; l < g->n_layers; l++) {
+        clremat_layer_cost c;
+        ck_assert_int_eq(clremat_layer_cost_for(ctx, g, l, batch, &c), CLREMAT_OK);
+        n += c.mixed_fused;
+    }
+    return n;
+}
+
+static void check_fused(int i, int precision)
+{
+    const char *file = fused_models[i];
+    const int64_t batch = 2;
+    clremat_ctx *ctx;
+    clremat_graph *g;
+    clremat_dataset d;
+    remat_out fused, staged;
+    size_t pbytes;
+    int nf;
+    if (i >= 4 && test_reduced())
+        return;
+    TEST_OPEN_CTX(ctx, 0);
+    g = load_model(file, precision);
+    nf = count_fused(ctx, g, batch);
+    if (clremat_gemm_resolve(ctx) == CLREMAT_GEMM_NATIVE)
+        ck_assert_msg(nf > 0, "%s: no layer fuses its conversion on the native path", file);
+    else
+        ck_assert_msg(nf == 0, "%s: %d layers fuse on the CLBlast path", file, nf);
+    pbytes = (size_t)clremat_graph_param_elems(g) * sizeof(float);
+    ck_assert_int_eq(clremat_data_synthetic(g, NULL, 7, 64, 16, &d), CLREMAT_OK);
+    run_mode(ctx, g, &d, "none", batch, "adam", &fused);
+    ck_assert_int_eq(setenv("CLREMAT_MIXED_STAGED", "1", 1), 0);
+    ck_assert_int_eq(count_fused(ctx, g, batch), 0);
+    run_mode(ctx, g, &d, "none", batch, "adam", &staged);
+    ck_assert_int_eq(unsetenv("CLREMAT_MIXED_STAGED"), 0);
+    fprintf(stderr, "%s %s: %d layers fused; peak fused %llu, staged %llu\n", file, clremat_precision_name(precision),
+            nf, (unsigned long long)fused.measured, (unsigned long long)staged.measured);
+    ck_assert_msg(fused.measured == fused.predicted && staged.measured == staged.predicted,
+                  "%s: measured %llu / %llu, predicted %llu / %llu", file, (unsigned long long)fused.measured,
+                  (unsigned long long)staged.measured, (unsigned long long)fused.predicted,
+                  (unsigned long long)staged.predicted);
+    ck_assert_msg(fused.predicted <= staged.predicted, "%s: fused peak %llu above staged %llu", file,
+                  (unsigned long long)fused.predicted, (unsigned long long)staged.predicted);
+    for (int s = 0; s < STEPS; s++)
+        ck_assert_msg(f2u(fused.loss[s]) == f2u(staged.loss[s]), "%s %s step %d: loss fused %.9g, staged %.9g", file,
+                      clremat_precision_name(precision), s, (double)fused.loss[s], (double)staged.loss[s]);
+    ck_assert_msg(memcmp(fused.params, staged.params, pbytes) == 0, "%s %s: fused parameters differ from staged",
+                  file, clremat_precision_name(precision));
+    free(fused.params);
+    free(staged.params);
+    clremat_data_free(&d);
+    clremat_graph_free(g);
+    clremat_ctx_destroy(ctx);
+}
+
+START_TEST(fused_f16) { check_fused(_i, CLREMAT_PREC_MIXED_FLOAT16); }
+END_TEST
+START_TEST(fused_bf16) { check_fused(_i, CLREMAT_PREC_MIXED_BFLOAT16); }
+END_TEST
+
 int main(void)
 {
     TCase *tc;
@@ -744,6 +899,9 @@ int main(void)
     tcase_add_test(tc, loss_scale_bf16_none);
     tcase_add_test(tc, train_mlp);
     tcase_add_test(tc, train_transformer);
+    tcase_add_loop_test(tc, train_models, 0, (int)(sizeof train_cases / sizeof train_cases[0]));
     tcase_add_test(tc, cli_refusals);
+    tcase_add_loop_test(tc, fused_f16, 0, (int)(sizeof fused_models / sizeof fused_models[0]));
+    tcase_add_loop_test(tc, fused_bf16, 0, (int)(sizeof fused_models / sizeof fused_models[0]));
     return test_run_device_suite(s);
 }
