@@ -13,6 +13,7 @@
  * Usage: acta_bench [--device SEL] [--reps N] [--act NAME] SHAPE...
  * Prints one line per shape: median ms of each, and the overheads
  * acta - plain and upd_act - upd in ms and as a ratio to pass. */
+#include "bench_util.h"
 #include "backend.h"
 #include "gemm.h"
 #include "kernel_run.h"
@@ -21,35 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* n floats from the pool, a fixed pattern in [-1.5, 1.5]. */
-static clremat_buf *filled(clremat_ctx *ctx, size_t n)
-{
-    clremat_buf *b = NULL;
-    float *h = malloc(n * sizeof(float));
-    if (!h || clremat_pool_alloc(ctx->pool, n * sizeof(float), "bench", &b) != CLREMAT_OK) {
-        free(h);
-        return NULL;
-    }
-    for (size_t i = 0; i < n; i++)
-        h[i] = (float)((i * 7) % 13) * 0.25f - 1.5f;
-    clremat_write(ctx, b, 0, n * sizeof(float), h);
-    free(h);
-    return b;
-}
 
 enum { T_PLAIN, T_ACTA, T_UPD, T_UPD_ACT, T_PASS, T_COUNT };
 
@@ -94,12 +66,12 @@ int main(int argc, char **argv)
         tA = tr[0] == 't';
         tB = tr[1] == 't';
         has_upd = K <= ctx->gemm_kc;
-        A = filled(ctx, (size_t)(M * K));
-        B = filled(ctx, (size_t)(K * N));
-        C = filled(ctx, (size_t)(M * N));
-        P = filled(ctx, (size_t)(M * N));
-        S = filled(ctx, (size_t)(M * N));
-        Y = filled(ctx, (size_t)(M * K));
+        A = bench_filled(ctx, (size_t)(M * K), 0.25f, -1.5f);
+        B = bench_filled(ctx, (size_t)(K * N), 0.25f, -1.5f);
+        C = bench_filled(ctx, (size_t)(M * N), 0.25f, -1.5f);
+        P = bench_filled(ctx, (size_t)(M * N), 0.25f, -1.5f);
+        S = bench_filled(ctx, (size_t)(M * N), 0.25f, -1.5f);
+        Y = bench_filled(ctx, (size_t)(M * K), 0.25f, -1.5f);
         if (!A || !B || !C || !P || !S || !Y) {
             fprintf(stderr, "acta_bench: out of device memory for %s\n", argv[a]);
             return 1;
@@ -109,7 +81,7 @@ int main(int argc, char **argv)
         for (int r = -1; r < reps && st == CLREMAT_OK; r++)
             for (int k = 0; k < T_COUNT && st == CLREMAT_OK; k++) {
                 const int kk = (k + (r < 0 ? 0 : r)) % T_COUNT; /* rotate the order every rep */
-                const double t0 = now_s();
+                const double t0 = bench_now_s();
                 const cl_int n = (cl_int)(M * K), iact = act;
                 cl_mem mx = clremat_mem(A), my = clremat_mem(Y);
                 if (kk == T_PLAIN)
@@ -126,14 +98,14 @@ int main(int argc, char **argv)
                 if (st == CLREMAT_OK)
                     st = clremat_finish(ctx);
                 if (r >= 0)
-                    t[kk][r] = now_s() - t0;
+                    t[kk][r] = bench_now_s() - t0;
             }
         if (st != CLREMAT_OK) {
             fprintf(stderr, "acta_bench: %s: %s\n", argv[a], clremat_ctx_last_error(ctx));
             return 1;
         }
         for (int k = 0; k < T_COUNT; k++) {
-            qsort(t[k], (size_t)reps, sizeof(double), cmp_d);
+            qsort(t[k], (size_t)reps, sizeof(double), bench_cmp_d);
             med[k] = 1e3 * t[k][reps / 2];
             free(t[k]);
         }

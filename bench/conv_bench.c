@@ -7,6 +7,7 @@
  * GFLOP/s over N timed runs after one warm-up (host clock around
  * clFinish), and GFLOP per CPU-second of the process (all threads: robust
  * to other load on the machine). */
+#include "bench_util.h"
 #include "layers.h"
 #include "conv_direct.h"
 #include <stdio.h>
@@ -14,42 +15,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
-           1e-6 * (double)ru.ru_stime.tv_usec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static clremat_buf *filled(clremat_ctx *ctx, size_t n)
-{
-    clremat_buf *b = NULL;
-    float *h = malloc(n * sizeof(float));
-    if (!h || clremat_pool_alloc(ctx->pool, n * sizeof(float), "bench", &b) != CLREMAT_OK) {
-        free(h);
-        return NULL;
-    }
-    for (size_t i = 0; i < n; i++)
-        h[i] = (float)((i * 7) % 13) * 0.0625f - 0.375f;
-    clremat_write(ctx, b, 0, n * sizeof(float), h);
-    free(h);
-    return b;
-}
 
 static void axis(clremat_conv_axis *a, int64_t in, int k, int s)
 {
@@ -112,13 +77,13 @@ int main(int argc, char **argv)
         rows = batch * g.h.out * g.w.out;
         flop = 2.0 * (double)rows * (double)(k * k * C) * (double)F;
         wse = clremat_conv_direct_bwd_elems(&g, rows, k, k, 0);
-        x = filled(ctx, (size_t)(batch * H * W * C));
-        dx = filled(ctx, (size_t)(batch * H * W * C));
-        w = filled(ctx, (size_t)(k * k * C * F));
-        dw = filled(ctx, (size_t)(k * k * C * F));
-        z = filled(ctx, (size_t)(rows * F));
-        dz = filled(ctx, (size_t)(rows * F));
-        ws = filled(ctx, (size_t)(wse > 0 ? wse : 1));
+        x = bench_filled(ctx, (size_t)(batch * H * W * C), 0.0625f, -0.375f);
+        dx = bench_filled(ctx, (size_t)(batch * H * W * C), 0.0625f, -0.375f);
+        w = bench_filled(ctx, (size_t)(k * k * C * F), 0.0625f, -0.375f);
+        dw = bench_filled(ctx, (size_t)(k * k * C * F), 0.0625f, -0.375f);
+        z = bench_filled(ctx, (size_t)(rows * F), 0.0625f, -0.375f);
+        dz = bench_filled(ctx, (size_t)(rows * F), 0.0625f, -0.375f);
+        ws = bench_filled(ctx, (size_t)(wse > 0 ? wse : 1), 0.0625f, -0.375f);
         if (!x || !dx || !w || !dw || !z || !dz || !ws) {
             fprintf(stderr, "conv_bench: out of device memory for %s\n", argv[a]);
             return 1;
@@ -128,9 +93,9 @@ int main(int argc, char **argv)
             double *t = calloc((size_t)reps, sizeof(double)), c0 = 0, c1;
             int st = CLREMAT_OK;
             for (int r = -1; r < reps && st == CLREMAT_OK; r++) {
-                double t0 = now_s();
+                double t0 = bench_now_s();
                 if (r == 0)
-                    c0 = cpu_s();
+                    c0 = bench_cpu_s();
                 if (pass == 0)
                     st = clremat_conv_direct_forward(ctx, &g, batch, k, k, 0, x, w, NULL, 0, z, NULL);
                 else if (pass == 1)
@@ -140,14 +105,14 @@ int main(int argc, char **argv)
                 if (st == CLREMAT_OK)
                     st = clremat_finish(ctx);
                 if (r >= 0)
-                    t[r] = now_s() - t0;
+                    t[r] = bench_now_s() - t0;
             }
             if (st != CLREMAT_OK) {
                 fprintf(stderr, "conv_bench: %s: %s\n", argv[a], clremat_ctx_last_error(ctx));
                 return 1;
             }
-            c1 = cpu_s();
-            qsort(t, (size_t)reps, sizeof *t, cmp_d);
+            c1 = bench_cpu_s();
+            qsort(t, (size_t)reps, sizeof *t, bench_cmp_d);
             printf("%-20s %-6s median %8.2f ms %7.2f GFLOP/s  best %7.2f GFLOP/s  cpu %7.2f GFLOP per CPU-second\n",
                    argv[a], names[pass], 1e3 * t[reps / 2], flop / t[reps / 2] * 1e-9, flop / t[0] * 1e-9,
                    flop * reps / (c1 - c0) * 1e-9);

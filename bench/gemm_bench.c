@@ -5,6 +5,7 @@
  * GFLOP/s over N timed runs after one warm-up (host clock around clFinish),
  * and GFLOP per CPU-second of the process (all threads: robust to other
  * load on the machine, comparable with the same figure for numpy). */
+#include "bench_util.h"
 #include "layers.h"
 #include "gemm.h"
 #include <stdio.h>
@@ -12,44 +13,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* CPU seconds (user + system) of this process, all threads. */
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
-           1e-6 * (double)ru.ru_stime.tv_usec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Allocates n floats from the pool filled with a fixed pattern. */
-static clremat_buf *filled(clremat_ctx *ctx, size_t n)
-{
-    clremat_buf *b = NULL;
-    float *h = malloc(n * sizeof(float));
-    if (!h || clremat_pool_alloc(ctx->pool, n * sizeof(float), "bench", &b) != CLREMAT_OK) {
-        free(h);
-        return NULL;
-    }
-    for (size_t i = 0; i < n; i++)
-        h[i] = (float)((i * 7) % 13) * 0.0625f - 0.375f;
-    clremat_write(ctx, b, 0, n * sizeof(float), h);
-    free(h);
-    return b;
-}
 
 int main(int argc, char **argv)
 {
@@ -90,9 +53,9 @@ int main(int argc, char **argv)
         }
         tA = tr[0] == 't';
         tB = tr[1] == 't';
-        A = filled(ctx, (size_t)(M * K));
-        B = filled(ctx, (size_t)(K * N));
-        C = filled(ctx, (size_t)(M * N));
+        A = bench_filled(ctx, (size_t)(M * K), 0.0625f, -0.375f);
+        B = bench_filled(ctx, (size_t)(K * N), 0.0625f, -0.375f);
+        C = bench_filled(ctx, (size_t)(M * N), 0.0625f, -0.375f);
         ws = clremat_gemm_workspace(ctx, tA, tB, M, N, K, 0, tA ? M : K, 0, 0, tB ? K : N, 0, 0, N, 0, 1);
         if (ws && clremat_pool_alloc(ctx->pool, ws, "workspace", &W) != CLREMAT_OK)
             W = NULL;
@@ -102,22 +65,22 @@ int main(int argc, char **argv)
             return 1;
         }
         for (int r = -1; r < reps && st == CLREMAT_OK; r++) {
-            double t0 = now_s();
+            double t0 = bench_now_s();
             if (r == 0)
-                c0 = cpu_s();
+                c0 = bench_cpu_s();
             st = clremat_gemm(ctx, tA, tB, M, N, K, 1.0f, A, 0, tA ? M : K, 0, B, 0, tB ? K : N, 0, 0.0f, C, 0, N, 0,
                               1);
             if (st == CLREMAT_OK)
                 st = clremat_finish(ctx);
             if (r >= 0)
-                t[r] = now_s() - t0;
+                t[r] = bench_now_s() - t0;
         }
         if (st != CLREMAT_OK) {
             fprintf(stderr, "gemm_bench: %s: %s\n", argv[a], clremat_ctx_last_error(ctx));
             return 1;
         }
-        c1 = cpu_s();
-        qsort(t, (size_t)reps, sizeof *t, cmp_d);
+        c1 = bench_cpu_s();
+        qsort(t, (size_t)reps, sizeof *t, bench_cmp_d);
         printf("%-18s %-8s median %8.2f GFLOP/s  best %8.2f GFLOP/s  cpu %8.2f GFLOP per CPU-second\n", argv[a],
                clremat_gemm_path_name(path), 2.0 * (double)M * (double)N * (double)K / t[reps / 2] * 1e-9,
                2.0 * (double)M * (double)N * (double)K / t[0] * 1e-9,

@@ -19,6 +19,7 @@
  * the statistics and by the normalization, y written; the per-block
  * partials are small), backward 5 (x and dy read by the sums and by the
  * input gradient, dx written). */
+#include "bench_util.h"
 #include "backend.h"
 #include "kernel_run.h"
 #include "optim.h"
@@ -27,19 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 enum { K_COPY, K_ACT_FWD, K_ACT_BWD, K_DROPOUT, K_ADD, K_ACC, K_COLSUM, K_SGD, K_ADAM, K_ADAMW, K_BN_FWD, K_BN_BWD,
        K_COUNT };
@@ -245,17 +233,17 @@ int main(int argc, char **argv)
             return 1;
     for (int r = -1; r < reps; r++)
         for (int k = 0; k < K_COUNT; k++) {
-            double t0 = now_s();
+            double t0 = bench_now_s();
             if (launch(ctx, k, (cl_int)floats, b, opt, r + 2, &bn) != CLREMAT_OK || clFinish(ctx->queue) != CL_SUCCESS) {
                 fprintf(stderr, "stream_bench: %s: %s\n", names[k], clremat_ctx_last_error(ctx));
                 return 1;
             }
             if (r >= 0)
-                t[k][r] = now_s() - t0;
+                t[k][r] = bench_now_s() - t0;
         }
     for (int k = 0; k < K_COUNT; k++) {
         double med, bytes = arrays[k] * (double)floats * 4.0;
-        qsort(t[k], (size_t)reps, sizeof *t[k], cmp_d);
+        qsort(t[k], (size_t)reps, sizeof *t[k], bench_cmp_d);
         med = t[k][reps / 2];
         if (k == K_COPY)
             copy_gbs = bytes / med * 1e-9;
