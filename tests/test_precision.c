@@ -742,8 +742,11 @@ END_TEST
 /* The other bundled models (models/), each trained in float32 and both
  * mixed precisions on the same data: validation accuracy within 0.02 of
  * float32's or validation loss within 5%. Steps and batch keep each model
- * within about a minute on PoCL; the convnets are left out under
- * CLREMAT_TEST_REDUCED. Not here: mobilenet and densenet (3 to 7 minutes
+ * within about a minute on PoCL. Left out under CLREMAT_TEST_REDUCED (the
+ * quarter of the steps, on the slower second platform): the convnets, and
+ * the two Llama decoders, which need their full step count to learn at all
+ * (measured on PoCL: llama_tiny_lora at 15 steps goes from 4.1724 to 4.1799)
+ * and take 4.7 s a step on rusticl/llvmpipe (60 steps: 7.5 minutes). Not here: mobilenet and densenet (3 to 7 minutes
  * for the three precisions under load: too slow for make check on PoCL,
  * not measured in this suite), long_context (float32 alone took 5 minutes
  * for 10 steps at batch 2) and resnet20, which FAILS the criterion at 20
@@ -755,12 +758,12 @@ END_TEST
 typedef struct train_case {
     const char *file;
     int64_t steps, batch;
-    int slow;
+    int slow; /* left out under CLREMAT_TEST_REDUCED */
 } train_case;
 
 static const train_case train_cases[] = {
-    {"resnet_mlp.json", 60, 32, 0},  {"regression.json", 60, 32, 0},       {"llama_tiny.json", 40, 8, 0},
-    {"llama_tiny_lora.json", 60, 8, 0}, {"transformer_flash.json", 30, 16, 0}, {"cnn_small.json", 30, 16, 1},
+    {"resnet_mlp.json", 60, 32, 0},  {"regression.json", 60, 32, 0},       {"llama_tiny.json", 40, 8, 1},
+    {"llama_tiny_lora.json", 60, 8, 1}, {"transformer_flash.json", 30, 16, 0}, {"cnn_small.json", 30, 16, 1},
     {"keras_encoder.keras", 30, 16, 0},
 };
 
