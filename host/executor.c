@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define S CLREMAT_MAX_SLOTS
 
@@ -1156,6 +1157,17 @@ static void collect_profile(clremat_trainer *t)
     ctx->n_prof = 0;
     if (t->n_kprof > 1)
         qsort(t->kprof, (size_t)t->n_kprof, sizeof *t->kprof, kprof_cmp);
+    t->profile_device_ns = 0;
+    for (int l = 0; l <= t->g->n_layers; l++)
+        for (int p = 0; p < CLREMAT_PHASE_COUNT; p++)
+            t->profile_device_ns += t->profile[l].ns[p];
+}
+
+static double wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
 /* Releases the launch events of a step that failed: its profile is not
@@ -1485,6 +1497,8 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
     int st = CLREMAT_OK, nonfinite = 0, m;
     float result[2] = {0, 0}, sum[2] = {0, 0};
 
+    const double started_ns = t->profiling ? wall_ns() : 0;
+
     t->update_started = 0;
     t->last_skipped = 0;
     t->ctx->profiling = t->profiling;
@@ -1506,8 +1520,10 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
         t->ctx->profiling = 0;
         return st;
     }
-    if (t->profiling)
-        collect_profile(t);
+    if (t->profiling) {
+        collect_profile(t); /* waits for the queue: the wall time ends after it */
+        t->profile_wall_ns = wall_ns() - started_ns;
+    }
     t->ctx->profiling = 0;
     *loss = sum[0];
     *correct = sum[1];
@@ -1606,6 +1622,20 @@ int clremat_trainer_set_params(clremat_trainer *t, const float *in) { return cop
 
 void clremat_trainer_set_profiling(clremat_trainer *t, int on) { t->profiling = on; }
 
+int clremat_trainer_profile_usable(const clremat_trainer *t)
+{
+    return t->profile_wall_ns > 0 && t->profile_device_ns >= CLREMAT_PROFILE_MIN_SHARE * t->profile_wall_ns;
+}
+
+void clremat_trainer_profile_problem(const clremat_trainer *t, char *buf, size_t len)
+{
+    snprintf(buf, len,
+             "the device '%s' reports no usable kernel times: its profiling events add up to %.6g ms in a step "
+             "of %.6g ms wall time (below %g of it)",
+             clremat_ctx_device(t->ctx)->name, t->profile_device_ns / 1e6, t->profile_wall_ns / 1e6,
+             CLREMAT_PROFILE_MIN_SHARE);
+}
+
 int clremat_measure_layer_ms(clremat_ctx *ctx, clremat_graph *g, int64_t batch, const clremat_opt_config *opt,
                              uint64_t seed, const float *x, const float *y, double **out)
 {
@@ -1623,6 +1653,12 @@ int clremat_measure_layer_ms(clremat_ctx *ctx, clremat_graph *g, int64_t batch, 
     for (int s = 0; s < 2 && st == CLREMAT_OK; s++) { /* a warm-up step, then a profiled one */
         clremat_trainer_set_profiling(t, s == 1);
         st = clremat_trainer_step(t, x, y, &loss, &correct);
+    }
+    if (st == CLREMAT_OK && !clremat_trainer_profile_usable(t)) {
+        char why[512];
+        clremat_trainer_profile_problem(t, why, sizeof why);
+        st = clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "%s; plan with FLOP costs instead (--costs flops)",
+                          why);
     }
     if (st == CLREMAT_OK)
         for (int l = 0; l < g->n_layers; l++) /* a floor keeps every layer's cost positive */

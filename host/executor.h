@@ -62,6 +62,8 @@ typedef struct clremat_trainer {
     clremat_buf *gemm_ws;               /**< GEMM workspace of the running action */
     clremat_kernel_profile *kprof;      /**< per kernel name, last profiled step, by time (descending) */
     int n_kprof;
+    double profile_wall_ns;             /**< host wall time of the last profiled step */
+    double profile_device_ns;           /**< its kernels' device time, summed (every layer and phase) */
     char *tags;                         /**< per layer, the pool tags of its tensors (clremat_trainer_tag) */
     double *layer_cost;                 /**< a copy of the budget planner's per-layer costs (NULL: FLOPs), for replans */
     int update_started;                 /**< the last step reached the optimizer update (with the fused
@@ -258,5 +260,19 @@ int clremat_trainer_set_params(clremat_trainer *t, const float *in);
 
 /** Turns per-launch profiling on or off (the profile of the next step). */
 void clremat_trainer_set_profiling(clremat_trainer *t, int on);
+
+/** Share of the profiled step's wall time its summed kernel times must
+ * reach to be taken as device time (see clremat_trainer_profile_usable). */
+#define CLREMAT_PROFILE_MIN_SHARE 1e-3
+
+/** Whether the last profiled step's kernel times are real: their sum is at
+ * least CLREMAT_PROFILE_MIN_SHARE of the step's wall time. A device whose
+ * events carry no timing fails it (Mesa's rusticl 22.3 stamps every command
+ * queued 0, submitted 1, started 2, ended 3 ns). 0 before any profiled step. */
+int clremat_trainer_profile_usable(const clremat_trainer *t);
+
+/** The message for a profile that is not usable: the device, its summed
+ * kernel time and the step's wall time (buf of len bytes). */
+void clremat_trainer_profile_problem(const clremat_trainer *t, char *buf, size_t len);
 
 #endif /* CLREMAT_EXECUTOR_H */

@@ -247,6 +247,22 @@ int clremat_fit_calibrate(clremat_ctx *ctx, clremat_graph *g, int64_t batch, con
      * step's wall time where the device overlaps kernels or profiling slows
      * them (PoCL); scaled down to the wall time, the prediction at the
      * calibration's own plan and batch is the measured step time. */
+    if (!clremat_trainer_profile_usable(t)) {
+        /* no kernel times to scale: the measured step split by FLOPs */
+        double flops = 0;
+        for (int l = 0; l < n; l++)
+            flops += out->fwd_flops[l] + out->bwd_flops[l];
+        for (int l = 0; l < n; l++) {
+            out->fwd_ms[l] = flops > 0 ? out->step_ms * out->fwd_flops[l] / flops : 0;
+            out->bwd_ms[l] = flops > 0 ? out->step_ms * out->bwd_flops[l] / flops : 0;
+        }
+        out->update_ms = flops > 0 ? 0 : out->step_ms;
+        out->overhead_ms = 0;
+        out->device_scale = 1.0;
+        out->times_from_flops = 1;
+        st = CLREMAT_OK;
+        goto done;
+    }
     out->device_scale = device_ms > out->step_ms && device_ms > 0 ? out->step_ms / device_ms : 1.0;
     for (int l = 0; l < n; l++) {
         out->fwd_ms[l] *= out->device_scale;

@@ -72,6 +72,9 @@ typedef struct clremat_fit_calibration {
                                    they add up to at most the step's wall time */
     double update_ms;         /**< optimizer update and other per-step device time */
     double overhead_ms;       /**< measured step wall time minus all device time (>= 0) */
+    int times_from_flops;     /**< 1: the device's profiling events carry no timing
+                                   (clremat_trainer_profile_usable), so fwd_ms and bwd_ms are the
+                                   measured step time split by FLOPs, with no update or overhead time */
     double step_ms;           /**< median wall time of the timed steps (profiling off) */
     double offload_ms_per_byte; /**< a byte copied to the host and back (transfer calibration; 0: not known,
                                      offload adds no time) */

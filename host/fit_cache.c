@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FIT_MAGIC "clremat-fit-calibration-1"
+#define FIT_MAGIC "clremat-fit-calibration-2"
 
 static uint64_t fit_key(clremat_ctx *ctx, uint64_t model_hash, int64_t batch, const clremat_opt_config *opt,
                         int steps)
@@ -77,6 +77,8 @@ static int load(const char *path, const clremat_graph *g, const char *device, cl
             got |= 16;
         else if (sscanf(line, "overhead_ms %lf", &c->overhead_ms) == 1)
             got |= 32;
+        else if (!strcmp(line, "times device") || !strcmp(line, "times flops"))
+            c->times_from_flops = !strcmp(line, "times flops"), got |= 128;
         else if (sscanf(line, "layers %d", &n) == 1) {
             if (n != g->n_layers)
                 goto bad;
@@ -99,7 +101,7 @@ static int load(const char *path, const clremat_graph *g, const char *device, cl
         }
     }
     fclose(f);
-    if (got != 127 || rows != n || !(c->step_ms > 0) || !(c->device_scale > 0) || batch < 1) {
+    if (got != 255 || rows != n || !(c->step_ms > 0) || !(c->device_scale > 0) || batch < 1) {
         clremat_fit_calibration_free(c);
         return 0;
     }
@@ -121,9 +123,9 @@ static int store(const char *path, const clremat_fit_calibration *c)
         return CLREMAT_ERR_INTERNAL;
     n = snprintf(text, cap,
                  FIT_MAGIC "\ndevice %s\nbatch %lld\nremat %s\nstep_ms %.17g\ndevice_scale %.17g\nupdate_ms %.17g\n"
-                           "overhead_ms %.17g\nlayers %d\n",
+                           "overhead_ms %.17g\ntimes %s\nlayers %d\n",
                  c->device, (long long)c->batch, c->remat, c->step_ms, c->device_scale, c->update_ms, c->overhead_ms,
-                 c->n_layers);
+                 c->times_from_flops ? "flops" : "device", c->n_layers);
     at = n > 0 ? (size_t)n : 0;
     for (int l = 0; l < c->n_layers && at < cap; l++) {
         n = snprintf(text + at, cap - at, "layer %d %.17g %.17g %.17g %.17g\n", l, c->fwd_ms[l], c->bwd_ms[l],

@@ -333,7 +333,8 @@ void clremat_report_fit_json(FILE *f, const clremat_graph *gr, const clremat_opt
         clremat_json_member(f, ", \"update_ms\": ", cal->update_ms);
         clremat_json_member(f, ", \"overhead_ms\": ", cal->overhead_ms);
         clremat_json_member(f, ", \"offload_ms_per_byte\": ", cal->offload_ms_per_byte);
-        fprintf(f, ", \"from_cache\": %s", from_cache ? "true" : "false");
+        fprintf(f, ", \"from_cache\": %s, \"layer_times\": \"%s\"", from_cache ? "true" : "false",
+                cal->times_from_flops ? "flops" : "device");
         fprintf(f, "}, \"step_time_note\": null");
     } else {
         fprintf(f, "null, \"step_time_note\": \"" CLREMAT_FIT_NO_TIME_NOTE "\"");

@@ -933,6 +933,8 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
             memcpy(res->kernels, t->kprof, sizeof *res->kernels * (size_t)t->n_kprof);
             res->n_kernels = t->n_kprof;
         }
+        if (!clremat_trainer_profile_usable(t))
+            clremat_trainer_profile_problem(t, res->profile_problem, sizeof res->profile_problem);
     }
     res->final_params = malloc(t->plan.param_bytes ? t->plan.param_bytes : 1);
     if (!res->final_params || (st = clremat_trainer_get_params(t, res->final_params))) {

@@ -87,6 +87,8 @@ typedef struct clremat_train_result {
     char gemm[16];                  /**< GEMM path the run used ("native" or "clblast") */
     clremat_kernel_profile *kernels; /**< per kernel of the profiled step, by device time (n_kernels) */
     int n_kernels;
+    char profile_problem[512];      /**< not empty: the profile's kernel times are not real (the device's
+                                         events carry no timing: clremat_trainer_profile_usable), and why */
     int accumulate;                 /**< micro-batches per step (1: no accumulation) */
     int64_t micro_batch;            /**< samples per micro-batch (the batch when accumulate is 1) */
     uint64_t accum_bytes;           /**< the accumulation buffer, part of fixed_bytes */

@@ -10,6 +10,7 @@
 #include "testutil.h"
 #include "testmodel.h"
 #include "fit.h"
+#include "executor.h"
 #include "graph.h"
 #include <jansson.h>
 #include <math.h>
@@ -334,6 +335,25 @@ START_TEST(test_step_time_with_device)
     ck_assert_str_eq(cal.remat, "none");
     ck_assert_int_eq(cal.n_layers, g->n_layers);
     ck_assert(cal.step_ms > 0 && cal.device_scale > 0 && cal.device_scale <= 1 && cal.overhead_ms >= 0);
+    if (cal.times_from_flops) { /* no kernel times: the step split by FLOPs, nothing else */
+        double ms = 0, flops = 0;
+        for (int l = 0; l < cal.n_layers; l++) {
+            ms += cal.fwd_ms[l] + cal.bwd_ms[l];
+            flops += cal.fwd_flops[l] + cal.bwd_flops[l];
+        }
+        ck_assert(flops > 0);
+        for (int l = 0; l < cal.n_layers; l++)
+            ck_assert_msg(fabs(cal.fwd_ms[l] - cal.step_ms * cal.fwd_flops[l] / flops) <= 1e-12 * cal.step_ms &&
+                              fabs(cal.bwd_ms[l] - cal.step_ms * cal.bwd_flops[l] / flops) <= 1e-12 * cal.step_ms,
+                          "layer %d: %g + %g ms of a %g ms step", l, cal.fwd_ms[l], cal.bwd_ms[l], cal.step_ms);
+        ck_assert_msg(fabs(ms - cal.step_ms) <= 1e-9 * cal.step_ms, "layers add up to %g ms of %g", ms, cal.step_ms);
+        ck_assert(cal.update_ms == 0 && cal.overhead_ms == 0 && cal.device_scale == 1);
+    } else { /* kernel times: most layers took measurable time */
+        int timed = 0;
+        for (int l = 0; l < cal.n_layers; l++)
+            timed += cal.fwd_ms[l] > 0;
+        ck_assert_msg(2 * timed >= cal.n_layers, "%d of %d layers with a forward time", timed, cal.n_layers);
+    }
     ck_assert_int_eq(clremat_fit_default_configs(g, &c, &nc), CLREMAT_OK);
     request_for(&rq, g, c, nc, sizes, 1);
     rq.ctx = ctx;
@@ -359,6 +379,52 @@ START_TEST(test_step_time_with_device)
     clremat_fit_calibration_free(&cal);
     clremat_ctx_destroy(ctx);
     clremat_graph_free(g);
+}
+END_TEST
+
+/* Kernel times are taken as real only when they add up to at least
+ * CLREMAT_PROFILE_MIN_SHARE of the profiled step's wall time. */
+START_TEST(test_profile_usable_threshold)
+{
+    clremat_trainer *t = calloc(1, sizeof *t);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(clremat_trainer_profile_usable(t), 0); /* never profiled */
+    t->profile_wall_ns = 1e9;
+    t->profile_device_ns = 4; /* rusticl 22.3: 1 ns a command */
+    ck_assert_int_eq(clremat_trainer_profile_usable(t), 0);
+    t->profile_device_ns = 0.999 * CLREMAT_PROFILE_MIN_SHARE * 1e9;
+    ck_assert_int_eq(clremat_trainer_profile_usable(t), 0);
+    t->profile_device_ns = CLREMAT_PROFILE_MIN_SHARE * 1e9;
+    ck_assert_int_eq(clremat_trainer_profile_usable(t), 1);
+    t->profile_device_ns = 2.5e9; /* PoCL: profiled kernels overlap and run slower */
+    ck_assert_int_eq(clremat_trainer_profile_usable(t), 1);
+    free(t);
+}
+END_TEST
+
+/* The device's profiling decides, the same way, what --profile shows and
+ * whether --costs measured can plan: on a device whose events carry no
+ * timing, the table is withheld and the measured costs refused, each
+ * saying why; elsewhere both work. */
+START_TEST(test_profile_and_measured_costs_agree)
+{
+    char args[2048], m[1024];
+    const char *dev = getenv("CLREMAT_TEST_DEVICE");
+    int usable, rc;
+    model_arg(m, sizeof m, "regression.json");
+    snprintf(args, sizeof args, "train %s --device '%s' --batch 8 --steps 2 --warmup 1 --profile --quiet", m,
+             dev && *dev ? dev : "0:0");
+    test_tool_stdout(args, out, sizeof out);
+    usable = strstr(out, "no usable kernel times") == NULL;
+    ck_assert_msg(usable == (strstr(out, "kernels of the last step by device time") != NULL), "%s", out);
+    snprintf(args, sizeof args, "train %s --device '%s' --batch 8 --steps 1 --remat auto --costs measured --quiet", m,
+             dev && *dev ? dev : "0:0");
+    rc = test_run_tool(args, err, sizeof err);
+    if (usable)
+        ck_assert_msg(rc == 0, "--costs measured failed on a device with kernel times: %s", err);
+    else
+        ck_assert_msg(rc != 0 && strstr(err, "no usable kernel times") && strstr(err, "FLOP costs"),
+                      "rc %d: %s", rc, err);
 }
 END_TEST
 
@@ -398,11 +464,13 @@ int main(void)
     tcase_add_test(tc, test_parse_configs);
     tcase_add_test(tc, test_json_without_device);
     tcase_add_test(tc, test_cli_errors);
+    tcase_add_test(tc, test_profile_usable_threshold);
     if (have) { /* device tests on $CLREMAT_TEST_DEVICE (run-on-devices.sh runs each device) */
         dev = tcase_create("fit_device");
         tcase_set_timeout(dev, 600);
         tcase_add_test(dev, test_step_time_with_device);
         tcase_add_test(dev, test_json_with_device);
+        tcase_add_test(dev, test_profile_and_measured_costs_agree);
         suite_add_tcase(s, dev);
     } else {
         fprintf(stderr, "no OpenCL device: the step-time tests are skipped\n");

@@ -24,6 +24,9 @@ static void print_table(const clremat_graph *gr, const cli_fit_opts *o, const cl
         svg_format_value(cal->step_ms, SVG_UNIT_MS, a, sizeof a);
         printf("step times predicted from a calibration on %s: batch %lld, remat %s, %s per step measured%s\n",
                cal->device, (long long)cal->batch, cal->remat, a, from_cache ? " (cached; --recalibrate measures again)" : "");
+        if (cal->times_from_flops)
+            printf("(the device's profiling events carry no kernel times: each layer's share of the step is its "
+                   "share of the FLOPs)\n");
     } else {
         printf(NO_TIME_NOTE " (give --device)\n");
     }

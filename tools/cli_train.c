@@ -69,6 +69,10 @@ static void print_profile(const clremat_train_result *r)
     const char *phase[] = {"forward", "backward", "recompute", "update"};
     double total = 0;
     int n = r->g->n_layers;
+    if (r->profile_problem[0]) { /* a table of zeros would read as a measurement */
+        printf("\nprofile of the last step: none shown; %s\n", r->profile_problem);
+        return;
+    }
     for (int l = 0; l <= n; l++)
         for (int p = 0; p < CLREMAT_PHASE_COUNT; p++)
             total += r->profile[l].ns[p];
