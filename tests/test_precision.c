@@ -742,19 +742,23 @@ END_TEST
 /* The other bundled models (models/), each trained in float32 and both
  * mixed precisions on the same data: validation accuracy within 0.02 of
  * float32's or validation loss within 5%. Steps and batch keep each model
- * within about a minute on PoCL. Left out under CLREMAT_TEST_REDUCED (the
- * quarter of the steps, on the slower second platform): the convnets, and
- * the two Llama decoders, which need their full step count to learn at all
- * (measured on PoCL: llama_tiny_lora at 15 steps goes from 4.1724 to 4.1799)
- * and take 4.7 s a step on rusticl/llvmpipe (60 steps: 7.5 minutes). Not here: mobilenet and densenet (3 to 7 minutes
- * for the three precisions under load: too slow for make check on PoCL,
- * not measured in this suite), long_context (float32 alone took 5 minutes
- * for 10 steps at batch 2) and resnet20, which FAILS the criterion at 20
- * steps of batch 8 (measured: bfloat16 val accuracy 0.352 against
- * float32's 0.492, val loss 1.864 against 1.401; binary16 0.508 / 1.223),
- * an open finding (a batchnorm model early in training, validation on
- * moving statistics; cause not diagnosed). layers_* holds the batchnorm
- * convnets' outputs and gradients to float32's. */
+ * within about a minute on PoCL, and the convnets train to convergence: at
+ * 20 steps of batch 8 ResNet-20 is mid-way (validation accuracy 0.2-0.5 in
+ * every precision, moving fast from step to step) and the comparison
+ * measured where each trajectory happened to be (bfloat16 0.352 against
+ * float32's 0.492). Batch 8 with Adam keeps the trajectories spiky for a
+ * while: binary16's validation accuracy here is 0.926 at 100 steps, 0.848 at
+ * 120 and 1.000 at 160 and 200 (float32's 1.000 at 120; its parameters
+ * evaluated in float32 give the same figures, so it is where training is,
+ * not the 16-bit evaluation). At 200 steps float32 0.988, binary16 and
+ * bfloat16 1.000; mobilenet at 120 0.980 / 0.988 / 0.984; densenet at 60
+ * 1.000 in all three. Left out under
+ * CLREMAT_TEST_REDUCED (a quarter of the steps, on the slower second
+ * platform): the convnets, and the two Llama decoders, which need their full
+ * step count to learn at all (on PoCL llama_tiny_lora at 15 steps goes from
+ * 4.1724 to 4.1799) and take 4.7 s a step on rusticl/llvmpipe (60 steps: 7.5
+ * minutes). Not here: long_context (float32 alone took 5 minutes for 10
+ * steps at batch 2). */
 typedef struct train_case {
     const char *file;
     int64_t steps, batch;
@@ -764,7 +768,8 @@ typedef struct train_case {
 static const train_case train_cases[] = {
     {"resnet_mlp.json", 60, 32, 0},  {"regression.json", 60, 32, 0},       {"llama_tiny.json", 40, 8, 1},
     {"llama_tiny_lora.json", 60, 8, 1}, {"transformer_flash.json", 30, 16, 0}, {"cnn_small.json", 30, 16, 1},
-    {"keras_encoder.keras", 30, 16, 0},
+    {"keras_encoder.keras", 30, 16, 0}, {"resnet20.json", 200, 8, 1},        {"mobilenet.json", 120, 8, 1},
+    {"densenet.json", 60, 8, 1},
 };
 
 START_TEST(train_models)
@@ -893,7 +898,7 @@ END_TEST
 
 int main(void)
 {
-    TCase *tc;
+    TCase *tc, *train;
     Suite *s = test_suite("precision", 1200, &tc);
     tcase_add_test(tc, host_half_values);
     tcase_add_test(tc, host_bf16_values);
@@ -906,11 +911,15 @@ int main(void)
     tcase_add_loop_test(tc, remat_bf16, 0, (int)(sizeof remat_cases / sizeof remat_cases[0]));
     tcase_add_test(tc, loss_scale_overflow);
     tcase_add_test(tc, loss_scale_bf16_none);
-    tcase_add_test(tc, train_mlp);
-    tcase_add_test(tc, train_transformer);
-    tcase_add_loop_test(tc, train_models, 0, (int)(sizeof train_cases / sizeof train_cases[0]));
     tcase_add_test(tc, cli_refusals);
     tcase_add_loop_test(tc, fused_f16, 0, (int)(sizeof fused_models / sizeof fused_models[0]));
     tcase_add_loop_test(tc, fused_bf16, 0, (int)(sizeof fused_models / sizeof fused_models[0]));
+    /* training to a validation figure: its own case (CK_RUN_CASE=training) */
+    train = tcase_create("training");
+    tcase_set_timeout(train, 1200);
+    tcase_add_test(train, train_mlp);
+    tcase_add_test(train, train_transformer);
+    tcase_add_loop_test(train, train_models, 0, (int)(sizeof train_cases / sizeof train_cases[0]));
+    suite_add_tcase(s, train);
     return test_run_device_suite(s);
 }
