@@ -65,6 +65,7 @@ START_TEST(test_import_config)
     ck_assert(fabs(g->layers[clremat_graph_find_layer(g, "norm")].eps - 1e-5) < 1e-18);
     ck_assert_int_eq(g->io.input.dims[0], T);
     ck_assert_int_eq(g->io.classes, 24);
+    ck_assert_str_eq(g->task, "language"); /* a causal LM's own task when no data is given */
     /* tied, with attention biases */
     att = clremat_graph_find_layer(tg, "decoder_block_0/self_attn");
     ck_assert_int_eq(tg->layers[att].n_params, 4);

@@ -762,8 +762,9 @@ END_TEST
  * the two Llama decoders, which need their full step count to learn
  * clearly and take 4.7 s a step on rusticl/llvmpipe (60 steps: 7.5
  * minutes). The Llama decoders train on their task, 'language' (next-token
- * prediction): on the model's default task for token input, 'sequence'
- * (reverse the sequence), a causal decoder cannot see the tokens the first
+ * prediction, named by their model files' "task" and here again): on the
+ * default task for token input, 'sequence' (reverse the sequence), which
+ * this test used before, a causal decoder cannot see the tokens the first
  * half of its outputs need and barely learns (300 steps at batch 8: 4.19 to
  * 4.06 in clremat and in transformers alike, whose gradients and Adam steps
  * clremat matches to 1e-6: tests/test_hf.c), so the comparison of
