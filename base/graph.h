@@ -185,6 +185,8 @@ typedef struct clremat_graph {
     int finalized;
     char error[1024];           /**< last error of a graph call */
     int precision;              /**< clremat_precision (0: float32) */
+    char task[16];              /**< the synthetic task the model file names ("task"), used when no data
+                                     is given (host/data.h); "" for none */
 } clremat_graph;
 
 /** A new empty graph; NULL when out of host memory. */

@@ -349,6 +349,19 @@ static void fill_split(const clremat_graph *g, task_kind kind, uint64_t seed, ui
     }
 }
 
+int clremat_data_task_check(const clremat_graph *g, const char *task)
+{
+    if (!g || !task)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "clremat_data_task_check: NULL argument");
+    for (size_t i = 0; i < sizeof task_names / sizeof task_names[0]; i++)
+        if (strcmp(task, task_names[i].name) == 0)
+            return check_task(g, task, task_names[i].kind);
+    return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT,
+                             "unknown task '%s' (known: clusters, sequence (= reverse), copy, sort, language, "
+                             "regression, images)",
+                             task);
+}
+
 int clremat_data_synthetic(const clremat_graph *g, const char *task, uint64_t seed, int64_t n_train, int64_t n_val,
                            clremat_dataset *out)
 {
@@ -363,6 +376,8 @@ int clremat_data_synthetic(const clremat_graph *g, const char *task, uint64_t se
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT,
                                  "synthetic data needs n_train > 0 and n_val >= 0 (got %lld and %lld)",
                                  (long long)n_train, (long long)n_val);
+    if (!task && g->task[0])
+        task = g->task;
     if (!task)
         task = g->io.input_ids              ? "sequence"
                : !g->io.labels_ids           ? "regression"

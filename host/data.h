@@ -47,7 +47,8 @@ typedef struct clremat_dataset {
  *    classes: class c is a cosine grating of orientation pi c / K and period
  *    4 + 2 (c % 2) pixels, random phase and gain, the same on every channel,
  *    plus N(0, 1) * 0.6 noise per element (texture alone tells classes apart).
- * task NULL picks "sequence" for token-id input, "regression" for float
+ * task NULL picks the model file's "task" (g->task) where it names one, else
+ * "sequence" for token-id input, "regression" for float
  * targets, "images" for [H, W, C] input with class labels, else "clusters". Train and validation samples come from
  * disjoint hash streams; sample i is the same whatever n_train is. A task
  * that does not fit the model: CLREMAT_ERR_MISMATCH naming both (e.g. "task
@@ -55,6 +56,13 @@ typedef struct clremat_dataset {
  * floats"); an unknown task or bad counts: CLREMAT_ERR_INVALID_ARGUMENT. */
 int clremat_data_synthetic(const clremat_graph *g, const char *task, uint64_t seed, int64_t n_train,
                            int64_t n_val, clremat_dataset *out);
+
+/** Checks that task names a synthetic task that fits g (finalized), as
+ * clremat_data_synthetic does before drawing: CLREMAT_OK, or
+ * CLREMAT_ERR_INVALID_ARGUMENT for an unknown name (listing the known ones),
+ * CLREMAT_ERR_MISMATCH for a task the model cannot take (naming both), with
+ * the message in clremat_last_error(). */
+int clremat_data_task_check(const clremat_graph *g, const char *task);
 
 /** Loads a safetensors file with tensors "train_x", "train_y", "val_x",
  * "val_y": dims[0] is the sample count (x and y agree, train has at least

@@ -141,6 +141,7 @@ int clremat_hf_model_json(const char *config_path, int64_t seq_len, char **out)
              "by clremat import-hf: %lld decoder blocks of width %lld, %lld heads (%lld kv heads), MLP %lld, vocab "
              "%lld%s.\",\n", (long long)N, (long long)D, (long long)H, (long long)KV, (long long)I, (long long)V,
              tie ? ", tied embeddings" : "");
+        EMIT("  \"task\": \"language\",\n"); /* a causal LM: next-token prediction when no --data is given */
         EMIT("  \"input\": {\"shape\": [%lld], \"dtype\": \"int32\"},\n  \"layers\": [\n", (long long)seq_len);
         EMIT("    {\"name\": \"embed_tokens\", \"type\": \"embedding\", \"vocab\": %lld, \"dim\": %lld},\n",
              (long long)V, (long long)D);

@@ -9,6 +9,7 @@
 #include "error.h"
 #include "json_pos.h"
 #include "conv_geom.h"
+#include "data.h"
 #include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
@@ -919,9 +920,9 @@ static int read_input(const loader *ld, const json_t *root, clremat_shape *shape
 
 static int load_root(loader *ld, const json_t *root, clremat_graph **out)
 {
-    static const char *const fields[] = {"name", "description", "input", "layers", "precision", NULL};
+    static const char *const fields[] = {"name", "description", "input", "layers", "precision", "task", NULL};
     json_t *nv = json_object_get(root, "name"), *lv = json_object_get(root, "layers"), *dv,
-           *pv = json_object_get(root, "precision");
+           *pv = json_object_get(root, "precision"), *tv = json_object_get(root, "task");
     clremat_shape shape;
     int ids, st, precision = CLREMAT_PREC_FLOAT32;
     scope top;
@@ -934,6 +935,8 @@ static int load_root(loader *ld, const json_t *root, clremat_graph **out)
         return bad_field(ld, root, "model", "description", "a string");
     if (pv && (!json_is_string(pv) || (precision = clremat_precision_from_name(json_string_value(pv))) < 0))
         return bad_field(ld, root, "model", "precision", "\"float32\", \"mixed_float16\" or \"mixed_bfloat16\"");
+    if (tv && (!json_is_string(tv) || !json_string_value(tv)[0] || strlen(json_string_value(tv)) >= 16))
+        return bad_field(ld, root, "model", "task", "the name of a synthetic task, such as \"language\"");
     if ((st = read_input(ld, root, &shape, &ids)) != CLREMAT_OK)
         return st;
     if (!lv)
@@ -964,12 +967,17 @@ static int load_root(loader *ld, const json_t *root, clremat_graph **out)
     else if ((st = build_list(ld, lv, &top, 0)) == CLREMAT_OK && (st = clremat_graph_finalize(ld->g)) != CLREMAT_OK)
         st = lfail(ld, st == CLREMAT_ERR_INVALID_ARGUMENT ? CLREMAT_ERR_PARSE : st,
                    error_pos(ld, mpos(ld, root, "layers")), "%s", ld->g->error);
+    /* the task must be known and fit the model as built */
+    if (st == CLREMAT_OK && tv && (st = clremat_data_task_check(ld->g, json_string_value(tv))) != CLREMAT_OK)
+        st = lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, root, "task"), "model: field 'task': %s", clremat_last_error());
     if (st != CLREMAT_OK) {
         clremat_graph_free(ld->g);
         ld->g = NULL;
         return st;
     }
     ld->g->precision = precision;
+    if (tv)
+        snprintf(ld->g->task, sizeof ld->g->task, "%s", json_string_value(tv));
     *out = ld->g;
     return CLREMAT_OK;
 }

@@ -5,6 +5,7 @@
  * robustness against hostile input, and the bundled models/ files. */
 #include "testutil.h"
 #include "graph.h"
+#include "data.h"
 #include <dirent.h>
 #include <stdio.h>
 #include <string.h>
@@ -685,6 +686,53 @@ START_TEST(test_json_llm_errors)
 }
 END_TEST
 
+/* The model-level "task" field: the synthetic task that data defaults to
+ * (the bundled Llama decoders name "language"), checked at load against
+ * the known tasks and the model's input and labels. */
+#define TASK_MODEL(task) "{\"task\": " task ", \"input\": {\"shape\": [4], \"dtype\": \"int32\"}, \"layers\": [\n" \
+                         "{\"name\": \"emb\", \"type\": \"embedding\", \"vocab\": 10, \"dim\": 8},\n" \
+                         "{\"type\": \"dense\", \"units\": 10},\n" \
+                         "{\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}"
+START_TEST(test_json_task)
+{
+    const int P = CLREMAT_ERR_PARSE;
+    clremat_graph *g;
+    clremat_dataset a, b, c;
+    EXPECT_ERR(TASK_MODEL("\"chess\""), P, "\"chess\"", 0, "field 'task'", "unknown task 'chess'", "language");
+    EXPECT_ERR(TASK_MODEL("\"clusters\""), P, "\"clusters\"", 0, "field 'task'",
+               "task 'clusters' needs float vector input", "[4] token ids");
+    EXPECT_ST(TASK_MODEL("3"), P, "field 'task' must be the name of a synthetic task");
+    EXPECT_ST(TASK_MODEL("\"\""), P, "field 'task' must be the name of a synthetic task");
+    EXPECT_ST(TASK_MODEL("\"languagelanguagelanguage\""), P, "field 'task' must be the name of a synthetic task");
+    g = load_ok(TASK_MODEL("\"language\""));
+    ck_assert_str_eq(g->task, "language");
+    /* data without a task name is the model's task, not the input's default ("sequence") */
+    ck_assert_int_eq(clremat_data_synthetic(g, NULL, 3, 16, 4, &a), CLREMAT_OK);
+    ck_assert_int_eq(clremat_data_synthetic(g, "language", 3, 16, 4, &b), CLREMAT_OK);
+    ck_assert_int_eq(clremat_data_synthetic(g, "sequence", 3, 16, 4, &c), CLREMAT_OK);
+    ck_assert_str_eq(a.name, b.name);
+    ck_assert(memcmp(a.train.x, b.train.x, sizeof(float) * 16 * 4) == 0);
+    ck_assert(memcmp(a.train.y, b.train.y, sizeof(float) * 16 * 4) == 0);
+    ck_assert(memcmp(a.val.y, b.val.y, sizeof(float) * 4 * 4) == 0);
+    ck_assert(memcmp(a.train.y, c.train.y, sizeof(float) * 16 * 4) != 0);
+    clremat_data_free(&a);
+    clremat_data_free(&b);
+    clremat_graph_free(g);
+    /* without the field, token ids default to "sequence" as before */
+    g = load_ok("{\"input\": {\"shape\": [4], \"dtype\": \"int32\"}, \"layers\": [\n"
+                "{\"name\": \"emb\", \"type\": \"embedding\", \"vocab\": 10, \"dim\": 8},\n"
+                "{\"type\": \"dense\", \"units\": 10},\n{\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}");
+    ck_assert_str_eq(g->task, "");
+    ck_assert_int_eq(clremat_data_synthetic(g, NULL, 3, 16, 4, &a), CLREMAT_OK);
+    ck_assert_str_eq(a.name, c.name);
+    ck_assert(memcmp(a.train.x, c.train.x, sizeof(float) * 16 * 4) == 0);
+    ck_assert(memcmp(a.train.y, c.train.y, sizeof(float) * 16 * 4) == 0);
+    clremat_data_free(&a);
+    clremat_data_free(&c);
+    clremat_graph_free(g);
+}
+END_TEST
+
 START_TEST(test_json_errors)
 {
     const char *t;
@@ -1120,6 +1168,7 @@ int main(void)
     tcase_add_test(tc, test_json_nested_blocks_and_resolution);
     tcase_add_test(tc, test_json_errors);
     tcase_add_test(tc, test_json_llm_errors);
+    tcase_add_test(tc, test_json_task);
     tcase_add_test(tc, test_json_hostile_input);
     tcase_add_test(tc, test_json_fuzz);
     tcase_add_test(tc, test_load_file_errors);

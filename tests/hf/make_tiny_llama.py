@@ -12,8 +12,15 @@ Checkpoints (float32, weights N(0, 0.2^2) from a fixed seed, norms
                (layer 0's attention in shard 1, its MLP in shard 2)
   tiny_tied/   tie_word_embeddings true (no lm_head.weight), attention_bias
                true (q/k/v/o biases), bf16 weights
-Run: /usr/bin/python3 tests/hf/make_tiny_llama.py [--logits]
-(--logits needs transformers: python3 -m venv --system-site-packages V &&
+With --grads (transformers too) it also writes tiny_llama_grads.safetensors:
+the mean softmax cross-entropy of LlamaForCausalLM's logits over TOKENS
+against LABELS (every position, no shift: clremat's softmax_cross_entropy)
+and the gradient of every parameter of tiny/ and tiny_tied/ under Hugging
+Face's names ("tiny/loss", "tiny/model.norm.weight", ...; tied: the
+embedding's gradient holds the lm_head's share), float32, eager attention;
+tokens and labels as I32 [2, 8].
+Run: /usr/bin/python3 tests/hf/make_tiny_llama.py [--logits] [--grads]
+(--logits and --grads need transformers: python3 -m venv --system-site-packages V &&
 V/bin/pip install transformers==4.44.2)."""
 import json
 import os
@@ -101,6 +108,7 @@ def write_dir(name, cfg, ts, dtype="F32", shards=None):
 
 
 TOKENS = [[3, 17, 5, 5, 22, 0, 9, 14], [23, 1, 8, 12, 12, 4, 19, 6]]
+LABELS = [[17, 5, 5, 22, 0, 9, 14, 2], [1, 8, 12, 12, 4, 19, 6, 11]]
 
 
 def logits(name):
@@ -112,6 +120,42 @@ def logits(name):
     with torch.no_grad():
         out = m(torch.tensor(TOKENS)).logits
     return transformers.__version__, torch.__version__, out.double().numpy().tolist()
+
+
+def grads(name):
+    """Loss and parameter gradients of LlamaForCausalLM (float32) on TOKENS / LABELS."""
+    import torch
+    import transformers
+    m = transformers.LlamaForCausalLM.from_pretrained(os.path.join(HERE, name), torch_dtype=torch.float32,
+                                                      attn_implementation="eager")
+    logits = m(torch.tensor(TOKENS)).logits
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), torch.tensor(LABELS).reshape(-1))
+    loss.backward()
+    out = {name + "/loss": np.array([loss.item()], np.float32)}
+    for k, v in m.named_parameters():  # tied: lm_head.weight is the embedding's tensor, listed once
+        out[name + "/" + k] = v.grad.detach().numpy().astype(np.float32)
+    return transformers.__version__, torch.__version__, out
+
+
+def write_grads(path):
+    ts = {"tokens": np.array(TOKENS, np.int32), "labels": np.array(LABELS, np.int32)}
+    for name in ("tiny", "tiny_tied"):
+        tv, pv, g = grads(name)
+        ts.update(g)
+    meta = {"format": "pt", "made_by": "transformers %s, torch %s (LlamaForCausalLM, float32, eager attention)"
+            % (tv, pv)}
+    header, blobs, off = {"__metadata__": meta}, [], 0
+    for name in sorted(ts):
+        a = ts[name]
+        b = a.astype("<i4" if a.dtype == np.int32 else "<f4").tobytes()
+        header[name] = {"dtype": "I32" if a.dtype == np.int32 else "F32", "shape": list(a.shape),
+                        "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 def main():
@@ -134,6 +178,8 @@ def main():
         with open(os.path.join(HERE, "tiny_llama_logits.json"), "w") as f:
             json.dump(ref, f)
             f.write("\n")
+    if "--grads" in sys.argv:
+        write_grads(os.path.join(HERE, "tiny_llama_grads.safetensors"))
 
 
 if __name__ == "__main__":
