@@ -2515,7 +2515,9 @@ __kernel void bn_moving_finish(const int C, const float n, const float momentum,
  * (CD_QN), the image
  * operand read as a scalar broadcast straight from the NHWC tensor; one
  * FMA body (cd_tile_fma) serves both, specialised per call site for
- * interior tiles (no tests) and tiles with padded pixels or a lane tail.
+ * interior tiles (no tests), edge tiles with only the first or the last
+ * pixel padded (that pixel left out) and tiles with other padded pixels
+ * or a lane tail (tested).
  * The input gradient walks the pixels of one stride phase, so a tap
  * reaches all of a tile or none of it. The weight gradient holds 16
  * channels x one vector (or 8 x two) of filters, walks fixed chunks of
