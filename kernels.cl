@@ -2535,7 +2535,9 @@ __kernel void bn_moving_finish(const int C, const float n, const float momentum,
  * (CD_QN), the image
  * operand read as a scalar broadcast straight from the NHWC tensor; one
  * FMA body (cd_tile_fma) serves both, specialised per call site for
- * interior tiles (no tests) and tiles with padded pixels or a lane tail.
+ * interior tiles (no tests), edge tiles with only the first or the last
+ * pixel padded (that pixel left out) and tiles with other padded pixels
+ * or a lane tail (tested).
  * The input gradient walks the pixels of one stride phase, so a tap
  * reaches all of a tile or none of it. The weight gradient holds 16
  * channels x one vector (or 8 x two) of filters, walks fixed chunks of
@@ -2648,9 +2650,14 @@ void cd_storev(__global float *p, const int i0, const int n, const cd_vec v)
  * order, where pixel p's operand row a_p is a + (p - lo) * as for lo <= p
  * < hi (the other pixels add 0 * b, as padding does) and b's row k is b +
  * k * ldb. mode 0: lo = 0, hi = CD_QN(nv), all nv * CD_VW lanes of b valid
- * (no test in the loop); 1: pixels tested and lanes from nb on read as 0.
- * Callers pass constant nv and mode, so each call compiles to its own loop;
- * the arithmetic is the same in both. */
+ * (no test in the loop); 1: pixels tested and lanes from nb on read as 0;
+ * 2 and 3: all lanes valid and the first (2: lo = 1, hi = CD_QN(nv)) or
+ * the last pixel (3: lo = 0, hi = CD_QN(nv) - 1) outside the image, the
+ * tiles at the left and right edge of a row under "same" padding: that
+ * pixel's FMAs are left out (adding 0 * b to an accumulator, which starts
+ * at +0 and so is never -0, leaves it unchanged for finite b: the sums are
+ * those of mode 1). Callers pass constant nv and mode, so each call
+ * compiles to its own loop; the arithmetic is the same in all. */
 CD_INLINE void cd_tile_fma(cd_vec acc[16][2], const int nv, const int mode, __global const float *a,
                            const int as, const int lo, const int hi, __global const float *b, const int ldb,
                            const int nb, const int K)
@@ -2661,17 +2668,19 @@ CD_INLINE void cd_tile_fma(cd_vec acc[16][2], const int nv, const int mode, __gl
     for (int p = 0; p < 16; p++) {
         if (p >= CD_QN(nv))
             break;
-        ok[p] = mode == 0 || (p >= lo && p < hi);
-        ap[p] = a + (long)(mode == 0 ? p : clamp(p, lo, hi - 1) - lo) * as;
+        ok[p] = mode != 1 || (p >= lo && p < hi);
+        ap[p] = a + (long)(mode == 0 || mode == 3 ? p : mode == 2 ? p - 1 : clamp(p, lo, hi - 1) - lo) * as;
     }
     for (int k = 0; k < K; k++, b += ldb) {
-        const cd_vec b0 = mode ? cd_loadv(b, 0, nb) : cd_vload(0, b);
-        const cd_vec b1 = nv == 1 ? (cd_vec)(0.0f) : mode ? cd_loadv(b, CD_VW, nb) : cd_vload(1, b);
+        const cd_vec b0 = mode == 1 ? cd_loadv(b, 0, nb) : cd_vload(0, b);
+        const cd_vec b1 = nv == 1 ? (cd_vec)(0.0f) : mode == 1 ? cd_loadv(b, CD_VW, nb) : cd_vload(1, b);
 #pragma unroll
         for (int p = 0; p < 16; p++) {
             if (p >= CD_QN(nv))
                 break;
-            const float v = mode == 0 ? ap[p][k] : ok[p] ? ap[p][k] : 0.0f;
+            if ((mode == 2 && p == 0) || (mode == 3 && p == CD_QN(nv) - 1))
+                continue;
+            const float v = mode != 1 ? ap[p][k] : ok[p] ? ap[p][k] : 0.0f;
             acc[p][0] += v * b0;
             if (nv == 2)
                 acc[p][1] += v * b1;
@@ -2683,10 +2692,16 @@ CD_INLINE void cd_tile_fma(cd_vec acc[16][2], const int nv, const int mode, __gl
 CD_INLINE void cd_tile_tap(cd_vec acc[16][2], const int nv, __global const float *a, const int as, const int lo,
                            const int hi, __global const float *b, const int ldb, const int nb, const int K)
 {
-    if (!CD_SPECIALISE || nb < nv * CD_VW || lo > 0 || hi < CD_QN(nv))
+    if (!CD_SPECIALISE || nb < nv * CD_VW)
         cd_tile_fma(acc, nv, 1, a, as, lo, hi, b, ldb, nb, K);
-    else
+    else if (lo == 0 && hi == CD_QN(nv))
         cd_tile_fma(acc, nv, 0, a, as, lo, hi, b, ldb, nb, K);
+    else if (lo == 1 && hi == CD_QN(nv))
+        cd_tile_fma(acc, nv, 2, a, as, lo, hi, b, ldb, nb, K);
+    else if (lo == 0 && hi == CD_QN(nv) - 1)
+        cd_tile_fma(acc, nv, 3, a, as, lo, hi, b, ldb, nb, K);
+    else
+        cd_tile_fma(acc, nv, 1, a, as, lo, hi, b, ldb, nb, K);
 }
 
 /* act of a cd_vec, through clremat_act8 on each eight-lane part (the bits

@@ -13,7 +13,9 @@
  * col2im gathers dcol into dx in a fixed order (deterministic). That is
  * the CLBlast path's (and grouped convs') lowering; on the native path
  * one-group and depthwise convs run the direct NHWC kernels of
- * conv_direct.c instead (conv_algo_of decides, in one place). */
+ * conv_direct.c instead (conv_algo_of decides, in one place), with no
+ * forward workspace and only the direct kernels' backward workspace: the
+ * cost is per path (clremat_conv2d_cost_on), so each path plans what it uses. */
 #include "layer_seq.h"
 #include "conv_geom.h"
 #include "conv_direct.h"
@@ -51,9 +53,9 @@ static int conv_dims_of(clremat_ctx *ctx, const clremat_layer *L, int64_t batch,
 static int64_t col_elems(const conv_dims *d) { return d->direct ? 0 : d->rows * d->g.groups * d->K; }
 
 /* How a conv2d layer runs. The one place that decides it, from the shape
- * and the context's GEMM path; the cost model plans the workspace of every
- * choice a path could make (conv_bwd_ws_elems), so the plan holds whatever
- * path the executor resolves. */
+ * and the GEMM path; the cost model plans the workspace of the algorithm
+ * of the path it is asked for (clremat_conv2d_cost_on; the executor asks for the
+ * context's path), so the plan reserves nothing a path never touches. */
 typedef enum conv_algo {
     CONV_GEMM_1X1, /* 1x1, stride 1, one group: one GEMM on the input itself (both paths) */
     CONV_IM2COL,   /* im2col + GEMM per group: the CLBlast path, and grouped (not depthwise) convs */
@@ -63,35 +65,47 @@ typedef enum conv_algo {
 
 static int is_depthwise(const conv_dims *d) { return d->g.groups > 1 && d->g.groups == d->g.cin && d->g.cg == 1; }
 
-static conv_algo conv_algo_of(clremat_ctx *ctx, const conv_dims *d)
+static conv_algo conv_algo_on(const conv_dims *d, int native)
 {
     if (d->direct)
         return CONV_GEMM_1X1;
-    if (clremat_gemm_resolve(ctx) != CLREMAT_GEMM_NATIVE)
+    if (!native)
         return CONV_IM2COL;
     if (d->g.groups == 1)
         return CONV_NHWC;
     return is_depthwise(d) ? CONV_DEPTHWISE : CONV_IM2COL;
 }
 
-/* Backward workspace: the im2col matrix (CLBlast path, grouped convs) or
- * what the direct kernels need (native path), the larger. */
-static int64_t conv_bwd_ws_elems(const clremat_layer *L, const conv_dims *d)
+static conv_algo conv_algo_of(clremat_ctx *ctx, const conv_dims *d)
 {
-    int64_t col = col_elems(d), dir = 0;
-    if (!d->direct && (d->g.groups == 1 || is_depthwise(d)))
-        dir = clremat_conv_direct_bwd_elems(&d->g, d->rows, L->ksize[0], L->ksize[1], is_depthwise(d));
-    return col > dir ? col : dir;
+    return conv_algo_on(d, clremat_gemm_resolve(ctx) == CLREMAT_GEMM_NATIVE);
 }
 
-static int conv_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
+/* Forward workspace of algorithm a: the im2col matrix, or none (the
+ * direct kernels and the 1x1 GEMM read the input itself). */
+static int64_t conv_fwd_ws_elems(conv_algo a, const conv_dims *d) { return a == CONV_IM2COL ? col_elems(d) : 0; }
+
+/* Backward workspace of algorithm a: the im2col matrix (rebuilt for the
+ * weight gradient, then dcol) or what the direct kernels need. */
+static int64_t conv_bwd_ws_elems(conv_algo a, const clremat_layer *L, const conv_dims *d)
+{
+    if (a == CONV_IM2COL)
+        return col_elems(d);
+    if (a == CONV_NHWC || a == CONV_DEPTHWISE)
+        return clremat_conv_direct_bwd_elems(&d->g, d->rows, L->ksize[0], L->ksize[1], a == CONV_DEPTHWISE);
+    return 0;
+}
+
+int clremat_conv2d_cost_on(const clremat_graph *g, int l, int64_t batch, int native, clremat_layer_cost *c)
 {
     const clremat_layer *L = &g->layers[l];
     conv_dims d;
     int st = conv_dims_of(NULL, L, batch, &d);
     double mm, ew;
+    conv_algo algo;
     if (st != CLREMAT_OK)
         return st;
+    algo = conv_algo_on(&d, native);
     mm = 2.0 * (double)d.rows * (double)d.K * (double)d.g.cout;
     ew = (double)d.rows * (double)d.g.cout;
     c->n_slots = L->act != CLREMAT_ACT_NONE ? 2 : 1;
@@ -106,14 +120,20 @@ static int conv_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer
         c->bwd_needs_slots = 1u << 1;
         c->act_source = 1;
     }
-    c->fwd_temp_bytes = seq_fbytes(col_elems(&d));
-    c->bwd_temp_bytes = seq_fbytes(conv_bwd_ws_elems(L, &d));
-    /* im2col / col2im are copies; counted as one flop per element moved */
+    c->fwd_temp_bytes = seq_fbytes(conv_fwd_ws_elems(algo, &d));
+    c->bwd_temp_bytes = seq_fbytes(conv_bwd_ws_elems(algo, L, &d));
+    /* im2col / col2im are copies; counted as one flop per element moved
+     * (on every path: the planner's recompute weights stay path-free) */
     c->fwd_flops = mm + (double)col_elems(&d) + (L->use_bias ? ew : 0) + (L->act != CLREMAT_ACT_NONE ? ew : 0);
     c->bwd_flops = 2.0 * mm + 2.0 * (double)col_elems(&d) + (L->use_bias ? ew : 0) +
                    (L->act != CLREMAT_ACT_NONE ? ew : 0);
     c->param_bytes = seq_param_bytes(L);
     return CLREMAT_OK;
+}
+
+static int conv_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
+{
+    return clremat_conv2d_cost_on(g, l, batch, 1, c);
 }
 
 /* Gathers the input x into col (the workspace). */
@@ -142,15 +162,16 @@ static int conv_forward(clremat_layer_call *c)
         return st;
     F = d.g.cout;
     G = d.g.groups;
+    algo = conv_algo_of(c->ctx, &d);
     if ((st = clremat_check_buf(c->ctx, L->name, "input", c->in[0], c->batch * d.g.h.in * d.g.w.in * d.g.cin)) ||
         (st = clremat_check_buf(c->ctx, L->name, "kernel", c->param[0], d.K * F)) ||
         (L->use_bias && (st = clremat_check_buf(c->ctx, L->name, "bias", c->param[1], F))) ||
         (st = clremat_check_buf(c->ctx, L->name, "out", c->slot[0], d.rows * F)) ||
         (has_act && (st = clremat_check_buf(c->ctx, L->name, "preact", c->slot[1], d.rows * F))) ||
-        (!d.direct && (st = clremat_check_buf(c->ctx, L->name, "workspace", c->temp, col_elems(&d)))))
+        (conv_fwd_ws_elems(algo, &d) > 0 &&
+         (st = clremat_check_buf(c->ctx, L->name, "workspace", c->temp, conv_fwd_ws_elems(algo, &d)))))
         return st;
     pre = has_act ? c->slot[1] : c->slot[0];
-    algo = conv_algo_of(c->ctx, &d);
     if (algo == CONV_NHWC || algo == CONV_DEPTHWISE)
         return clremat_conv_direct_forward(c->ctx, &d.g, c->batch, L->ksize[0], L->ksize[1], algo == CONV_DEPTHWISE,
                                            c->in[0], c->param[0], L->use_bias ? c->param[1] : NULL, (int)L->act,
@@ -218,8 +239,8 @@ static int conv_backward(clremat_layer_call *c)
         (c->grad[0] && (st = clremat_check_buf(c->ctx, L->name, "kernel grad", c->grad[0], d.K * F))) ||
         (L->use_bias && c->grad[1] && (st = clremat_check_buf(c->ctx, L->name, "bias grad", c->grad[1], F))) ||
         (c->din[0] && (st = clremat_check_buf(c->ctx, L->name, "input grad", c->din[0], nin))) ||
-        (!d.direct && (c->grad[0] || c->din[0]) &&
-         (st = clremat_check_buf(c->ctx, L->name, "workspace", c->temp, conv_bwd_ws_elems(L, &d)))))
+        ((c->grad[0] || c->din[0]) && conv_bwd_ws_elems(algo, L, &d) > 0 &&
+         (st = clremat_check_buf(c->ctx, L->name, "workspace", c->temp, conv_bwd_ws_elems(algo, L, &d)))))
         return st;
     if (has_act) { /* dZ = dout * act'(preact), in place */
         int64_t n = d.rows * F;

@@ -59,6 +59,10 @@ int clremat_dense_fuses_update(clremat_ctx *ctx, const clremat_graph *g, int l, 
 extern const clremat_layer_impl clremat_impl_attention_flash;
 /* convolutional networks */
 extern const clremat_layer_impl clremat_impl_conv2d;
+/** conv2d's cost on a GEMM path (native: 1, CLBlast: 0): its workspace is
+ * the algorithm's of that path (im2col on CLBlast, the direct kernels'
+ * natively); clremat_impl_conv2d.cost is the native one. */
+int clremat_conv2d_cost_on(const clremat_graph *g, int l, int64_t batch, int native, clremat_layer_cost *out);
 extern const clremat_layer_impl clremat_impl_pool; /* max/avg/global-avg pooling, zero padding */
 extern const clremat_layer_impl clremat_impl_batchnorm;
 extern const clremat_layer_impl clremat_impl_concat;

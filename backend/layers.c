@@ -68,7 +68,8 @@ static int cost_on(const clremat_graph *g, int l, int64_t batch, int native, clr
                                  l, (long long)batch);
     memset(out, 0, sizeof *out);
     out->act_source = -1;
-    st = im->cost(g, l, batch, out);
+    st = im == &clremat_impl_conv2d ? clremat_conv2d_cost_on(g, l, batch, native, out) /* per path */
+                                    : im->cost(g, l, batch, out);
     if (st == CLREMAT_OK) /* mixed precision: 16-bit slots, fused conversion or float32 staging */
         clremat_mixed_cost(g, l, batch, out,
                            native && f16 && clremat_mixed_fusion_enabled() ? f16->cost16 : NULL);
@@ -78,6 +79,12 @@ static int cost_on(const clremat_graph *g, int l, int64_t batch, int native, clr
 int clremat_layer_cost_of(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *out)
 {
     return cost_on(g, l, batch, 1, out);
+}
+
+int clremat_layer_cost_on(const clremat_graph *g, int l, int64_t batch, clremat_gemm_path path,
+                          clremat_layer_cost *out)
+{
+    return cost_on(g, l, batch, path != CLREMAT_GEMM_CLBLAST, out);
 }
 
 int clremat_layer_cost_for(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *out)
@@ -119,24 +126,26 @@ static int64_t worst_per_sample(const clremat_graph *g, int *layer)
     worst = e > worst ? e : worst;
     e = clremat_shape_elems(&g->io.labels);
     worst = e > worst ? e : worst;
-    for (int l = 0; l < g->n_layers; l++) {
-        clremat_layer_cost c;
-        if (clremat_layer_cost_of(g, l, 1, &c) != CLREMAT_OK)
-            return 0;
-        for (int s = 0; s < c.n_slots && s < CLREMAT_MAX_SLOTS; s++)
-            if ((e = per_sample_of(c.slot_bytes[s], c.slot16 >> s & 1u ? 2 : sizeof(float))) > worst) {
+    /* on both GEMM paths: a layer's workspace may differ by path (conv2d) */
+    for (int l = 0; l < g->n_layers; l++)
+        for (int native = 0; native < 2; native++) {
+            clremat_layer_cost c;
+            if (cost_on(g, l, 1, native, &c) != CLREMAT_OK)
+                return 0;
+            for (int s = 0; s < c.n_slots && s < CLREMAT_MAX_SLOTS; s++)
+                if ((e = per_sample_of(c.slot_bytes[s], c.slot16 >> s & 1u ? 2 : sizeof(float))) > worst) {
+                    worst = e;
+                    who = l;
+                }
+            if ((e = per_sample(c.fwd_temp_bytes)) > worst) {
                 worst = e;
                 who = l;
             }
-        if ((e = per_sample(c.fwd_temp_bytes)) > worst) {
-            worst = e;
-            who = l;
+            if ((e = per_sample(c.bwd_temp_bytes)) > worst) {
+                worst = e;
+                who = l;
+            }
         }
-        if ((e = per_sample(c.bwd_temp_bytes)) > worst) {
-            worst = e;
-            who = l;
-        }
-    }
     *layer = who;
     return worst;
 }

@@ -24,6 +24,13 @@ int clremat_layer_cost_of(const clremat_graph *g, int l, int64_t batch, clremat_
  * launches use. */
 int clremat_layer_cost_for(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *out);
 
+/** clremat_layer_cost_for on the GEMM path named, without a context
+ * (CLREMAT_GEMM_AUTO: the native path). Layers whose launches differ by
+ * path (conv2d: the im2col workspace on CLBlast, the direct kernels'
+ * workspace natively) size their workspace for that path only. */
+int clremat_layer_cost_on(const clremat_graph *g, int l, int64_t batch, clremat_gemm_path path,
+                          clremat_layer_cost *out);
+
 /** Largest element count any one device tensor may hold: the kernels index
  * with 32-bit ints. */
 #define CLREMAT_MAX_TENSOR_ELEMS ((int64_t)2147483647)

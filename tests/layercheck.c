@@ -400,7 +400,7 @@ void lc_check_layer(clremat_ctx *ctx, const lc_spec *spec)
     if (st.s.fd_coords == 0) st.s.fd_coords = 8;
     st.rng = st.s.rng ? st.s.rng : 1;
     st.L = &st.s.g->layers[st.s.layer];
-    rc = clremat_layer_cost_of(st.s.g, st.s.layer, st.s.batch, &st.cost);
+    rc = clremat_layer_cost_for(ctx, st.s.g, st.s.layer, st.s.batch, &st.cost); /* the workspace of ctx's path */
     ck_assert_msg(rc == CLREMAT_OK, "layer %s cost: %s", st.L->name, clremat_last_error());
     st.n_out = (int64_t)(st.cost.slot_bytes[0] / sizeof(float));
     ck_assert_msg(st.n_out > 0 && (!st.s.loss || st.n_out == 2), "layer %s: slot 0 has %lld floats", st.L->name,

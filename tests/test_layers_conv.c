@@ -12,6 +12,7 @@
 #include "layercheck.h"
 #include "ref_conv.h"
 #include "conv_geom.h"
+#include "conv_direct.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -137,6 +138,24 @@ START_TEST(test_conv2d_layers)
     check(ctx, &L, 1, ref_conv2d_fwd, ref_conv2d_bwd);
     conv(&L, "conv_tile32_s2", 6, 20, 32, 40, 3, 2, 1, 1, 1, 0, CLREMAT_ACT_NONE, 0);
     check(ctx, &L, 1, ref_conv2d_fwd, ref_conv2d_bwd);
+    /* square 5x5 "same" windows on rows of 32 and 16 pixels (two full
+     * tiles): the tiles at a row's left and right edge with one pixel
+     * outside the image (the 16-wide devices' loops that leave out the
+     * first or the last pixel), with two outside (the tested loop) and
+     * interior tiles, for 16 filters (16 pixels x one vector) and 32 (8 x
+     * two), stride 1 and 2. Those loops exist only on 16-wide devices
+     * (the native GEMM tile 12 x 32); slow implementations
+     * (CLREMAT_TEST_REDUCED, 8-wide: the tested loop, covered above) skip
+     * them, unless the tile is forced (CLREMAT_GEMM_TILE=12x32 under
+     * Oclgrind) */
+    if (!test_reduced() || ctx->gemm_nr >= 32) {
+        conv(&L, "conv_edge16_k5", 4, 32, 16, 16, 5, 1, 1, 1, 1, 0, CLREMAT_ACT_RELU, 1);
+        check(ctx, &L, 1, ref_conv2d_fwd, ref_conv2d_bwd);
+        conv(&L, "conv_edge32_k5", 3, 16, 32, 32, 5, 1, 1, 1, 1, 0, CLREMAT_ACT_NONE, 1);
+        check(ctx, &L, 1, ref_conv2d_fwd, ref_conv2d_bwd);
+        conv(&L, "conv_edge_k5_s2", 5, 36, 16, 32, 5, 2, 1, 1, 1, 0, CLREMAT_ACT_TANH, 0);
+        check(ctx, &L, 1, ref_conv2d_fwd, ref_conv2d_bwd);
+    }
     clremat_ctx_destroy(ctx);
 }
 END_TEST
@@ -376,24 +395,60 @@ START_TEST(test_conv_geometry_and_costs)
     ck_assert_int_eq(c.act_source, 1);
     ck_assert_uint_eq(c.bwd_needs_inputs, 1);
     ck_assert_uint_eq(c.bwd_needs_slots, 2);
-    /* im2col: rows * kh*kw*C floats = 3*49 * 3*2*3 */
-    ck_assert_uint_eq(c.fwd_temp_bytes, (size_t)3 * 49 * 18 * 4);
-    ck_assert_uint_eq(c.bwd_temp_bytes, c.fwd_temp_bytes);
     ck_assert(c.fwd_flops >= 2.0 * 3 * 49 * 18 * 4);
     ck_assert(c.bwd_flops >= 4.0 * 3 * 49 * 18 * 4);
     ck_assert_uint_eq(c.param_bytes, (18 * 4 + 4) * 4);
-    /* the backward workspace also holds what the native path's direct
-     * kernels need when that is larger: one output pixel, the transposed
-     * kernel (kh*kw*C*F = 3*2*3*4 floats) outgrows the im2col row */
-    conv(&L, "geo_small", 3, 2, 3, 4, 3, 1, 1, 0, 1, 0, CLREMAT_ACT_NONE, 0);
-    ck_assert_int_eq(clremat_layer_cost_of(&g, 0, 1, &c), CLREMAT_OK);
-    ck_assert_uint_eq(c.fwd_temp_bytes, (size_t)18 * 4);
+    /* the workspace is the GEMM path's: the native path (clremat_layer_cost_of)
+     * runs the direct kernels, which need no forward workspace and, in the
+     * backward, the transposed kernel (kh*kw*C*F = 3*2*3*4 floats; 147 rows
+     * are one weight-gradient chunk, so no partials) */
+    ck_assert_uint_eq(c.fwd_temp_bytes, 0);
     ck_assert_uint_eq(c.bwd_temp_bytes, (size_t)18 * 4 * 4);
-    /* 1x1 stride 1: no workspace */
+    /* CLBlast: im2col, rows * kh*kw*C floats = 3*49 * 3*2*3, in both passes */
+    ck_assert_int_eq(clremat_layer_cost_on(&g, 0, 3, CLREMAT_GEMM_CLBLAST, &c), CLREMAT_OK);
+    ck_assert_uint_eq(c.fwd_temp_bytes, (size_t)3 * 49 * 18 * 4);
+    ck_assert_uint_eq(c.bwd_temp_bytes, c.fwd_temp_bytes);
+    ck_assert_int_eq(c.n_slots, 2);
+    ck_assert(c.fwd_flops >= 2.0 * 3 * 49 * 18 * 4);
+    ck_assert(c.bwd_flops >= 4.0 * 3 * 49 * 18 * 4);
+    /* one output pixel: the im2col row (CLBlast) is smaller than the
+     * transposed kernel (native); each path plans only its own */
+    conv(&L, "geo_small", 3, 2, 3, 4, 3, 1, 1, 0, 1, 0, CLREMAT_ACT_NONE, 0);
+    ck_assert_int_eq(clremat_layer_cost_on(&g, 0, 1, CLREMAT_GEMM_CLBLAST, &c), CLREMAT_OK);
+    ck_assert_uint_eq(c.fwd_temp_bytes, (size_t)18 * 4);
+    ck_assert_uint_eq(c.bwd_temp_bytes, (size_t)18 * 4);
+    ck_assert_int_eq(clremat_layer_cost_of(&g, 0, 1, &c), CLREMAT_OK);
+    ck_assert_uint_eq(c.fwd_temp_bytes, 0);
+    ck_assert_uint_eq(c.bwd_temp_bytes, (size_t)18 * 4 * 4);
+    /* many rows: the weight gradient's chunk partials outgrow the
+     * transposed kernel (native); 64 * 49 rows = 13 chunks of 256 */
+    conv(&L, "geo_rows", 7, 7, 3, 4, 3, 1, 1, 1, 1, 0, CLREMAT_ACT_NONE, 0);
+    {
+        int64_t rc, nch;
+        clremat_conv_wgrad_chunks(64 * 49, &rc, &nch);
+        ck_assert_int_eq(nch, 13);
+        ck_assert_int_eq(clremat_layer_cost_of(&g, 0, 64, &c), CLREMAT_OK);
+        ck_assert_uint_eq(c.fwd_temp_bytes, 0);
+        ck_assert_uint_eq(c.bwd_temp_bytes, (size_t)nch * 18 * 4 * 4);
+        ck_assert_int_eq(clremat_layer_cost_on(&g, 0, 64, CLREMAT_GEMM_CLBLAST, &c), CLREMAT_OK);
+        ck_assert_uint_eq(c.fwd_temp_bytes, (size_t)64 * 49 * 18 * 4);
+        ck_assert_uint_eq(c.bwd_temp_bytes, c.fwd_temp_bytes);
+    }
+    /* depthwise on few rows: one chunk and no transposed kernel, so no
+     * workspace at all natively; im2col on CLBlast (3*2*1 per group) */
+    conv(&L, "geo_dw", 5, 5, 4, 0, 3, 1, 1, 1, 1, 2, CLREMAT_ACT_NONE, 0);
+    ck_assert_int_eq(clremat_layer_cost_of(&g, 0, 2, &c), CLREMAT_OK);
+    ck_assert_uint_eq(c.fwd_temp_bytes + c.bwd_temp_bytes, 0);
+    ck_assert_int_eq(clremat_layer_cost_on(&g, 0, 2, CLREMAT_GEMM_CLBLAST, &c), CLREMAT_OK);
+    ck_assert_uint_eq(c.fwd_temp_bytes, (size_t)2 * 25 * 4 * 6 * 4);
+    ck_assert_uint_eq(c.bwd_temp_bytes, c.fwd_temp_bytes);
+    /* 1x1 stride 1: no workspace on either path */
     conv(&L, "geo3", 5, 5, 8, 4, 1, 1, 1, 0, 1, 0, CLREMAT_ACT_NONE, 0);
     ck_assert_int_eq(clremat_layer_cost_of(&g, 0, 2, &c), CLREMAT_OK);
     ck_assert_uint_eq(c.fwd_temp_bytes + c.bwd_temp_bytes, 0);
     ck_assert_int_eq(c.act_source, -1);
+    ck_assert_int_eq(clremat_layer_cost_on(&g, 0, 2, CLREMAT_GEMM_CLBLAST, &c), CLREMAT_OK);
+    ck_assert_uint_eq(c.fwd_temp_bytes + c.bwd_temp_bytes, 0);
     /* max pool reads its input in the backward; the others need nothing */
     base(&L, "mp", CLREMAT_MAX_POOL2D, 6, 6, 2);
     L.ksize[0] = L.ksize[1] = L.strides[0] = L.strides[1] = 2;
