@@ -74,11 +74,17 @@ def bf16_bytes(a):
     return u.astype("<u2").tobytes()
 
 
-def write_safetensors(path, ts, dtype="F32"):
-    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
+def write_safetensors(path, ts, dtype="F32", meta=None):
+    """Writes the arrays of ts (sorted by name) as a safetensors file: int32
+    arrays as I32, the others as dtype (F32 or BF16); meta is the
+    __metadata__ (default {"format": "pt"})."""
+    header, blobs, off = {"__metadata__": meta or {"format": "pt"}}, [], 0
     for name in sorted(ts):
-        b = bf16_bytes(ts[name]) if dtype == "BF16" else ts[name].astype("<f4").tobytes()
-        header[name] = {"dtype": dtype, "shape": list(ts[name].shape), "data_offsets": [off, off + len(b)]}
+        a = ts[name]
+        kind = "I32" if a.dtype == np.int32 else dtype
+        b = a.astype("<i4").tobytes() if kind == "I32" else bf16_bytes(a) if kind == "BF16" else \
+            a.astype("<f4").tobytes()
+        header[name] = {"dtype": kind, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
     h = json.dumps(header, separators=(",", ":")).encode()
@@ -144,18 +150,7 @@ def write_grads(path):
         ts.update(g)
     meta = {"format": "pt", "made_by": "transformers %s, torch %s (LlamaForCausalLM, float32, eager attention)"
             % (tv, pv)}
-    header, blobs, off = {"__metadata__": meta}, [], 0
-    for name in sorted(ts):
-        a = ts[name]
-        b = a.astype("<i4" if a.dtype == np.int32 else "<f4").tobytes()
-        header[name] = {"dtype": "I32" if a.dtype == np.int32 else "F32", "shape": list(a.shape),
-                        "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+    write_safetensors(path, ts, meta=meta)
 
 
 def main():

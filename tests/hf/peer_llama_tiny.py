@@ -45,6 +45,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_tiny_llama import write_safetensors  # noqa: E402 (one safetensors writer for both scripts)
+
 U = np.uint64
 M32 = 0xFFFFFFFF
 # host/data.c's stream tags
@@ -145,21 +148,6 @@ def batch_rows(seed, n, step, batch):
 
 
 # ------------------------------------------------ files
-
-def write_safetensors(path, ts):
-    header, blobs, off = {}, [], 0
-    for name in sorted(ts):
-        a = ts[name]
-        b = a.astype("<i4" if a.dtype == np.int32 else "<f4").tobytes()
-        header[name] = {"dtype": "I32" if a.dtype == np.int32 else "F32", "shape": list(a.shape),
-                        "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
-
 
 def read_safetensors(path):
     with open(path, "rb") as f:
