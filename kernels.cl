@@ -1087,64 +1087,44 @@ void gc_pack_b16(__local float *Bp, __global const uchar *B, const int fmt, cons
 
 /* gc_pack_a for op(A) = act(A^T) (a dense layer's dW = act(pre)^T dZ in
  * the activations mode): row k of A holds the columns m0.. of op(A)
- * contiguously. Four rows of A at a time: act runs on GC_VW of a row's
- * floats at a time (gc_act_pack: the bits of clremat_act8, contiguous
- * loads), four independent vectors in flight (the activation's polynomial
- * is a chain of dependent operations), into private rows whose runs of
- * GC_MR floats are then copied into the micro-panels whole. The tails of
- * the four rows (the last h % GC_VW floats of each) are gathered side by
- * side, so that they take one activation per GC_VW floats rather than one
- * per row (act is elementwise: the same bits wherever a float sits in a
- * vector). Rows past the block are zero, as gc_pack_a pads. */
+ * contiguously; act runs on GC_VW of them at a time (gc_act_pack: the
+ * bits of clremat_act8, every lane used, contiguous loads) into a private row,
+ * whose runs of GC_MR floats are then copied into the micro-panels whole.
+ * Rows past the block are zero, as gc_pack_a pads. */
 void gc_pack_a_act_rows(__local float *Ap, __global const float *A, const long lda, const int M, const int m0,
                         const int mc, const int k0, const int kc, const int act)
 {
     const int h = min(mc, M - m0), np = (mc + GC_MR - 1) / GC_MR;
-    const int hv = h / GC_VW * GC_VW, w = h - hv; /* floats in whole vectors, in the tail */
-    float t[4][GC_MC + GC_VW];
-    for (int q = 0; q < 4; q++)
-        for (int i = h; i < np * GC_MR; i++)
-            t[q][i] = 0.0f;
-    for (int kk = 0; kk < kc; kk += 4) {
-        const int nk = min(4, kc - kk);
-        __global const float *s = A + (long)(k0 + kk) * lda + m0;
-        for (int i = 0; i < hv; i += GC_VW) {
-            gc_vec x[4];
-#pragma unroll
-            for (int q = 0; q < 4; q++)
-                x[q] = q < nk ? gc_vload(0, s + q * lda + i) : (gc_vec)(0.0f);
-#pragma unroll
-            for (int q = 0; q < 4; q++)
-                gc_vstore(gc_act_pack(act, x[q]), 0, t[q] + i);
+    float t[GC_MC + GC_VW];
+    for (int k = 0; k < kc; k++) {
+        __global const float *s = A + (long)(k0 + k) * lda + m0;
+        int i = 0;
+        for (; i + 2 * GC_VW <= h; i += 2 * GC_VW) { /* two independent chains interleave */
+            const gc_vec x0 = gc_vload(0, s + i), x1 = gc_vload(1, s + i);
+            gc_vstore(gc_act_pack(act, x0), 0, t + i);
+            gc_vstore(gc_act_pack(act, x1), 1, t + i);
         }
-        if (w > 0) {
-            float u[4 * GC_VW];
-            int f = 0;
-            for (int q = 0; q < nk; q++)
-                for (int j = 0; j < w; j++)
-                    u[f++] = s[q * lda + hv + j];
-            const int nf = f;
-            for (; f < 4 * GC_VW; f++)
-                u[f] = 0.0f;
-            for (f = 0; f < nf; f += GC_VW)
-                gc_vstore(gc_act_pack(act, gc_vload(0, u + f)), 0, u + f);
-            f = 0;
-            for (int q = 0; q < nk; q++)
-                for (int j = 0; j < w; j++)
-                    t[q][hv + j] = u[f++];
+        for (; i + GC_VW <= h; i += GC_VW)
+            gc_vstore(gc_act_pack(act, gc_vload(0, s + i)), 0, t + i);
+        if (i < h) {
+            float u[GC_VW];
+            for (int j = 0; j < GC_VW; j++)
+                u[j] = i + j < h ? s[i + j] : 0.0f;
+            gc_vstore(gc_act_pack(act, gc_vload(0, u)), 0, t + i);
         }
-        for (int q = 0; q < nk; q++)
-            for (int p = 0; p < np; p++) {
-                __local float *d = Ap + (p * GC_KC + kk + q) * GC_MR;
+        for (int q = h; q < np * GC_MR; q++)
+            t[q] = 0.0f;
+        for (int p = 0; p < np; p++) {
+            __local float *d = Ap + (p * GC_KC + k) * GC_MR;
 #if GC_MR == 12
-                vstore8(vload8(0, t[q] + p * GC_MR), 0, d);
-                vstore4(vload4(0, t[q] + p * GC_MR + 8), 0, d + 8);
+            vstore8(vload8(0, t + p * GC_MR), 0, d);
+            vstore4(vload4(0, t + p * GC_MR + 8), 0, d + 8);
 #else
 #pragma unroll
-                for (int r = 0; r < GC_MR; r++)
-                    d[r] = t[q][p * GC_MR + r];
+            for (int r = 0; r < GC_MR; r++)
+                d[r] = t[p * GC_MR + r];
 #endif
-            }
+        }
     }
 }
 
