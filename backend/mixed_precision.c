@@ -332,6 +332,26 @@ int clremat_op_scale(clremat_ctx *ctx, clremat_buf *x, int64_t n, float s)
     return clremat_run1d(ctx, "clremat_scale_f32", n, sizeof in, &in, sizeof fs, &fs, sizeof mx, &mx, (size_t)0);
 }
 
+int clremat_op_unscale_check(clremat_ctx *ctx, clremat_buf *g, int64_t n, float inv, clremat_buf *cnt)
+{
+    cl_int in = (cl_int)n;
+    cl_float fi = inv;
+    cl_mem mg, mc;
+    int st;
+    if (n <= 0)
+        return CLREMAT_OK;
+    if (n > 2147483647)
+        return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "unscale: %lld floats exceed 2^31", (long long)n);
+    if ((st = clremat_check_buf(ctx, "unscale", "gradient", g, n)) != CLREMAT_OK)
+        return st;
+    if (!cnt)
+        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "unscale: counter buffer missing");
+    mg = clremat_mem(g);
+    mc = clremat_mem(cnt);
+    return clremat_run1d(ctx, "clremat_unscale_check8", (n + 7) / 8, sizeof in, &in, sizeof fi, &fi, sizeof mg, &mg,
+                         sizeof mc, &mc, (size_t)0);
+}
+
 int clremat_op_count_nonfinite_fmt(clremat_ctx *ctx, const clremat_buf *buf, int64_t n, int fmt, int64_t *count)
 {
     clremat_buf *cnt;
