@@ -959,6 +959,13 @@ float8 gc16_ld8(__global const uchar *p, const int fmt, const long i)
     return as_float8(convert_uint8(vload8(0, (__global const ushort *)p + i)) << 16);
 }
 
+float4 gc16_ld4(__global const uchar *p, const int fmt, const long i)
+{
+    if (fmt == 1)
+        return vload_half4(0, (__global const half *)p + i);
+    return as_float4(convert_uint4(vload4(0, (__global const ushort *)p + i)) << 16);
+}
+
 /* bfloat16 bits of eight floats, rounded to nearest even (NaN: quiet, sign kept). */
 ushort8 gc16_bf16x8(const float8 v)
 {
@@ -1011,19 +1018,43 @@ void gc16_epi8(__global uchar *C16, __global uchar *out16, const int fmt, const 
     }
 }
 
-/* gc16_epi8 over the two gc_vec of a whole register-tile row at ci. */
-void gc16_epi(__global uchar *C16, __global uchar *out16, const int fmt, const int acc, const int act,
-              const long ci, const gc_vec v0, const gc_vec v1)
+/* gc16_epi8 over the two gc_vec of a whole register-tile row at ci, a
+ * gc_vec at a time: the activation runs once per gc_vec through
+ * gc_act_pack (sixteen lanes at once for GELU and ReLU where GC_VW is 16;
+ * the bits of clremat_act8), which keeps the kernel's unrolled tile loop
+ * small. The same floats as gc16_epi8. */
+gc_vec gc16_ldv(__global const uchar *p, const int fmt, const long i)
 {
 #if GC_VW == 16
-    gc16_epi8(C16, out16, fmt, acc, act, ci, 8, v0.lo);
-    gc16_epi8(C16, out16, fmt, acc, act, ci + 8, 8, v0.hi);
-    gc16_epi8(C16, out16, fmt, acc, act, ci + 16, 8, v1.lo);
-    gc16_epi8(C16, out16, fmt, acc, act, ci + 24, 8, v1.hi);
+    return (float16)(gc16_ld8(p, fmt, i), gc16_ld8(p, fmt, i + 8));
 #else
-    gc16_epi8(C16, out16, fmt, acc, act, ci, 8, v0);
-    gc16_epi8(C16, out16, fmt, acc, act, ci + 8, 8, v1);
+    return gc16_ld8(p, fmt, i);
 #endif
+}
+
+void gc16_stv(__global uchar *p, const int fmt, const long i, const gc_vec v)
+{
+#if GC_VW == 16
+    gc16_st8(p, fmt, i, v.lo);
+    gc16_st8(p, fmt, i + 8, v.hi);
+#else
+    gc16_st8(p, fmt, i, v);
+#endif
+}
+
+void gc16_epi(__global uchar *C16, __global uchar *out16, const int fmt, const int acc, const int act,
+              const long ci, gc_vec v0, gc_vec v1)
+{
+    if (acc) {
+        v0 = gc16_ldv(C16, fmt, ci) + v0;
+        v1 = gc16_ldv(C16, fmt, ci + GC_VW) + v1;
+    }
+    gc16_stv(C16, fmt, ci, v0);
+    gc16_stv(C16, fmt, ci + GC_VW, v1);
+    if (act != CLREMAT_ACT_NONE) {
+        gc16_stv(out16, fmt, ci, gc_act_pack(act, gc16_ldv(C16, fmt, ci)));
+        gc16_stv(out16, fmt, ci + GC_VW, gc_act_pack(act, gc16_ldv(C16, fmt, ci + GC_VW)));
+    }
 }
 
 /* gc_pack_a of a 16-bit A (no activation: the mixed path never packs one
@@ -1038,6 +1069,45 @@ void gc_pack_a16(__local float *Ap, __global const uchar *A, const int fmt, cons
         for (int r = h; r < GC_MR; r++)
             for (int k = 0; k < kc; k++)
                 dst[k * GC_MR + r] = 0.0f;
+#if GC_MR == 12
+        if (tA && h == GC_MR) { /* a whole panel: twelve contiguous values a k, vector loads */
+            for (int k = 0; k < kc; k++) {
+                const long s = (long)(k0 + k) * lda + mb;
+                vstore8(gc16_ld8(A, fmt, s), 0, dst + k * GC_MR);
+                vstore4(gc16_ld4(A, fmt, s + 8), 0, dst + k * GC_MR + 8);
+            }
+            continue;
+        }
+        if (!tA && h == GC_MR) { /* a whole panel of rows: eight k of each of the twelve rows
+                                  * widened as float8 and stored transposed, as gc_pack_a */
+            const long s = (long)mb * lda + k0;
+            int k = 0;
+            for (; k + 8 <= kc; k += 8) {
+                float8 r[GC_MR];
+#pragma unroll
+                for (int i = 0; i < GC_MR; i++)
+                    r[i] = gc16_ld8(A, fmt, s + (long)i * lda + k);
+                __local float *d = dst + k * GC_MR;
+#define GC16_PACK_A_COL(j)                                                                                        \
+    vstore8((float8)(r[0].s##j, r[1].s##j, r[2].s##j, r[3].s##j, r[4].s##j, r[5].s##j, r[6].s##j, r[7].s##j), 0, \
+            d + j * GC_MR);                                                                                       \
+    vstore4((float4)(r[8].s##j, r[9].s##j, r[10].s##j, r[11].s##j), 0, d + j * GC_MR + 8)
+                GC16_PACK_A_COL(0);
+                GC16_PACK_A_COL(1);
+                GC16_PACK_A_COL(2);
+                GC16_PACK_A_COL(3);
+                GC16_PACK_A_COL(4);
+                GC16_PACK_A_COL(5);
+                GC16_PACK_A_COL(6);
+                GC16_PACK_A_COL(7);
+#undef GC16_PACK_A_COL
+            }
+            for (; k < kc; k++)
+                for (int i = 0; i < GC_MR; i++)
+                    dst[k * GC_MR + i] = gc16_ld(A, fmt, s + (long)i * lda + k);
+            continue;
+        }
+#endif
         if (tA) { /* row k of A holds the panel's h values contiguously */
             for (int k = 0; k < kc; k++) {
                 const long s = (long)(k0 + k) * lda + mb;
