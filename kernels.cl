@@ -413,10 +413,12 @@ int seq_clamp_id(const float f, const int n)
     return (int)f;
 }
 
-/* The three layernorm kernels' bodies, shared with their 16-bit variants
- * (ln_forward16 and the others, at the end of the file): LN_X(i), LN_DY(i)
- * load element i of x, dy; LN_Y(i, v), LN_DX(i, v) store it; LN_DXV(i)
- * loads dx (accumulation). The float32 kernels index the buffers directly. */
+/* The three layernorm kernels' bodies: LN_X(i), LN_DY(i) load element i
+ * of x, dy; LN_Y(i, v), LN_DX(i, v) store it; LN_DXV(i) loads dx
+ * (accumulation). The float32 kernels index the buffers directly. Their
+ * 16-bit variants (ln_forward16 and the others, at the end of the file,
+ * CLREMAT_LN16_*_BODY) load eight elements at a time and must compute the
+ * same floats: change both together. */
 #define CLREMAT_LN_FORWARD_BODY                                                                                    \
     const int r = get_global_id(0);                                                                                \
     if (r >= rows)                                                                                                 \
