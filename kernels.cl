@@ -3675,3 +3675,36 @@ __kernel void clremat_unscale_check8(const int n, const float inv, __global floa
             atomic_add(count, c);
     }
 }
+
+/* clremat_cvt16x8 (no activation, scale (the host passes 1), no
+ * accumulation: the same floats) over up to four buffers in one launch, the
+ * staged layers' conversions at their boundary: segment j converts n_j
+ * elements of s_j (format sf_j) into d_j (format df_j). Work-items cover
+ * ceil(n_0 / 8) + ... + ceil(n_3 / 8) blocks of eight, segment by segment;
+ * an unused segment has n = 0. */
+__kernel void clremat_cvt16x8_multi(const int4 n, const int4 sf, const int4 df, const float scale,
+                                    __global const uchar *s0,
+                                    __global uchar *d0, __global const uchar *s1, __global uchar *d1,
+                                    __global const uchar *s2, __global uchar *d2, __global const uchar *s3,
+                                    __global uchar *d3)
+{
+    int b = get_global_id(0);
+    const int4 nb = (n + 7) / 8;
+    __global const uchar *s;
+    __global uchar *d;
+    int cnt, sfmt, dfmt;
+    if (b < nb.s0) {
+        s = s0, d = d0, cnt = n.s0, sfmt = sf.s0, dfmt = df.s0;
+    } else if ((b -= nb.s0) < nb.s1) {
+        s = s1, d = d1, cnt = n.s1, sfmt = sf.s1, dfmt = df.s1;
+    } else if ((b -= nb.s1) < nb.s2) {
+        s = s2, d = d2, cnt = n.s2, sfmt = sf.s2, dfmt = df.s2;
+    } else if ((b -= nb.s2) < nb.s3) {
+        s = s3, d = d3, cnt = n.s3, sfmt = sf.s3, dfmt = df.s3;
+    } else {
+        return;
+    }
+    float8 v = clremat_ldf8(s, sfmt, b * 8, cnt);
+    v *= scale;
+    clremat_stf8(d, dfmt, b * 8, cnt, v);
+}
