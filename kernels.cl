@@ -413,10 +413,12 @@ int seq_clamp_id(const float f, const int n)
     return (int)f;
 }
 
-/* The three layernorm kernels' bodies, shared with their 16-bit variants
- * (ln_forward16 and the others, at the end of the file): LN_X(i), LN_DY(i)
- * load element i of x, dy; LN_Y(i, v), LN_DX(i, v) store it; LN_DXV(i)
- * loads dx (accumulation). The float32 kernels index the buffers directly. */
+/* The three layernorm kernels' bodies: LN_X(i), LN_DY(i) load element i
+ * of x, dy; LN_Y(i, v), LN_DX(i, v) store it; LN_DXV(i) loads dx
+ * (accumulation). The float32 kernels index the buffers directly. Their
+ * 16-bit variants (ln_forward16 and the others, at the end of the file,
+ * CLREMAT_LN16_*_BODY) load eight elements at a time and must compute the
+ * same floats: change both together. */
 #define CLREMAT_LN_FORWARD_BODY                                                                                    \
     const int r = get_global_id(0);                                                                                \
     if (r >= rows)                                                                                                 \
@@ -959,6 +961,13 @@ float8 gc16_ld8(__global const uchar *p, const int fmt, const long i)
     return as_float8(convert_uint8(vload8(0, (__global const ushort *)p + i)) << 16);
 }
 
+float4 gc16_ld4(__global const uchar *p, const int fmt, const long i)
+{
+    if (fmt == 1)
+        return vload_half4(0, (__global const half *)p + i);
+    return as_float4(convert_uint4(vload4(0, (__global const ushort *)p + i)) << 16);
+}
+
 /* bfloat16 bits of eight floats, rounded to nearest even (NaN: quiet, sign kept). */
 ushort8 gc16_bf16x8(const float8 v)
 {
@@ -1011,19 +1020,43 @@ void gc16_epi8(__global uchar *C16, __global uchar *out16, const int fmt, const 
     }
 }
 
-/* gc16_epi8 over the two gc_vec of a whole register-tile row at ci. */
-void gc16_epi(__global uchar *C16, __global uchar *out16, const int fmt, const int acc, const int act,
-              const long ci, const gc_vec v0, const gc_vec v1)
+/* gc16_epi8 over the two gc_vec of a whole register-tile row at ci, a
+ * gc_vec at a time: the activation runs once per gc_vec through
+ * gc_act_pack (sixteen lanes at once for GELU and ReLU where GC_VW is 16;
+ * the bits of clremat_act8), which keeps the kernel's unrolled tile loop
+ * small. The same floats as gc16_epi8. */
+gc_vec gc16_ldv(__global const uchar *p, const int fmt, const long i)
 {
 #if GC_VW == 16
-    gc16_epi8(C16, out16, fmt, acc, act, ci, 8, v0.lo);
-    gc16_epi8(C16, out16, fmt, acc, act, ci + 8, 8, v0.hi);
-    gc16_epi8(C16, out16, fmt, acc, act, ci + 16, 8, v1.lo);
-    gc16_epi8(C16, out16, fmt, acc, act, ci + 24, 8, v1.hi);
+    return (float16)(gc16_ld8(p, fmt, i), gc16_ld8(p, fmt, i + 8));
 #else
-    gc16_epi8(C16, out16, fmt, acc, act, ci, 8, v0);
-    gc16_epi8(C16, out16, fmt, acc, act, ci + 8, 8, v1);
+    return gc16_ld8(p, fmt, i);
 #endif
+}
+
+void gc16_stv(__global uchar *p, const int fmt, const long i, const gc_vec v)
+{
+#if GC_VW == 16
+    gc16_st8(p, fmt, i, v.lo);
+    gc16_st8(p, fmt, i + 8, v.hi);
+#else
+    gc16_st8(p, fmt, i, v);
+#endif
+}
+
+void gc16_epi(__global uchar *C16, __global uchar *out16, const int fmt, const int acc, const int act,
+              const long ci, gc_vec v0, gc_vec v1)
+{
+    if (acc) {
+        v0 = gc16_ldv(C16, fmt, ci) + v0;
+        v1 = gc16_ldv(C16, fmt, ci + GC_VW) + v1;
+    }
+    gc16_stv(C16, fmt, ci, v0);
+    gc16_stv(C16, fmt, ci + GC_VW, v1);
+    if (act != CLREMAT_ACT_NONE) {
+        gc16_stv(out16, fmt, ci, gc_act_pack(act, gc16_ldv(C16, fmt, ci)));
+        gc16_stv(out16, fmt, ci + GC_VW, gc_act_pack(act, gc16_ldv(C16, fmt, ci + GC_VW)));
+    }
 }
 
 /* gc_pack_a of a 16-bit A (no activation: the mixed path never packs one
@@ -1038,6 +1071,45 @@ void gc_pack_a16(__local float *Ap, __global const uchar *A, const int fmt, cons
         for (int r = h; r < GC_MR; r++)
             for (int k = 0; k < kc; k++)
                 dst[k * GC_MR + r] = 0.0f;
+#if GC_MR == 12
+        if (tA && h == GC_MR) { /* a whole panel: twelve contiguous values a k, vector loads */
+            for (int k = 0; k < kc; k++) {
+                const long s = (long)(k0 + k) * lda + mb;
+                vstore8(gc16_ld8(A, fmt, s), 0, dst + k * GC_MR);
+                vstore4(gc16_ld4(A, fmt, s + 8), 0, dst + k * GC_MR + 8);
+            }
+            continue;
+        }
+        if (!tA && h == GC_MR) { /* a whole panel of rows: eight k of each of the twelve rows
+                                  * widened as float8 and stored transposed, as gc_pack_a */
+            const long s = (long)mb * lda + k0;
+            int k = 0;
+            for (; k + 8 <= kc; k += 8) {
+                float8 r[GC_MR];
+#pragma unroll
+                for (int i = 0; i < GC_MR; i++)
+                    r[i] = gc16_ld8(A, fmt, s + (long)i * lda + k);
+                __local float *d = dst + k * GC_MR;
+#define GC16_PACK_A_COL(j)                                                                                        \
+    vstore8((float8)(r[0].s##j, r[1].s##j, r[2].s##j, r[3].s##j, r[4].s##j, r[5].s##j, r[6].s##j, r[7].s##j), 0, \
+            d + j * GC_MR);                                                                                       \
+    vstore4((float4)(r[8].s##j, r[9].s##j, r[10].s##j, r[11].s##j), 0, d + j * GC_MR + 8)
+                GC16_PACK_A_COL(0);
+                GC16_PACK_A_COL(1);
+                GC16_PACK_A_COL(2);
+                GC16_PACK_A_COL(3);
+                GC16_PACK_A_COL(4);
+                GC16_PACK_A_COL(5);
+                GC16_PACK_A_COL(6);
+                GC16_PACK_A_COL(7);
+#undef GC16_PACK_A_COL
+            }
+            for (; k < kc; k++)
+                for (int i = 0; i < GC_MR; i++)
+                    dst[k * GC_MR + i] = gc16_ld(A, fmt, s + (long)i * lda + k);
+            continue;
+        }
+#endif
         if (tA) { /* row k of A holds the panel's h values contiguously */
             for (int k = 0; k < kc; k++) {
                 const long s = (long)(k0 + k) * lda + mb;
@@ -3404,7 +3476,10 @@ __kernel void clremat_dropout16(const int n, const int acc, const float rate, co
 /* Layernorm on formats: x and dy of fx / fdy, y and dx of fy / fdx
  * (clremat_ldf / clremat_stf; stats, gamma, beta and the parameter
  * gradients float32): the float32 kernels' bodies on the widened values,
- * each stored value rounded once. */
+ * each stored value rounded once. Each kernel expands its body once per
+ * common case (every operand bfloat16, every operand binary16) with the
+ * formats as constants, so the per-element format test folds away; the
+ * general body serves mixed formats (a float32 model input). */
 float clremat_ldf(__global const uchar *p, const int fmt, const size_t i)
 {
     return fmt ? gc16_ld(p, fmt, (long)i) : ((__global const float *)p)[i];
@@ -3418,38 +3493,158 @@ void clremat_stf(__global uchar *p, const int fmt, const size_t i, const float v
         ((__global float *)p)[i] = v;
 }
 
-#define LN_X(i) clremat_ldf(x, fx, i)
-#define LN_DY(i) clremat_ldf(dy, fdy, i)
-#define LN_Y(i, val) clremat_stf(y, fy, i, val)
-#define LN_DX(i, val) clremat_stf(dx, fdx, i, val)
-#define LN_DXV(i) clremat_ldf(dx, fdx, i)
+/* The bodies read and write eight elements of a row at a time (clremat_ldf8
+ * / clremat_stf8: contiguous loads, one vector conversion) and the row's
+ * tail one by one; every sum still adds element after element in order,
+ * each term written as the float32 kernels write it, so the floats are the
+ * float32 kernels' (and the staged path's) bit for bit. The rows are
+ * within [0, rows * D), so n = o + D bounds every eight-element access. */
+#define LN16_SUM8(s, t) \
+    s += t.s0; s += t.s1; s += t.s2; s += t.s3; s += t.s4; s += t.s5; s += t.s6; s += t.s7;
+#define LN16_SQ8(v, t)                                                                                          \
+    v += t.s0 * t.s0; v += t.s1 * t.s1; v += t.s2 * t.s2; v += t.s3 * t.s3; v += t.s4 * t.s4;                 \
+    v += t.s5 * t.s5; v += t.s6 * t.s6; v += t.s7 * t.s7;
+#define LN16_AB1(j) a += gd.j; b += gd.j * xm.j * rstd;
+#define LN16_AB8 LN16_AB1(s0) LN16_AB1(s1) LN16_AB1(s2) LN16_AB1(s3) LN16_AB1(s4) LN16_AB1(s5) LN16_AB1(s6) LN16_AB1(s7)
 
-__kernel void ln_forward16(const int rows, const int D, const float eps, const int fx, __global const uchar *x,
-                           __global const float *gamma, __global const float *beta, const int fy, __global uchar *y,
+#define CLREMAT_LN16_FORWARD_BODY                                                                                  \
+    const int r = get_global_id(0);                                                                                \
+    if (r >= rows)                                                                                                 \
+        return;                                                                                                    \
+    const int o = r * D, e = o + D;                                                                                \
+    float s = 0.0f, v = 0.0f;                                                                                      \
+    int d;                                                                                                         \
+    for (d = 0; d + 8 <= D; d += 8) {                                                                              \
+        const float8 t = clremat_ldf8(x, fx, o + d, e);                                                            \
+        LN16_SUM8(s, t)                                                                                            \
+    }                                                                                                              \
+    for (; d < D; d++)                                                                                             \
+        s += clremat_ldf(x, fx, o + d);                                                                            \
+    const float mean = s / (float)D;                                                                               \
+    for (d = 0; d + 8 <= D; d += 8) {                                                                              \
+        const float8 t = clremat_ldf8(x, fx, o + d, e) - mean;                                                     \
+        LN16_SQ8(v, t)                                                                                             \
+    }                                                                                                              \
+    for (; d < D; d++) {                                                                                           \
+        const float t = clremat_ldf(x, fx, o + d) - mean;                                                          \
+        v += t * t;                                                                                                \
+    }                                                                                                              \
+    const float rstd = 1.0f / sqrt(v / (float)D + eps);                                                            \
+    for (d = 0; d + 8 <= D; d += 8)                                                                                \
+        clremat_stf8(y, fy, o + d, e,                                                                              \
+                     (clremat_ldf8(x, fx, o + d, e) - mean) * rstd * vload8(0, gamma + d) + vload8(0, beta + d));  \
+    for (; d < D; d++)                                                                                             \
+        clremat_stf(y, fy, o + d, (clremat_ldf(x, fx, o + d) - mean) * rstd * gamma[d] + beta[d]);                 \
+    stats[2 * r] = mean;                                                                                           \
+    stats[2 * r + 1] = rstd;
+
+#define CLREMAT_LN16_BACKWARD_DX_BODY                                                                              \
+    const int r = get_global_id(0);                                                                                \
+    if (r >= rows)                                                                                                 \
+        return;                                                                                                    \
+    const int o = r * D, e = o + D;                                                                                \
+    const float mean = stats[2 * r], rstd = stats[2 * r + 1];                                                      \
+    float a = 0.0f, b = 0.0f;                                                                                      \
+    int d;                                                                                                         \
+    for (d = 0; d + 8 <= D; d += 8) {                                                                              \
+        const float8 gd = vload8(0, gamma + d) * clremat_ldf8(dy, fdy, o + d, e);                                  \
+        const float8 xm = clremat_ldf8(x, fx, o + d, e) - mean;                                                    \
+        LN16_AB8                                                                                                   \
+    }                                                                                                              \
+    for (; d < D; d++) {                                                                                           \
+        const float gd = gamma[d] * clremat_ldf(dy, fdy, o + d);                                                   \
+        a += gd;                                                                                                   \
+        b += gd * (clremat_ldf(x, fx, o + d) - mean) * rstd;                                                       \
+    }                                                                                                              \
+    a /= (float)D;                                                                                                 \
+    b /= (float)D;                                                                                                 \
+    for (d = 0; d + 8 <= D; d += 8) {                                                                              \
+        const float8 xhat = (clremat_ldf8(x, fx, o + d, e) - mean) * rstd;                                         \
+        const float8 v = rstd * (vload8(0, gamma + d) * clremat_ldf8(dy, fdy, o + d, e) - a - xhat * b);           \
+        clremat_stf8(dx, fdx, o + d, e, acc ? clremat_ldf8(dx, fdx, o + d, e) + v : v);                            \
+    }                                                                                                              \
+    for (; d < D; d++) {                                                                                           \
+        const float xhat = (clremat_ldf(x, fx, o + d) - mean) * rstd;                                              \
+        const float v = rstd * (gamma[d] * clremat_ldf(dy, fdy, o + d) - a - xhat * b);                            \
+        clremat_stf(dx, fdx, o + d, acc ? clremat_ldf(dx, fdx, o + d) + v : v);                                    \
+    }
+
+/* Eight columns per work-item (launch ceil(D / 8)); rows in order. */
+#define CLREMAT_LN16_BACKWARD_PARAMS_BODY                                                                          \
+    const int c0 = get_global_id(0) * 8;                                                                           \
+    if (c0 >= D)                                                                                                   \
+        return;                                                                                                    \
+    if (c0 + 8 <= D) {                                                                                             \
+        float8 sg = 0.0f, sb = 0.0f;                                                                               \
+        for (int r = 0; r < rows; r++) {                                                                           \
+            const int i = r * D + c0;                                                                              \
+            const float8 dyv = clremat_ldf8(dy, fdy, i, i + 8);                                                    \
+            sg += dyv * (clremat_ldf8(x, fx, i, i + 8) - stats[2 * r]) * stats[2 * r + 1];                         \
+            sb += dyv;                                                                                             \
+        }                                                                                                          \
+        vstore8(sg, 0, dgamma + c0);                                                                               \
+        vstore8(sb, 0, dbeta + c0);                                                                                \
+    } else                                                                                                         \
+        for (int d = c0; d < D; d++) {                                                                             \
+            float sg = 0.0f, sb = 0.0f;                                                                            \
+            for (int r = 0; r < rows; r++) {                                                                       \
+                const int i = r * D + d;                                                                           \
+                sg += clremat_ldf(dy, fdy, i) * (clremat_ldf(x, fx, i) - stats[2 * r]) * stats[2 * r + 1];         \
+                sb += clremat_ldf(dy, fdy, i);                                                                     \
+            }                                                                                                      \
+            dgamma[d] = sg;                                                                                        \
+            dbeta[d] = sb;                                                                                         \
+        }
+
+
+__kernel void ln_forward16(const int rows, const int D, const float eps, const int fx_, __global const uchar *x,
+                           __global const float *gamma, __global const float *beta, const int fy_, __global uchar *y,
                            __global float *stats)
 {
-    CLREMAT_LN_FORWARD_BODY
+    if (fx_ == 2 && fy_ == 2) {
+        const int fx = 2, fy = 2;
+        CLREMAT_LN16_FORWARD_BODY
+    } else if (fx_ == 1 && fy_ == 1) {
+        const int fx = 1, fy = 1;
+        CLREMAT_LN16_FORWARD_BODY
+    } else {
+        const int fx = fx_, fy = fy_;
+        CLREMAT_LN16_FORWARD_BODY
+    }
 }
 
-__kernel void ln_backward_dx16(const int rows, const int D, const int acc, const int fx, __global const uchar *x,
-                               __global const float *stats, __global const float *gamma, const int fdy,
-                               __global const uchar *dy, const int fdx, __global uchar *dx)
+__kernel void ln_backward_dx16(const int rows, const int D, const int acc, const int fx_, __global const uchar *x,
+                               __global const float *stats, __global const float *gamma, const int fdy_,
+                               __global const uchar *dy, const int fdx_, __global uchar *dx)
 {
-    CLREMAT_LN_BACKWARD_DX_BODY
+    if (fx_ == 2 && fdy_ == 2 && fdx_ == 2) {
+        const int fx = 2, fdy = 2, fdx = 2;
+        CLREMAT_LN16_BACKWARD_DX_BODY
+    } else if (fx_ == 1 && fdy_ == 1 && fdx_ == 1) {
+        const int fx = 1, fdy = 1, fdx = 1;
+        CLREMAT_LN16_BACKWARD_DX_BODY
+    } else {
+        const int fx = fx_, fdy = fdy_, fdx = fdx_;
+        CLREMAT_LN16_BACKWARD_DX_BODY
+    }
 }
 
-__kernel void ln_backward_params16(const int rows, const int D, const int fx, __global const uchar *x,
-                                   __global const float *stats, const int fdy, __global const uchar *dy,
+__kernel void ln_backward_params16(const int rows, const int D, const int fx_, __global const uchar *x,
+                                   __global const float *stats, const int fdy_, __global const uchar *dy,
                                    __global float *dgamma, __global float *dbeta)
 {
-    CLREMAT_LN_BACKWARD_PARAMS_BODY
+    if (fx_ == 2 && fdy_ == 2) {
+        const int fx = 2, fdy = 2;
+        CLREMAT_LN16_BACKWARD_PARAMS_BODY
+    } else if (fx_ == 1 && fdy_ == 1) {
+        const int fx = 1, fdy = 1;
+        CLREMAT_LN16_BACKWARD_PARAMS_BODY
+    } else {
+        const int fx = fx_, fdy = fdy_;
+        CLREMAT_LN16_BACKWARD_PARAMS_BODY
+    }
 }
 
-#undef LN_X
-#undef LN_DY
-#undef LN_Y
-#undef LN_DX
-#undef LN_DXV
 
 /* clremat_cvt16 eight elements per work-item (launch ceil(n / 8)): the same
  * floats (clremat_act8 is clremat_act1 lane by lane), contiguous loads and
@@ -3467,4 +3662,64 @@ __kernel void clremat_cvt16x8(const int n, const int act, const float scale, con
             v = clremat_ldf8(dst, dfmt, i0, n) + v;
         clremat_stf8(dst, dfmt, i0, n, v);
     }
+}
+
+/* float16 loss scaling in one pass per gradient (issue 16): counts the
+ * non-finite values of the scaled gradient g into *count (one atomic per
+ * work-item that saw any, so a finite gradient costs no atomic) and
+ * unscales it in place, g[i] * inv (clremat_scale_f32's product). Eight
+ * elements per work-item (launch ceil(n / 8)). A skipped step discards the
+ * gradient, so unscaling it before the count is known changes nothing. */
+__kernel void clremat_unscale_check8(const int n, const float inv, __global float *g, __global int *count)
+{
+    const int i0 = get_global_id(0) * 8;
+    if (i0 + 8 <= n) {
+        const float8 v = vload8(0, g + i0);
+        vstore8(v * inv, 0, g + i0);
+        if (any(isnan(v - v))) { /* an infinity or a NaN among the eight */
+            const int8 f = isfinite(v); /* -1 finite, 0 not */
+            atomic_add(count, 8 + f.s0 + f.s1 + f.s2 + f.s3 + f.s4 + f.s5 + f.s6 + f.s7);
+        }
+    } else if (i0 < n) {
+        int c = 0;
+        for (int i = i0; i < n; i++) {
+            c += isfinite(g[i]) ? 0 : 1;
+            g[i] *= inv;
+        }
+        if (c)
+            atomic_add(count, c);
+    }
+}
+
+/* clremat_cvt16x8 (no activation, scale (the host passes 1), no
+ * accumulation: the same floats) over up to four buffers in one launch, the
+ * staged layers' conversions at their boundary: segment j converts n_j
+ * elements of s_j (format sf_j) into d_j (format df_j). Work-items cover
+ * ceil(n_0 / 8) + ... + ceil(n_3 / 8) blocks of eight, segment by segment;
+ * an unused segment has n = 0. */
+__kernel void clremat_cvt16x8_multi(const int4 n, const int4 sf, const int4 df, const float scale,
+                                    __global const uchar *s0,
+                                    __global uchar *d0, __global const uchar *s1, __global uchar *d1,
+                                    __global const uchar *s2, __global uchar *d2, __global const uchar *s3,
+                                    __global uchar *d3)
+{
+    int b = get_global_id(0);
+    const int4 nb = (n + 7) / 8;
+    __global const uchar *s;
+    __global uchar *d;
+    int cnt, sfmt, dfmt;
+    if (b < nb.s0) {
+        s = s0, d = d0, cnt = n.s0, sfmt = sf.s0, dfmt = df.s0;
+    } else if ((b -= nb.s0) < nb.s1) {
+        s = s1, d = d1, cnt = n.s1, sfmt = sf.s1, dfmt = df.s1;
+    } else if ((b -= nb.s1) < nb.s2) {
+        s = s2, d = d2, cnt = n.s2, sfmt = sf.s2, dfmt = df.s2;
+    } else if ((b -= nb.s2) < nb.s3) {
+        s = s3, d = d3, cnt = n.s3, sfmt = sf.s3, dfmt = df.s3;
+    } else {
+        return;
+    }
+    float8 v = clremat_ldf8(s, sfmt, b * 8, cnt);
+    v *= scale;
+    clremat_stf8(d, dfmt, b * 8, cnt, v);
 }

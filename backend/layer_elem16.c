@@ -142,8 +142,9 @@ static int act16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
 
 const clremat_layer_impl16 clremat_impl16_activation = {NULL, no_buffers, act16_forward, act16_backward};
 
-/* ---- layernorm: the float32 kernels' bodies on 16-bit x, y, dy, dx
- * (stats, gamma, beta and their gradients float32) */
+/* ---- layernorm: the float32 kernels' arithmetic on 16-bit x, y, dy, dx
+ * (stats, gamma, beta and their gradients float32), eight elements of a
+ * row (of a row's columns for the parameter gradients) per load */
 
 static void ln16_dims(const clremat_layer_call *c, int64_t *rows, int64_t *D)
 {
@@ -193,7 +194,7 @@ static int ln16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
             return clremat_fail(c->ctx, CLREMAT_ERR_INVALID_ARGUMENT,
                                 "layernorm %s: gamma and beta gradients are written together", L->name);
         mgg = clremat_mem(c->grad[0]), mgb = clremat_mem(c->grad[1]);
-        st = clremat_run1d(c->ctx, "ln_backward_params16", D, sizeof ir, &ir, sizeof iD, &iD, sizeof fx, &fx,
+        st = clremat_run1d(c->ctx, "ln_backward_params16", (D + 7) / 8, sizeof ir, &ir, sizeof iD, &iD, sizeof fx, &fx,
                            sizeof mx, &mx, sizeof ms, &ms, sizeof fdy, &fdy, sizeof mdy, &mdy, sizeof mgg, &mgg,
                            sizeof mgb, &mgb, (size_t)0);
     }

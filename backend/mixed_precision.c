@@ -130,10 +130,66 @@ static void stage_release(clremat_ctx *ctx, stage *sg)
     sg->n = 0;
 }
 
+/* Conversions of one launch gathered into clremat_cvt16x8_multi launches
+ * of up to four buffers (the floats of clremat_op_convert without
+ * activation, scale 1, no accumulation): a staged layer's boundary is one
+ * or two launches instead of one per tensor. */
+typedef struct cvt_batch {
+    int n;
+    cl_int cnt[4], sf[4], df[4];
+    cl_mem src[4], dst[4];
+} cvt_batch;
+
+static int cvt_flush(clremat_ctx *ctx, cvt_batch *b)
+{
+    cl_int4 n4, s4, d4;
+    cl_float one = 1.0f;
+    size_t blocks = 0;
+    cl_mem m[8];
+    if (b->n == 0)
+        return CLREMAT_OK;
+    for (int j = 0; j < 4; j++) {
+        const int k = j < b->n ? j : 0;
+        n4.s[j] = j < b->n ? b->cnt[j] : 0;
+        s4.s[j] = b->sf[k];
+        d4.s[j] = b->df[k];
+        m[2 * j] = b->src[k];
+        m[2 * j + 1] = b->dst[k];
+        blocks += (size_t)(n4.s[j] + 7) / 8;
+    }
+    b->n = 0;
+    return clremat_run1d(ctx, "clremat_cvt16x8_multi", blocks, sizeof n4, &n4, sizeof s4, &s4, sizeof d4, &d4,
+                         sizeof one, &one, sizeof m[0], &m[0], sizeof m[1], &m[1], sizeof m[2], &m[2], sizeof m[3],
+                         &m[3], sizeof m[4], &m[4], sizeof m[5], &m[5], sizeof m[6], &m[6], sizeof m[7], &m[7],
+                         (size_t)0);
+}
+
+static int cvt_add(clremat_ctx *ctx, cvt_batch *b, const clremat_buf *src, int sfmt, clremat_buf *dst, int dfmt,
+                   int64_t n)
+{
+    int st;
+    if (n <= 0)
+        return CLREMAT_OK;
+    if (n > 2147483647)
+        return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "convert: %lld elements exceed 2^31", (long long)n);
+    if (!src || !dst || src->bytes < (size_t)n * (sfmt ? 2 : 4) || dst->bytes < (size_t)n * (dfmt ? 2 : 4))
+        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "convert: %lld elements do not fit the buffers",
+                            (long long)n);
+    if (b->n == 4 && (st = cvt_flush(ctx, b)) != CLREMAT_OK)
+        return st;
+    b->cnt[b->n] = (cl_int)n;
+    b->sf[b->n] = sfmt;
+    b->df[b->n] = dfmt;
+    b->src[b->n] = clremat_mem(src);
+    b->dst[b->n] = clremat_mem(dst);
+    b->n++;
+    return CLREMAT_OK;
+}
+
 /* Forward inputs: a float32 copy of each 16-bit input (want: the inputs to
  * convert; the other 16-bit ones are hidden from the launch). */
 static int stage_inputs(clremat_layer_call *c, const clremat_layer_cost *cost, int64_t batch, unsigned want,
-                        stage *sg)
+                        stage *sg, cvt_batch *cb)
 {
     const clremat_layer *L = &c->g->layers[c->layer];
     const int fmt = fmt_of(c->g);
@@ -150,7 +206,7 @@ static int stage_inputs(clremat_layer_call *c, const clremat_layer_cost *cost, i
         if ((st = stage_take(c, sg, L, n, &f)) != CLREMAT_OK)
             break;
         if (c->in[i] && (st = check16(c->ctx, L, "input", c->in[i], n)) == CLREMAT_OK)
-            st = clremat_op_convert(c->ctx, c->in[i], fmt, f, CLREMAT_FMT_F32, n, 0, 1.0f, 0);
+            st = cvt_add(c->ctx, cb, c->in[i], fmt, f, CLREMAT_FMT_F32, n);
         c->in[i] = f;
     }
     return st;
@@ -183,10 +239,13 @@ int clremat_mixed_forward(clremat_layer_call *c, const clremat_layer_cost *cost,
     const int fmt = fmt_of(c->g);
     clremat_buf *in16[CLREMAT_MAX_INPUTS], *slot16[CLREMAT_MAX_SLOTS];
     stage sg = {{0}, 0};
+    cvt_batch cb = {0};
     int st;
     memcpy(in16, c->in, sizeof in16);
     memcpy(slot16, c->slot, sizeof slot16);
-    st = stage_inputs(c, cost, batch, cost->in16, &sg);
+    st = stage_inputs(c, cost, batch, cost->in16, &sg, &cb);
+    if (st == CLREMAT_OK)
+        st = cvt_flush(c->ctx, &cb);
     for (int s = 0; s < cost->n_slots && st == CLREMAT_OK; s++)
         if (cost->slot16 >> s & 1u)
             st = stage_take(c, &sg, L, (int64_t)(cost->slot_bytes[s] / 2), &c->slot[s]);
@@ -197,8 +256,10 @@ int clremat_mixed_forward(clremat_layer_call *c, const clremat_layer_cost *cost,
         if (!(cost->slot16 >> s & 1u) || (s == 0 && cost->act_source >= 0))
             continue;
         if ((st = check16(c->ctx, L, cost->slot_name[s] ? cost->slot_name[s] : "slot", slot16[s], n)) == CLREMAT_OK)
-            st = clremat_op_convert(c->ctx, c->slot[s], CLREMAT_FMT_F32, slot16[s], fmt, n, 0, 1.0f, 0);
+            st = cvt_add(c->ctx, &cb, c->slot[s], CLREMAT_FMT_F32, slot16[s], fmt, n);
     }
+    if (st == CLREMAT_OK)
+        st = cvt_flush(c->ctx, &cb);
     /* an activation output is rounded from its rounded source, as its
      * recomputation rounds it: the same bits under every remat mode */
     if (st == CLREMAT_OK && cost->act_source >= 0)
@@ -217,7 +278,8 @@ int clremat_mixed_backward(clremat_layer_call *c, const clremat_layer_cost *cost
     const float scale = is_loss(L) && c->loss_scale > 0.0f ? c->loss_scale : 1.0f;
     clremat_layer_call saved = *c;
     stage sg = {{0}, 0};
-    int st = stage_inputs(c, cost, batch, cost->bwd_needs_inputs, &sg);
+    cvt_batch cb = {0};
+    int st = stage_inputs(c, cost, batch, cost->bwd_needs_inputs, &sg, &cb);
     for (int s = 0; s < cost->n_slots && st == CLREMAT_OK; s++) {
         const int64_t n = (int64_t)(cost->slot_bytes[s] / 2);
         clremat_buf *f = NULL;
@@ -231,7 +293,7 @@ int clremat_mixed_backward(clremat_layer_call *c, const clremat_layer_cost *cost
             break;
         if ((st = check16(c->ctx, L, cost->slot_name[s] ? cost->slot_name[s] : "slot", saved.slot[s], n)) ==
             CLREMAT_OK)
-            st = clremat_op_convert(c->ctx, saved.slot[s], fmt, f, CLREMAT_FMT_F32, n, 0, 1.0f, 0);
+            st = cvt_add(c->ctx, &cb, saved.slot[s], fmt, f, CLREMAT_FMT_F32, n);
         c->slot[s] = f;
     }
     if (st == CLREMAT_OK && (cost->slot16 & 1u)) { /* the output's gradient */
@@ -239,9 +301,11 @@ int clremat_mixed_backward(clremat_layer_call *c, const clremat_layer_cost *cost
         clremat_buf *f = NULL;
         if ((st = stage_take(c, &sg, L, n, &f)) == CLREMAT_OK && saved.dout &&
             (st = check16(c->ctx, L, "dout", saved.dout, n)) == CLREMAT_OK)
-            st = clremat_op_convert(c->ctx, saved.dout, fmt, f, CLREMAT_FMT_F32, n, 0, 1.0f, 0);
+            st = cvt_add(c->ctx, &cb, saved.dout, fmt, f, CLREMAT_FMT_F32, n);
         c->dout = f;
     }
+    if (st == CLREMAT_OK)
+        st = cvt_flush(c->ctx, &cb);
     for (int i = 0; i < L->n_inputs && st == CLREMAT_OK; i++) { /* the inputs' gradients, written fresh */
         clremat_buf *f = NULL;
         if (!(cost->in16 >> i & 1u))
@@ -330,6 +394,26 @@ int clremat_op_scale(clremat_ctx *ctx, clremat_buf *x, int64_t n, float s)
         return st;
     mx = clremat_mem(x);
     return clremat_run1d(ctx, "clremat_scale_f32", n, sizeof in, &in, sizeof fs, &fs, sizeof mx, &mx, (size_t)0);
+}
+
+int clremat_op_unscale_check(clremat_ctx *ctx, clremat_buf *g, int64_t n, float inv, clremat_buf *cnt)
+{
+    cl_int in = (cl_int)n;
+    cl_float fi = inv;
+    cl_mem mg, mc;
+    int st;
+    if (n <= 0)
+        return CLREMAT_OK;
+    if (n > 2147483647)
+        return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "unscale: %lld floats exceed 2^31", (long long)n);
+    if ((st = clremat_check_buf(ctx, "unscale", "gradient", g, n)) != CLREMAT_OK)
+        return st;
+    if (!cnt)
+        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "unscale: counter buffer missing");
+    mg = clremat_mem(g);
+    mc = clremat_mem(cnt);
+    return clremat_run1d(ctx, "clremat_unscale_check8", (n + 7) / 8, sizeof in, &in, sizeof fi, &fi, sizeof mg, &mg,
+                         sizeof mc, &mc, (size_t)0);
 }
 
 int clremat_op_count_nonfinite_fmt(clremat_ctx *ctx, const clremat_buf *buf, int64_t n, int fmt, int64_t *count)

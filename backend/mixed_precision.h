@@ -66,6 +66,12 @@ int clremat_op_mul_dact(clremat_ctx *ctx, int64_t n, int act, const clremat_buf 
 /** x *= s over n floats. */
 int clremat_op_scale(clremat_ctx *ctx, clremat_buf *x, int64_t n, float s);
 
+/** float16 loss scaling, one pass over a float32 gradient of n floats:
+ * adds the count of its non-finite values to the pool counter cnt
+ * (clremat_counter_new) and multiplies it in place by inv (the products of
+ * clremat_op_scale), whatever the count. */
+int clremat_op_unscale_check(clremat_ctx *ctx, clremat_buf *g, int64_t n, float inv, clremat_buf *cnt);
+
 /** clremat_op_count_nonfinite over n elements of format fmt. */
 int clremat_op_count_nonfinite_fmt(clremat_ctx *ctx, const clremat_buf *buf, int64_t n, int fmt, int64_t *count);
 

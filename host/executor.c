@@ -1009,12 +1009,15 @@ static int read_output(clremat_trainer *t, const clremat_graph *g, const clremat
 }
 
 /* mixed_float16, before the update: the step's parameter gradients (scaled
- * by the loss scale) are checked; all finite: unscaled in place, and the
- * scale doubles after CLREMAT_LOSS_SCALE_GROWTH_STEPS finite steps in a row;
- * else *finite = 0, the update is skipped and the scale halves. */
+ * by the loss scale) are checked and unscaled in place in one pass each
+ * (clremat_op_unscale_check); all finite: the scale doubles after
+ * CLREMAT_LOSS_SCALE_GROWTH_STEPS finite steps in a row; else *finite = 0,
+ * the update is skipped (the unscaled gradients are discarded) and the
+ * scale halves. */
 static int loss_scale_check(clremat_trainer *t, int *finite)
 {
     clremat_buf *cnt;
+    const float inv = 1.0f / t->loss_scale;
     int st;
     int64_t bad = 0;
     *finite = 1;
@@ -1025,7 +1028,7 @@ static int loss_scale_check(clremat_trainer *t, int *finite)
         for (int p = 0; p < t->g->layers[l].n_params && st == CLREMAT_OK; p++) {
             clremat_buf *gb = t->accumulate > 1 ? t->accum[l][p] : t->grads[l][p];
             if (!t->g->layers[l].params[p].frozen && gb)
-                st = clremat_op_count_nonfinite_add(t->ctx, gb, t->g->layers[l].params[p].elems, cnt);
+                st = clremat_op_unscale_check(t->ctx, gb, t->g->layers[l].params[p].elems, inv, cnt);
         }
     if (st != CLREMAT_OK) {
         clremat_pool_release(t->ctx->pool, cnt);
@@ -1041,13 +1044,7 @@ static int loss_scale_check(clremat_trainer *t, int *finite)
         t->loss_scale *= 0.5f;
         return CLREMAT_OK;
     }
-    for (int l = 0; l < t->g->n_layers && st == CLREMAT_OK; l++)
-        for (int p = 0; p < t->g->layers[l].n_params && st == CLREMAT_OK; p++) {
-            clremat_buf *gb = t->accumulate > 1 ? t->accum[l][p] : t->grads[l][p];
-            if (!t->g->layers[l].params[p].frozen && gb)
-                st = clremat_op_scale(t->ctx, gb, t->g->layers[l].params[p].elems, 1.0f / t->loss_scale);
-        }
-    if (st == CLREMAT_OK && ++t->scale_good_steps >= CLREMAT_LOSS_SCALE_GROWTH_STEPS) {
+    if (++t->scale_good_steps >= CLREMAT_LOSS_SCALE_GROWTH_STEPS) {
         t->loss_scale *= 2.0f;
         t->scale_good_steps = 0;
     }
