@@ -304,4 +304,4 @@ static int flash_backward(clremat_layer_call *c)
 }
 
 const clremat_layer_impl clremat_impl_attention_flash = {clremat_attn_flash_cost, flash_forward, flash_backward,
-                                                         NULL};
+                                                         NULL, NULL};

@@ -63,4 +63,4 @@ static int act_backward(clremat_layer_call *c)
                          sizeof mx, &mx, sizeof mdy, &mdy, sizeof mdx, &mdx, (size_t)0);
 }
 
-const clremat_layer_impl clremat_impl_activation = {act_cost, act_forward, act_backward, act_forward};
+const clremat_layer_impl clremat_impl_activation = {act_cost, act_forward, act_backward, act_forward, NULL};

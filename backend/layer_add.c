@@ -96,4 +96,4 @@ static int add_backward(clremat_layer_call *c)
     return CLREMAT_OK;
 }
 
-const clremat_layer_impl clremat_impl_add = {add_cost, add_forward, add_backward, NULL};
+const clremat_layer_impl clremat_impl_add = {add_cost, add_forward, add_backward, NULL, NULL};

@@ -285,4 +285,4 @@ static int attn_backward(clremat_layer_call *c)
     return st;
 }
 
-const clremat_layer_impl clremat_impl_attention = {attn_cost, attn_forward, attn_backward, NULL};
+const clremat_layer_impl clremat_impl_attention = {attn_cost, attn_forward, attn_backward, NULL, NULL};

@@ -201,4 +201,4 @@ int clremat_bn_moving_finish(clremat_ctx *ctx, const clremat_graph *g, int l, cl
                          SEQ_M(acc), SEQ_M(params[d.mm]), SEQ_M(params[d.mv]), SEQ_END);
 }
 
-const clremat_layer_impl clremat_impl_batchnorm = {bn_cost, bn_forward, bn_backward, NULL};
+const clremat_layer_impl clremat_impl_batchnorm = {bn_cost, bn_forward, bn_backward, NULL, NULL};

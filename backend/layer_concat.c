@@ -81,4 +81,4 @@ static int concat_backward(clremat_layer_call *c)
     return st;
 }
 
-const clremat_layer_impl clremat_impl_concat = {concat_cost, concat_forward, concat_backward, NULL};
+const clremat_layer_impl clremat_impl_concat = {concat_cost, concat_forward, concat_backward, NULL, NULL};

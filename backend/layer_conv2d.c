@@ -15,7 +15,7 @@
  * one-group and depthwise convs run the direct NHWC kernels of
  * conv_direct.c instead (conv_algo_of decides, in one place), with no
  * forward workspace and only the direct kernels' backward workspace: the
- * cost is per path (clremat_conv2d_cost_on), so each path plans what it uses. */
+ * cost is per path (conv_cost_on), so each path plans what it uses. */
 #include "layer_seq.h"
 #include "conv_geom.h"
 #include "conv_direct.h"
@@ -54,8 +54,9 @@ static int64_t col_elems(const conv_dims *d) { return d->direct ? 0 : d->rows * 
 
 /* How a conv2d layer runs. The one place that decides it, from the shape
  * and the GEMM path; the cost model plans the workspace of the algorithm
- * of the path it is asked for (clremat_conv2d_cost_on; the executor asks for the
- * context's path), so the plan reserves nothing a path never touches. */
+ * of the path it is asked for (conv_cost_on, the table's cost_on_path;
+ * the executor asks for the context's path), so the plan reserves nothing
+ * a path never touches. */
 typedef enum conv_algo {
     CONV_GEMM_1X1, /* 1x1, stride 1, one group: one GEMM on the input itself (both paths) */
     CONV_IM2COL,   /* im2col + GEMM per group: the CLBlast path, and grouped (not depthwise) convs */
@@ -96,7 +97,9 @@ static int64_t conv_bwd_ws_elems(conv_algo a, const clremat_layer *L, const conv
     return 0;
 }
 
-int clremat_conv2d_cost_on(const clremat_graph *g, int l, int64_t batch, int native, clremat_layer_cost *c)
+/* The cost on a GEMM path (native: 1, CLBlast: 0): the workspace is the
+ * algorithm's of that path (im2col on CLBlast, the direct kernels' natively). */
+static int conv_cost_on(const clremat_graph *g, int l, int64_t batch, int native, clremat_layer_cost *c)
 {
     const clremat_layer *L = &g->layers[l];
     conv_dims d;
@@ -133,7 +136,7 @@ int clremat_conv2d_cost_on(const clremat_graph *g, int l, int64_t batch, int nat
 
 static int conv_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
 {
-    return clremat_conv2d_cost_on(g, l, batch, 1, c);
+    return conv_cost_on(g, l, batch, 1, c);
 }
 
 /* Gathers the input x into col (the workspace). */
@@ -289,4 +292,5 @@ static int conv_backward(clremat_layer_call *c)
                          SEQ_M(c->temp), SEQ_M(c->din[0]), SEQ_END);
 }
 
-const clremat_layer_impl clremat_impl_conv2d = {conv_cost, conv_forward, conv_backward, conv_recompute};
+const clremat_layer_impl clremat_impl_conv2d = {conv_cost, conv_forward, conv_backward, conv_recompute,
+                                                  conv_cost_on};

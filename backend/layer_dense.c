@@ -176,4 +176,4 @@ int clremat_dense_fuses_update(clremat_ctx *ctx, const clremat_graph *g, int l, 
     return p == 1 && L->use_bias;
 }
 
-const clremat_layer_impl clremat_impl_dense = {dense_cost, dense_forward, dense_backward, dense_recompute};
+const clremat_layer_impl clremat_impl_dense = {dense_cost, dense_forward, dense_backward, dense_recompute, NULL};

@@ -85,4 +85,4 @@ static int tied_backward(clremat_layer_call *c)
     return st;
 }
 
-const clremat_layer_impl clremat_impl_dense_tied = {tied_cost, tied_forward, tied_backward, NULL};
+const clremat_layer_impl clremat_impl_dense_tied = {tied_cost, tied_forward, tied_backward, NULL, NULL};

@@ -70,4 +70,4 @@ static int drop_backward(clremat_layer_call *c)
     return drop_apply(c, c->dout, c->din[0], c->din_accumulate[0]);
 }
 
-const clremat_layer_impl clremat_impl_dropout = {drop_cost, drop_forward, drop_backward, NULL};
+const clremat_layer_impl clremat_impl_dropout = {drop_cost, drop_forward, drop_backward, NULL, NULL};

@@ -110,4 +110,4 @@ static int emb_backward(clremat_layer_call *c)
     return CLREMAT_OK;
 }
 
-const clremat_layer_impl clremat_impl_embedding = {emb_cost, emb_forward, emb_backward, NULL};
+const clremat_layer_impl clremat_impl_embedding = {emb_cost, emb_forward, emb_backward, NULL, NULL};

@@ -5,12 +5,16 @@
 
 #include "layers.h"
 
-/** One layer type's implementation. recompute_act may be NULL. */
+/** One layer type's implementation. recompute_act may be NULL. cost is
+ * the layer's cost on the native GEMM path; cost_on_path, where not NULL,
+ * is its cost on either path (native: 1, CLBlast: 0) for a layer whose
+ * algorithm, and so workspace, depends on the path (conv2d). */
 typedef struct clremat_layer_impl {
     int (*cost)(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *out);
     int (*forward)(clremat_layer_call *c);
     int (*backward)(clremat_layer_call *c);
     int (*recompute_act)(clremat_layer_call *c);
+    int (*cost_on_path)(const clremat_graph *g, int l, int64_t batch, int native, clremat_layer_cost *out);
 } clremat_layer_impl;
 
 extern const clremat_layer_impl clremat_impl_dense;
@@ -59,10 +63,6 @@ int clremat_dense_fuses_update(clremat_ctx *ctx, const clremat_graph *g, int l, 
 extern const clremat_layer_impl clremat_impl_attention_flash;
 /* convolutional networks */
 extern const clremat_layer_impl clremat_impl_conv2d;
-/** conv2d's cost on a GEMM path (native: 1, CLBlast: 0): its workspace is
- * the algorithm's of that path (im2col on CLBlast, the direct kernels'
- * natively); clremat_impl_conv2d.cost is the native one. */
-int clremat_conv2d_cost_on(const clremat_graph *g, int l, int64_t batch, int native, clremat_layer_cost *out);
 extern const clremat_layer_impl clremat_impl_pool; /* max/avg/global-avg pooling, zero padding */
 extern const clremat_layer_impl clremat_impl_batchnorm;
 extern const clremat_layer_impl clremat_impl_concat;

@@ -119,4 +119,4 @@ static int ln_backward(clremat_layer_call *c)
                          SEQ_M(c->din[0]), SEQ_END);
 }
 
-const clremat_layer_impl clremat_impl_layernorm = {ln_cost, ln_forward, ln_backward, NULL};
+const clremat_layer_impl clremat_impl_layernorm = {ln_cost, ln_forward, ln_backward, NULL, NULL};

@@ -167,4 +167,4 @@ static int lora_backward(clremat_layer_call *c)
     return st;
 }
 
-const clremat_layer_impl clremat_impl_lora = {lora_cost, lora_forward, lora_backward, NULL};
+const clremat_layer_impl clremat_impl_lora = {lora_cost, lora_forward, lora_backward, NULL, NULL};

@@ -84,4 +84,4 @@ static int mse_backward(clremat_layer_call *c)
                          SEQ_M(c->labels), SEQ_M(c->din[0]), SEQ_F(mse_divisor(c, n)), SEQ_END);
 }
 
-const clremat_layer_impl clremat_impl_mse = {mse_cost, mse_forward, mse_backward, NULL};
+const clremat_layer_impl clremat_impl_mse = {mse_cost, mse_forward, mse_backward, NULL, NULL};

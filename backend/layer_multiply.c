@@ -72,4 +72,4 @@ static int mul_backward(clremat_layer_call *c)
     return st;
 }
 
-const clremat_layer_impl clremat_impl_multiply = {mul_cost, mul_forward, mul_backward, NULL};
+const clremat_layer_impl clremat_impl_multiply = {mul_cost, mul_forward, mul_backward, NULL, NULL};

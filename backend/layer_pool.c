@@ -127,4 +127,4 @@ static int pool_backward(clremat_layer_call *c)
     }
 }
 
-const clremat_layer_impl clremat_impl_pool = {pool_cost, pool_forward, pool_backward, NULL};
+const clremat_layer_impl clremat_impl_pool = {pool_cost, pool_forward, pool_backward, NULL, NULL};

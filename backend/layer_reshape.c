@@ -55,4 +55,4 @@ static int reshape_backward(clremat_layer_call *c)
     return reshape_copy(c, c->dout, c->din[0], c->din_accumulate[0]);
 }
 
-const clremat_layer_impl clremat_impl_reshape = {reshape_cost, reshape_forward, reshape_backward, NULL};
+const clremat_layer_impl clremat_impl_reshape = {reshape_cost, reshape_forward, reshape_backward, NULL, NULL};

@@ -94,4 +94,4 @@ static int rms_backward(clremat_layer_call *c)
                          SEQ_M(c->din[0]), SEQ_END);
 }
 
-const clremat_layer_impl clremat_impl_rmsnorm = {rms_cost, rms_forward, rms_backward, NULL};
+const clremat_layer_impl clremat_impl_rmsnorm = {rms_cost, rms_forward, rms_backward, NULL, NULL};

@@ -80,4 +80,4 @@ static int rope_backward(clremat_layer_call *c)
                             c->din[0], 0, D);
 }
 
-const clremat_layer_impl clremat_impl_rope = {rope_cost, rope_forward, rope_backward, NULL};
+const clremat_layer_impl clremat_impl_rope = {rope_cost, rope_forward, rope_backward, NULL, NULL};

@@ -87,4 +87,4 @@ static int ce_backward(clremat_layer_call *c)
                          SEQ_M(c->in[0]), SEQ_M(c->labels), SEQ_M(c->din[0]), SEQ_F(ce_divisor(c, rows)), SEQ_END);
 }
 
-const clremat_layer_impl clremat_impl_softmax_ce = {ce_cost, ce_forward, ce_backward, NULL};
+const clremat_layer_impl clremat_impl_softmax_ce = {ce_cost, ce_forward, ce_backward, NULL, NULL};

@@ -68,8 +68,7 @@ static int cost_on(const clremat_graph *g, int l, int64_t batch, int native, clr
                                  l, (long long)batch);
     memset(out, 0, sizeof *out);
     out->act_source = -1;
-    st = im == &clremat_impl_conv2d ? clremat_conv2d_cost_on(g, l, batch, native, out) /* per path */
-                                    : im->cost(g, l, batch, out);
+    st = im->cost_on_path ? im->cost_on_path(g, l, batch, native, out) : im->cost(g, l, batch, out);
     if (st == CLREMAT_OK) /* mixed precision: 16-bit slots, fused conversion or float32 staging */
         clremat_mixed_cost(g, l, batch, out,
                            native && f16 && clremat_mixed_fusion_enabled() ? f16->cost16 : NULL);

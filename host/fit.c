@@ -229,12 +229,9 @@ int clremat_fit_calibrate(clremat_ctx *ctx, clremat_graph *g, int64_t batch, con
     out->step_ms = steps % 2 ? times[steps / 2] : (times[steps / 2 - 1] + times[steps / 2]) / 2;
     for (int l = 0; l <= n; l++) { /* profile[n] holds what belongs to no layer (the update) */
         const clremat_layer_profile *p = &t->profile[l];
-        double all = 0;
-        for (int ph = 0; ph < CLREMAT_PHASE_COUNT; ph++)
-            all += p->ns[ph] / 1e6;
-        device_ms += all;
         if (l == n) {
-            out->update_ms += all;
+            for (int ph = 0; ph < CLREMAT_PHASE_COUNT; ph++)
+                out->update_ms += p->ns[ph] / 1e6;
             continue;
         }
         out->fwd_ms[l] = p->ns[CLREMAT_PHASE_FORWARD] / 1e6;
@@ -263,6 +260,7 @@ int clremat_fit_calibrate(clremat_ctx *ctx, clremat_graph *g, int64_t batch, con
         st = CLREMAT_OK;
         goto done;
     }
+    device_ms = t->profile_device_ns / 1e6; /* every layer's and phase's kernels */
     out->device_scale = device_ms > out->step_ms && device_ms > 0 ? out->step_ms / device_ms : 1.0;
     for (int l = 0; l < n; l++) {
         out->fwd_ms[l] *= out->device_scale;
