@@ -3252,14 +3252,6 @@ __kernel void clremat_cvt16(const int n, const int act, const float scale, const
     }
 }
 
-/* x[i] *= s over n float32 (unscaling parameter gradients). */
-__kernel void clremat_scale_f32(const int n, const float s, __global float *x)
-{
-    const int i = get_global_id(0);
-    if (i < n)
-        x[i] *= s;
-}
-
 /* clremat_count_nonfinite over n elements stored in format fmt. */
 __kernel __attribute__((reqd_work_group_size(256, 1, 1)))
 void clremat_count_nonfinite16(const int n, const int fmt, __global const uchar *x, __global int *count)
@@ -3667,7 +3659,7 @@ __kernel void clremat_cvt16x8(const int n, const int act, const float scale, con
 /* float16 loss scaling in one pass per gradient (issue 16): counts the
  * non-finite values of the scaled gradient g into *count (one atomic per
  * work-item that saw any, so a finite gradient costs no atomic) and
- * unscales it in place, g[i] * inv (clremat_scale_f32's product). Eight
+ * unscales it in place, g[i] * inv (one float32 product). Eight
  * elements per work-item (launch ceil(n / 8)). A skipped step discards the
  * gradient, so unscaling it before the count is known changes nothing. */
 __kernel void clremat_unscale_check8(const int n, const float inv, __global float *g, __global int *count)

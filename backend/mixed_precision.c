@@ -382,20 +382,6 @@ int clremat_op_mul_dact(clremat_ctx *ctx, int64_t n, int act, const clremat_buf 
                          sizeof mz, &mz, (size_t)0);
 }
 
-int clremat_op_scale(clremat_ctx *ctx, clremat_buf *x, int64_t n, float s)
-{
-    cl_int in = (cl_int)n;
-    cl_float fs = s;
-    cl_mem mx;
-    int st;
-    if (n <= 0)
-        return CLREMAT_OK;
-    if ((st = clremat_check_buf(ctx, "scale", "x", x, n)) != CLREMAT_OK)
-        return st;
-    mx = clremat_mem(x);
-    return clremat_run1d(ctx, "clremat_scale_f32", n, sizeof in, &in, sizeof fs, &fs, sizeof mx, &mx, (size_t)0);
-}
-
 int clremat_op_unscale_check(clremat_ctx *ctx, clremat_buf *g, int64_t n, float inv, clremat_buf *cnt)
 {
     cl_int in = (cl_int)n;

@@ -63,13 +63,10 @@ int clremat_op_convert(clremat_ctx *ctx, const clremat_buf *src, int sfmt, clrem
 int clremat_op_mul_dact(clremat_ctx *ctx, int64_t n, int act, const clremat_buf *x, int fx, const clremat_buf *dy,
                         int fdy, clremat_buf *z, int fz, int acc);
 
-/** x *= s over n floats. */
-int clremat_op_scale(clremat_ctx *ctx, clremat_buf *x, int64_t n, float s);
-
 /** float16 loss scaling, one pass over a float32 gradient of n floats:
  * adds the count of its non-finite values to the pool counter cnt
- * (clremat_counter_new) and multiplies it in place by inv (the products of
- * clremat_op_scale), whatever the count. */
+ * (clremat_counter_new) and multiplies it in place by inv (one float32
+ * product an element), whatever the count. */
 int clremat_op_unscale_check(clremat_ctx *ctx, clremat_buf *g, int64_t n, float inv, clremat_buf *cnt);
 
 /** clremat_op_count_nonfinite over n elements of format fmt. */
