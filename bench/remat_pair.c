@@ -1,9 +1,11 @@
 /* remat_pair.c: measures the step-time overhead of remat modes by paired
  * steps in one process. Usage:
  *   remat_pair [--device SEL] [--gemm PATH] [--batch N] [--optimizer O]
- *              [--rounds R] [--warmup W] MODEL MODE...
+ *              [--rounds R] [--warmup W] MODEL MODE[@PRECISION]...
  * One context, one model, one trainer per mode ("none" is added first as the
- * baseline when not given). After W warm-up steps each, every round runs one
+ * baseline when not given). A mode may name a precision after '@'
+ * ("none@mixed_float16": float32 against mixed precision, paired the same
+ * way); the model is loaded once per mode, at that precision or its own. After W warm-up steps each, every round runs one
  * step of every trainer, in an order that rotates from round to round, on
  * the same batch; a step is timed by the host clock around the step and
  * clFinish, and by the CPU time of the whole process (PoCL's worker threads
@@ -17,6 +19,7 @@
 #include "executor.h"
 #include "data.h"
 #include "gemm.h"
+#include "model_load.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +27,7 @@
 #include <time.h>
 
 #define MAX_MODES 16
+#define MAX_NAME 96
 
 static double wall_ms(void)
 {
@@ -44,7 +48,7 @@ static double cpu_ms(void)
 static void usage(void)
 {
     fprintf(stderr, "usage: remat_pair [--device SEL] [--gemm native|clblast|auto] [--batch N] [--optimizer O]\n"
-                    "                  [--rounds R] [--warmup W] MODEL MODE...\n");
+                    "                  [--rounds R] [--warmup W] MODEL MODE[@PRECISION]...\n");
 }
 
 int main(int argc, char **argv)
@@ -53,7 +57,8 @@ int main(int argc, char **argv)
     long batch = 32, rounds = 20, warmup = 3;
     int first = 1, n_modes = 0, st = CLREMAT_OK, rc = 1;
     clremat_ctx *ctx = NULL;
-    clremat_graph *g = NULL;
+    clremat_graph *g[MAX_MODES] = {0};
+    char policy[MAX_MODES][MAX_NAME], precision[MAX_MODES][MAX_NAME];
     clremat_dataset data;
     clremat_opt_config opt;
     clremat_gemm_path path;
@@ -108,8 +113,24 @@ int main(int argc, char **argv)
         fprintf(stderr, "remat_pair: %s\n", clremat_last_error());
         return 1;
     }
-    if ((st = clremat_ctx_set_gemm(ctx, path)) != CLREMAT_OK || (st = clremat_graph_load(argv[first], &g)) ||
-        (st = clremat_data_synthetic(g, NULL, 1, 4 * batch, batch, &data)))
+    for (int m = 0; m < n_modes; m++) { /* MODE[@PRECISION] */
+        const char *at = strchr(modes[m], '@');
+        size_t len = at ? (size_t)(at - modes[m]) : strlen(modes[m]);
+        if (len >= MAX_NAME || (at && strlen(at + 1) >= MAX_NAME)) {
+            fprintf(stderr, "remat_pair: mode '%s' too long\n", modes[m]);
+            return 2;
+        }
+        memcpy(policy[m], modes[m], len);
+        policy[m][len] = '\0';
+        snprintf(precision[m], MAX_NAME, "%s", at ? at + 1 : "");
+    }
+    if ((st = clremat_ctx_set_gemm(ctx, path)) != CLREMAT_OK)
+        goto fail;
+    for (int m = 0; m < n_modes; m++) /* a graph per mode: its precision is the graph's */
+        if ((st = clremat_graph_load(argv[first], &g[m])) ||
+            (precision[m][0] && (st = clremat_model_set_precision(g[m], precision[m]))))
+            goto fail;
+    if ((st = clremat_data_synthetic(g[0], NULL, 1, 4 * batch, batch, &data)))
         goto fail;
     x = malloc(sizeof(float) * (size_t)(batch * data.train.x_elems));
     y = malloc(sizeof(float) * (size_t)(batch * data.train.y_elems));
@@ -119,9 +140,9 @@ int main(int argc, char **argv)
     }
     for (int m = 0; m < n_modes; m++) {
         clremat_policy pol;
-        if ((st = clremat_policy_parse(modes[m], &pol)))
+        if ((st = clremat_policy_parse(policy[m], &pol)))
             goto fail;
-        if ((st = clremat_trainer_new(ctx, g, batch, &pol, &opt, 1, &t[m]))) {
+        if ((st = clremat_trainer_new(ctx, g[m], batch, &pol, &opt, 1, &t[m]))) {
             clremat_set_error(st, "%s: %s", modes[m], clremat_ctx_last_error(ctx));
             goto fail;
         }
@@ -167,10 +188,10 @@ int main(int argc, char **argv)
     for (int m = 0; m < n_modes; m++) {
         const clremat_plan *p = &t[m]->plan;
         const double base = p->step_flops - p->recompute_flops;
-        printf("%s\n  {\"mode\": \"%s\", \"wall_ms\": %.4f, \"cpu_ms\": %.4f, \"wall_ratio\": %.5f, "
+        printf("%s\n  {\"mode\": \"%s\", \"precision\": \"%s\", \"wall_ms\": %.4f, \"cpu_ms\": %.4f, \"wall_ratio\": %.5f, "
                "\"cpu_ratio\": %.5f, \"step_flops\": %.6g, \"recompute_flops\": %.6g, \"predicted_share\": %.6f, "
                "\"predicted_peak_bytes\": %llu}",
-               m ? "," : "", modes[m], clremat_gemm_median(wall[m], (int)rounds),
+               m ? "," : "", policy[m], clremat_precision_name(g[m]->precision), clremat_gemm_median(wall[m], (int)rounds),
                clremat_gemm_median(cpu[m], (int)rounds), clremat_gemm_median(ratio[m], (int)rounds),
                clremat_gemm_median(cratio[m], (int)rounds), p->step_flops, p->recompute_flops,
                base > 0 ? p->recompute_flops / base : 0.0, (unsigned long long)p->peak_bytes);
@@ -190,7 +211,8 @@ fail:
     free(x);
     free(y);
     clremat_data_free(&data);
-    clremat_graph_free(g);
+    for (int m = 0; m < n_modes; m++)
+        clremat_graph_free(g[m]);
     clremat_ctx_destroy(ctx);
     return rc;
 }
