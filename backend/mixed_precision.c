@@ -164,17 +164,26 @@ static int cvt_flush(clremat_ctx *ctx, cvt_batch *b)
                          (size_t)0);
 }
 
+/* A conversion of n > 0 elements from src (format sfmt: 0 float32, else
+ * 16-bit) to dst (dfmt) fits a launch and both buffers. */
+static int cvt_check(clremat_ctx *ctx, const clremat_buf *src, int sfmt, const clremat_buf *dst, int dfmt, int64_t n)
+{
+    if (n > 2147483647)
+        return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "convert: %lld elements exceed 2^31", (long long)n);
+    if (!src || !dst || src->bytes < (size_t)n * (sfmt ? 2 : 4) || dst->bytes < (size_t)n * (dfmt ? 2 : 4))
+        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "convert: %lld elements do not fit the buffers",
+                            (long long)n);
+    return CLREMAT_OK;
+}
+
 static int cvt_add(clremat_ctx *ctx, cvt_batch *b, const clremat_buf *src, int sfmt, clremat_buf *dst, int dfmt,
                    int64_t n)
 {
     int st;
     if (n <= 0)
         return CLREMAT_OK;
-    if (n > 2147483647)
-        return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "convert: %lld elements exceed 2^31", (long long)n);
-    if (!src || !dst || src->bytes < (size_t)n * (sfmt ? 2 : 4) || dst->bytes < (size_t)n * (dfmt ? 2 : 4))
-        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "convert: %lld elements do not fit the buffers",
-                            (long long)n);
+    if ((st = cvt_check(ctx, src, sfmt, dst, dfmt, n)) != CLREMAT_OK)
+        return st;
     if (b->n == 4 && (st = cvt_flush(ctx, b)) != CLREMAT_OK)
         return st;
     b->cnt[b->n] = (cl_int)n;
@@ -346,13 +355,11 @@ int clremat_op_convert(clremat_ctx *ctx, const clremat_buf *src, int sfmt, clrem
     cl_int in = (cl_int)n, iact = act, isf = sfmt, idf = dfmt, iacc = acc ? 1 : 0;
     cl_float fs = scale;
     cl_mem ms, md;
+    int st;
     if (n <= 0)
         return CLREMAT_OK;
-    if (n > 2147483647)
-        return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "convert: %lld elements exceed 2^31", (long long)n);
-    if (!src || !dst || src->bytes < (size_t)n * (sfmt ? 2 : 4) || dst->bytes < (size_t)n * (dfmt ? 2 : 4))
-        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "convert: %lld elements do not fit the buffers",
-                            (long long)n);
+    if ((st = cvt_check(ctx, src, sfmt, dst, dfmt, n)) != CLREMAT_OK)
+        return st;
     ms = clremat_mem(src);
     md = clremat_mem(dst);
     return clremat_run1d(ctx, "clremat_cvt16x8", (n + 7) / 8, sizeof in, &in, sizeof iact, &iact, sizeof fs, &fs, sizeof iacc,
