@@ -28,7 +28,8 @@ Sections (all by default; --only picks some):
                in float32, mixed_float16 and mixed_bfloat16 in one run:
                step time (ratio to float32; target <= 1.1 on PoCL), kept
                activation bytes (ratio, about 0.5) and peaks, next to
-               PyTorch CPU's float32 step
+               PyTorch CPU's float32 step; the target is read from paired
+               steps in one process (bench/remat_pair MODE@PRECISION)
   mpi          data-parallel training, 1 and 2 ranks (mpirun) at the same
                global batch: step time, time in the gradient exchange and
                its share of the step, against PyTorch DistributedDataParallel
