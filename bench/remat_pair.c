@@ -5,8 +5,8 @@
  * One context, one model, one trainer per mode ("none" is added first as the
  * baseline when not given). A mode may name a precision after '@'
  * ("none@mixed_float16": float32 against mixed precision, paired the same
- * way); the model is loaded once per mode, at that precision or its own. After W warm-up steps each, every round runs one
- * step of every trainer, in an order that rotates from round to round, on
+ * way); the model is loaded once per mode, at that precision or its own.
+ * After W warm-up steps each, every round runs one step of every trainer, in an order that rotates from round to round, on
  * the same batch; a step is timed by the host clock around the step and
  * clFinish, and by the CPU time of the whole process (PoCL's worker threads
  * run in it). Because the steps being compared run seconds apart rather
