@@ -19,12 +19,14 @@ typedef struct clremat_gemm16_fmt {
 } clremat_gemm16_fmt;
 
 /** One GEMM C = op(A) op(B), row-major, leading dimensions those of dense
- * matrices (lda = tA ? M : K, ldb = tB ? K : N, ldc = N), alpha 1, batch 1. */
+ * matrices (lda = tA ? M : K, ldb = tB ? K : N, ldc = N), alpha 1, batch 1;
+ * A and B may start offA / offB elements into their buffers. */
 typedef struct clremat_gemm16_call {
     int tA, tB;
     int64_t M, N, K;
     const clremat_buf *A; /**< M x K (K x M when tA), format fA */
     int fA;
+    int64_t offA, offB;   /**< elements before A's and B's first element in their buffers */
     const clremat_buf *B; /**< K x N (N x K when tB), format fB */
     int fB;
     clremat_buf *C;       /**< M x N, format fC (float32: written, beta 0) */
@@ -32,7 +34,7 @@ typedef struct clremat_gemm16_call {
     int acc;              /**< fC 16-bit: C = round(old + product) */
     clremat_buf *scratch; /**< fC 16-bit: float32 M x N for the partial sums of the k-blocks (needed when K
                                exceeds one k-block, ctx->gemm_kc; may be NULL otherwise) */
-    const clremat_buf *bias; /**< fC 16-bit: added in the epilogue (NULL: none) */
+    const clremat_buf *bias; /**< added in the epilogue (NULL: none); with a float32 C only without s0 and act */
     int act;                 /**< fC 16-bit: out = round(act(the rounded C)) (clremat_act code, 0: none) */
     clremat_buf *out;        /**< 16-bit M x N, with act */
     clremat_buf *s0, *s1;    /**< fC float32 and s0: the optimizer update of C (a parameter) by the product,

@@ -334,11 +334,17 @@ int clremat_gemm16(clremat_ctx *ctx, const clremat_gemm16_call *g)
                             (long long)M, (long long)N, (long long)K);
     if (M == 0 || N == 0)
         return CLREMAT_OK;
-    if ((st = check16(ctx, "A", g->A, M * K, g->fA)) != CLREMAT_OK ||
-        (st = check16(ctx, "B", g->B, K * N, g->fB)) != CLREMAT_OK ||
+    if (g->offA < 0 || g->offB < 0)
+        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "gemm16: negative offset (A %lld, B %lld)",
+                            (long long)g->offA, (long long)g->offB);
+    if (!g->fC && g->bias && (upd || g->act))
+        return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "gemm16: a float32 C takes a bias without an update or "
+                            "activation only");
+    if ((st = check16(ctx, "A", g->A, g->offA + M * K, g->fA)) != CLREMAT_OK ||
+        (st = check16(ctx, "B", g->B, g->offB + K * N, g->fB)) != CLREMAT_OK ||
         (st = check16(ctx, "C", g->C, M * N, g->fC)) != CLREMAT_OK ||
         (g->fC && g->act && (st = check16(ctx, "out", g->out, M * N, g->fC)) != CLREMAT_OK) ||
-        (g->fC && g->bias && (st = check16(ctx, "bias", g->bias, N, 0)) != CLREMAT_OK))
+        (g->bias && (st = check16(ctx, "bias", g->bias, N, 0)) != CLREMAT_OK))
         return st;
     if (g->fC && K > ctx->gemm_kc && (st = check16(ctx, "scratch", g->scratch, M * N, 0)) != CLREMAT_OK)
         return st;
@@ -350,8 +356,8 @@ int clremat_gemm16(clremat_ctx *ctx, const clremat_gemm16_call *g)
         return st;
     if (ctx->dry_run)
         return CLREMAT_OK;
-    return run_native(ctx, g->tA, g->tB, M, N, K, 1.0f, g->A, 0, g->tA ? M : K, 0, g->B, 0, g->tB ? K : N, 0, 0.0f, C, 0,
-                      N, 0, 1, upd ? 2 : (g->fC && (g->bias || g->act)) ? 1 : 0, g->fC ? g->bias : NULL,
+    return run_native(ctx, g->tA, g->tB, M, N, K, 1.0f, g->A, g->offA, g->tA ? M : K, 0, g->B, g->offB, g->tB ? K : N, 0,
+                      0.0f, C, 0, N, 0, 1, upd ? 2 : (g->bias || (g->fC && g->act)) ? 1 : 0, g->bias,
                       g->fC ? g->act : 0, upd ? g->s0 : (g->fC && g->act ? g->out : NULL), upd && g->okind ? g->s1 : NULL,
                       g->hp, upd ? g->okind : 0, 0, &f);
 }

@@ -19,9 +19,11 @@
  * and bo (parameters wqkv, wo). With rope, q and k are rotated in place in
  * the qkv slot after the projection (layer_rope.h), and dq, dk are rotated
  * back before the input projection's backward. */
+#include "layer_attention.h"
 #include "layer_seq.h"
 #include "layer_rope.h"
 #include "gemm.h"
+#include "gemm16.h"
 #include <math.h>
 
 /* Sizes of one attention layer at a batch size. */
@@ -126,15 +128,27 @@ static int attn_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer
 }
 
 /* Writes dst[e] = probs[e] * keep(e) / (1 - rate) for every element. */
-static int attn_dropout(clremat_layer_call *c, const attn_dims *a, clremat_buf *dst)
+static int attn_dropout(clremat_layer_call *c, const attn_dims *a, const clremat_buf *probs, clremat_buf *dst)
 {
     const clremat_layer *L = &c->g->layers[c->layer];
     return clremat_run1d(c->ctx, "attn_dropout_fwd", a->P, SEQ_I(a->P), SEQ_F(L->rate),
                          SEQ_U(c->seed & 0xffffffffu), SEQ_U(c->seed >> 32), SEQ_U(c->step), SEQ_U(c->layer),
-                         SEQ_M(c->slot[2]), SEQ_M(dst), SEQ_U(c->sample0 * (a->P / c->batch)), SEQ_END);
+                         SEQ_M(probs), SEQ_M(dst), SEQ_U(c->sample0 * (a->P / c->batch)), SEQ_END);
 }
 
-static int attn_forward(clremat_layer_call *c)
+/* buf holds n elements of format fmt (0: float32, else 16-bit). */
+static int check_fmt(clremat_ctx *ctx, const char *layer, const char *role, const clremat_buf *buf, int64_t n,
+                     int fmt)
+{
+    if (!fmt)
+        return clremat_check_buf(ctx, layer, role, buf, n);
+    if (!buf || buf->bytes / 2 < (size_t)n)
+        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "layer %s: 16-bit %s holds %zu bytes, %lld needed",
+                            layer, role, buf ? (size_t)buf->bytes : (size_t)0, (long long)n * 2);
+    return CLREMAT_OK;
+}
+
+int clremat_attn_forward_io(clremat_layer_call *c, const clremat_attn_io *io)
 {
     const clremat_layer *L = &c->g->layers[c->layer];
     clremat_ctx *ctx = c->ctx;
@@ -145,11 +159,12 @@ static int attn_forward(clremat_layer_call *c)
     if (st != CLREMAT_OK)
         return st;
     T = a.T, D = a.D, dh = a.dh, D3 = a.W3, TT = a.T * a.T, HTT = a.H * a.T * a.T;
-    if ((st = clremat_check_buf(ctx, L->name, "input", c->in[0], a.rows * D)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "out", c->slot[0], a.rows * D)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "qkv", c->slot[1], a.rows * D3)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "probs", c->slot[2], a.P)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "ctx", c->slot[3], a.rows * D)) != CLREMAT_OK ||
+    if ((st = check_fmt(ctx, L->name, "input", io->x, a.rows * D, io->fx)) != CLREMAT_OK ||
+        (st = check_fmt(ctx, L->name, "out", io->out, a.rows * D, io->fout)) != CLREMAT_OK ||
+        (io->fout && (st = clremat_check_buf(ctx, L->name, "out scratch", io->out_scratch, a.rows * D)) != CLREMAT_OK) ||
+        (st = clremat_check_buf(ctx, L->name, "qkv", io->qkv, a.rows * D3)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "probs", io->probs, a.P)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "ctx", io->ctx, a.rows * D)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "wqkv", c->param[0], D * D3)) != CLREMAT_OK ||
         (a.bias && (st = clremat_check_buf(ctx, L->name, "bqkv", c->param[1], D3)) != CLREMAT_OK) ||
         (st = clremat_check_buf(ctx, L->name, "wo", c->param[a.iwo], D * D)) != CLREMAT_OK ||
@@ -158,34 +173,55 @@ static int attn_forward(clremat_layer_call *c)
     if (L->rate > 0.0 && (st = clremat_check_buf(ctx, L->name, "forward workspace", c->temp, a.P)) != CLREMAT_OK)
         return st;
 
-    /* qkv = x wqkv + bqkv (bias fused into the GEMM on the native path) */
-    st = clremat_gemm_dense(ctx, a.rows, D, D3, c->in[0], c->param[0], a.bias ? c->param[1] : NULL, 0, c->slot[1],
-                            NULL);
+    /* qkv = x wqkv + bqkv (bias fused into the GEMM on the native path; a
+     * 16-bit x widened while packing) */
+    if (io->fx) {
+        clremat_gemm16_call g = {0};
+        g.M = a.rows, g.N = D3, g.K = D;
+        g.A = io->x, g.fA = io->fx, g.B = c->param[0], g.C = io->qkv, g.bias = a.bias ? c->param[1] : NULL;
+        st = clremat_gemm16(ctx, &g);
+    } else {
+        st = clremat_gemm_dense(ctx, a.rows, D, D3, io->x, c->param[0], a.bias ? c->param[1] : NULL, 0, io->qkv,
+                                NULL);
+    }
     /* RoPE: q and k (adjacent: H + KV chunks of dh) rotated in place */
     if (st == CLREMAT_OK && L->rope_theta > 0.0)
-        st = clremat_rope_run(ctx, a.rows, T, a.H + a.KV, dh, L->rope_theta, 0, 0, c->slot[1], 0, D3, c->slot[1], 0,
-                              D3);
+        st = clremat_rope_run(ctx, a.rows, T, a.H + a.KV, dh, L->rope_theta, 0, 0, io->qkv, 0, D3, io->qkv, 0, D3);
     /* scores of head h for every batch item: q_h k_g^T / sqrt(dh), g = h / grp */
     for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++)
-        st = clremat_gemm(ctx, 0, 1, T, T, dh, (float)(1.0 / sqrt((double)dh)), c->slot[1], h * dh, D3, T * D3,
-                          c->slot[1], D + h / a.grp * dh, D3, T * D3, 0.0f, c->slot[2], h * TT, T, HTT, a.B);
+        st = clremat_gemm(ctx, 0, 1, T, T, dh, (float)(1.0 / sqrt((double)dh)), io->qkv, h * dh, D3, T * D3,
+                          io->qkv, D + h / a.grp * dh, D3, T * D3, 0.0f, io->probs, h * TT, T, HTT, a.B);
     if (st == CLREMAT_OK)
         st = clremat_run1d(ctx, "attn_softmax_fwd", a.B * a.H * T, SEQ_I(a.B * a.H * T), SEQ_I(T),
-                           SEQ_I(L->causal != 0), SEQ_M(c->slot[2]), SEQ_END);
-    pd = c->slot[2];
+                           SEQ_I(L->causal != 0), SEQ_M(io->probs), SEQ_END);
+    pd = io->probs;
     if (st == CLREMAT_OK && L->rate > 0.0) {
-        st = attn_dropout(c, &a, c->temp);
+        st = attn_dropout(c, &a, io->probs, c->temp);
         pd = c->temp;
     }
     /* ctx_h = dropped_h v_g */
     for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++)
-        st = clremat_gemm(ctx, 0, 0, T, dh, T, 1.0f, pd, h * TT, T, HTT, c->slot[1], D + a.Dkv + h / a.grp * dh, D3,
-                          T * D3, 0.0f, c->slot[3], h * dh, D, T * D, a.B);
-    /* out = ctx wo + bo */
-    if (st == CLREMAT_OK)
-        st = clremat_gemm_dense(ctx, a.rows, D, D, c->slot[3], c->param[a.iwo], a.bias ? c->param[3] : NULL, 0,
-                                c->slot[0], NULL);
+        st = clremat_gemm(ctx, 0, 0, T, dh, T, 1.0f, pd, h * TT, T, HTT, io->qkv, D + a.Dkv + h / a.grp * dh, D3,
+                          T * D3, 0.0f, io->ctx, h * dh, D, T * D, a.B);
+    /* out = ctx wo + bo (a 16-bit out rounded in the epilogue) */
+    if (st == CLREMAT_OK && io->fout) {
+        clremat_gemm16_call g = {0};
+        g.M = a.rows, g.N = D, g.K = D;
+        g.A = io->ctx, g.B = c->param[a.iwo], g.C = io->out, g.fC = io->fout, g.scratch = io->out_scratch;
+        g.bias = a.bias ? c->param[3] : NULL;
+        st = clremat_gemm16(ctx, &g);
+    } else if (st == CLREMAT_OK) {
+        st = clremat_gemm_dense(ctx, a.rows, D, D, io->ctx, c->param[a.iwo], a.bias ? c->param[3] : NULL, 0, io->out,
+                                NULL);
+    }
     return st;
+}
+
+static int attn_forward(clremat_layer_call *c)
+{
+    clremat_attn_io io = {0};
+    io.x = c->in[0], io.qkv = c->slot[1], io.probs = c->slot[2], io.ctx = c->slot[3], io.out = c->slot[0];
+    return clremat_attn_forward_io(c, &io);
 }
 
 /* grad[i] (n floats per row, cols columns starting at column offset off of
@@ -197,7 +233,7 @@ static int col_sum(clremat_ctx *ctx, const clremat_buf *src, int64_t off, int64_
                          SEQ_M(dst), SEQ_END);
 }
 
-static int attn_backward(clremat_layer_call *c)
+int clremat_attn_backward_io(clremat_layer_call *c, const clremat_attn_io *io)
 {
     const clremat_layer *L = &c->g->layers[c->layer];
     clremat_ctx *ctx = c->ctx;
@@ -212,16 +248,18 @@ static int attn_backward(clremat_layer_call *c)
     off_dctx = a.P;
     off_dqkv = a.P + a.rows * D;
     W = c->temp;
-    if ((st = clremat_check_buf(ctx, L->name, "input", c->in[0], a.rows * D)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "dout", c->dout, a.rows * D)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "qkv", c->slot[1], a.rows * D3)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "probs", c->slot[2], a.P)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "ctx", c->slot[3], a.rows * D)) != CLREMAT_OK ||
+    if ((st = check_fmt(ctx, L->name, "input", io->x, a.rows * D, io->fx)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "dout", io->dout, a.rows * D)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "qkv", io->qkv, a.rows * D3)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "probs", io->probs, a.P)) != CLREMAT_OK ||
+        (st = clremat_check_buf(ctx, L->name, "ctx", io->ctx, a.rows * D)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "wqkv", c->param[0], D * D3)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "wo", c->param[a.iwo], D * D)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "backward workspace", W, off_dqkv + a.rows * D3)) != CLREMAT_OK)
         return st;
-    if (c->din[0] && (st = clremat_check_buf(ctx, L->name, "din", c->din[0], a.rows * D)) != CLREMAT_OK)
+    if (io->din && ((st = check_fmt(ctx, L->name, "din", io->din, a.rows * D, io->fdin)) != CLREMAT_OK ||
+                    (io->fdin && (st = clremat_check_buf(ctx, L->name, "din scratch", io->din_scratch,
+                                                         a.rows * D)) != CLREMAT_OK)))
         return st;
     for (int i = 0; i < L->n_params; i++) {
         static const char *const names[4] = {"grad wqkv", "grad bqkv", "grad wo", "grad bo"};
@@ -232,17 +270,17 @@ static int attn_backward(clremat_layer_call *c)
     }
 
     /* output projection: grad bo, grad wo = ctx^T dout, dctx = dout wo^T */
-    if (a.bias && c->grad[3] && (st = col_sum(ctx, c->dout, 0, D, a.rows, D, c->grad[3])) != CLREMAT_OK)
+    if (a.bias && c->grad[3] && (st = col_sum(ctx, io->dout, 0, D, a.rows, D, c->grad[3])) != CLREMAT_OK)
         return st;
-    if (c->grad[a.iwo] && (st = clremat_gemm(ctx, 1, 0, D, D, a.rows, 1.0f, c->slot[3], 0, D, 0, c->dout, 0, D, 0,
+    if (c->grad[a.iwo] && (st = clremat_gemm(ctx, 1, 0, D, D, a.rows, 1.0f, io->ctx, 0, D, 0, io->dout, 0, D, 0,
                                              0.0f, c->grad[a.iwo], 0, D, 0, 1)) != CLREMAT_OK)
         return st;
-    st = clremat_gemm(ctx, 0, 1, a.rows, D, D, 1.0f, c->dout, 0, D, 0, c->param[a.iwo], 0, D, 0, 0.0f, W, off_dctx,
+    st = clremat_gemm(ctx, 0, 1, a.rows, D, D, 1.0f, io->dout, 0, D, 0, c->param[a.iwo], 0, D, 0, 0.0f, W, off_dctx,
                       D, 0, 1);
     /* dv_h = dropped_h^T dctx_h (dropped probs regenerated into R) */
-    pd = c->slot[2];
+    pd = io->probs;
     if (st == CLREMAT_OK && L->rate > 0.0) {
-        st = attn_dropout(c, &a, W);
+        st = attn_dropout(c, &a, io->probs, W);
         pd = W;
     }
     /* (dv_g sums its query heads h in order: the first overwrites, the rest add) */
@@ -251,20 +289,20 @@ static int attn_backward(clremat_layer_call *c)
                           h % a.grp ? 1.0f : 0.0f, W, off_dqkv + D + a.Dkv + h / a.grp * dh, D3, T * D3, a.B);
     /* R = d(dropped probs)_h = dctx_h v_g^T */
     for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++)
-        st = clremat_gemm(ctx, 0, 1, T, T, dh, 1.0f, W, off_dctx + h * dh, D, T * D, c->slot[1],
+        st = clremat_gemm(ctx, 0, 1, T, T, dh, 1.0f, W, off_dctx + h * dh, D, T * D, io->qkv,
                           D + a.Dkv + h / a.grp * dh, D3, T * D3, 0.0f, W, h * TT, T, HTT, a.B);
     /* R = dscores (through the dropout mask, the softmax and the 1/sqrt(dh)) */
     if (st == CLREMAT_OK)
         st = clremat_run1d(ctx, "attn_softmax_bwd", a.B * a.H * T, SEQ_I(a.B * a.H * T), SEQ_I(T),
                            SEQ_F(L->rate), SEQ_U(c->seed & 0xffffffffu), SEQ_U(c->seed >> 32), SEQ_U(c->step),
-                           SEQ_U(c->layer), SEQ_F(1.0 / sqrt((double)dh)), SEQ_M(c->slot[2]), SEQ_M(W),
+                           SEQ_U(c->layer), SEQ_F(1.0 / sqrt((double)dh)), SEQ_M(io->probs), SEQ_M(W),
                            SEQ_U(c->sample0 * (a.P / c->batch)), SEQ_END);
     /* dq_h = dS_h k_g, dk_g = sum over its heads h of dS_h^T q_h */
     for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++) {
-        st = clremat_gemm(ctx, 0, 0, T, dh, T, 1.0f, W, h * TT, T, HTT, c->slot[1], D + h / a.grp * dh, D3, T * D3,
+        st = clremat_gemm(ctx, 0, 0, T, dh, T, 1.0f, W, h * TT, T, HTT, io->qkv, D + h / a.grp * dh, D3, T * D3,
                           0.0f, W, off_dqkv + h * dh, D3, T * D3, a.B);
         if (st == CLREMAT_OK)
-            st = clremat_gemm(ctx, 1, 0, T, dh, T, 1.0f, W, h * TT, T, HTT, c->slot[1], h * dh, D3, T * D3,
+            st = clremat_gemm(ctx, 1, 0, T, dh, T, 1.0f, W, h * TT, T, HTT, io->qkv, h * dh, D3, T * D3,
                               h % a.grp ? 1.0f : 0.0f, W, off_dqkv + D + h / a.grp * dh, D3, T * D3, a.B);
     }
     /* RoPE: dq and dk rotated back (the rotation's transpose) */
@@ -276,13 +314,34 @@ static int attn_backward(clremat_layer_call *c)
     /* input projection: grad bqkv, grad wqkv = x^T dqkv, din = dqkv wqkv^T */
     if (a.bias && c->grad[1] && (st = col_sum(ctx, W, off_dqkv, D3, a.rows, D3, c->grad[1])) != CLREMAT_OK)
         return st;
-    if (c->grad[0] && (st = clremat_gemm(ctx, 1, 0, D, D3, a.rows, 1.0f, c->in[0], 0, D, 0, W, off_dqkv, D3, 0,
-                                         0.0f, c->grad[0], 0, D3, 0, 1)) != CLREMAT_OK)
+    if (c->grad[0] && io->fx) { /* x widened while packing */
+        clremat_gemm16_call g = {0};
+        g.tA = 1, g.M = D, g.N = D3, g.K = a.rows;
+        g.A = io->x, g.fA = io->fx, g.B = W, g.offB = off_dqkv, g.C = c->grad[0];
+        st = clremat_gemm16(ctx, &g);
+    } else if (c->grad[0]) {
+        st = clremat_gemm(ctx, 1, 0, D, D3, a.rows, 1.0f, io->x, 0, D, 0, W, off_dqkv, D3, 0, 0.0f, c->grad[0], 0, D3,
+                          0, 1);
+    }
+    if (st != CLREMAT_OK || !io->din)
         return st;
-    if (c->din[0])
-        st = clremat_gemm(ctx, 0, 1, a.rows, D, D3, 1.0f, W, off_dqkv, D3, 0, c->param[0], 0, D3, 0,
-                          c->din_accumulate[0] ? 1.0f : 0.0f, c->din[0], 0, D, 0, 1);
-    return st;
+    if (io->fdin) { /* din rounded (old + new where it accumulates) in the epilogue */
+        clremat_gemm16_call g = {0};
+        g.tB = 1, g.M = a.rows, g.N = D, g.K = D3;
+        g.A = W, g.offA = off_dqkv, g.B = c->param[0], g.C = io->din, g.fC = io->fdin, g.acc = io->din_acc;
+        g.scratch = io->din_scratch;
+        return clremat_gemm16(ctx, &g);
+    }
+    return clremat_gemm(ctx, 0, 1, a.rows, D, D3, 1.0f, W, off_dqkv, D3, 0, c->param[0], 0, D3, 0,
+                        io->din_acc ? 1.0f : 0.0f, io->din, 0, D, 0, 1);
+}
+
+static int attn_backward(clremat_layer_call *c)
+{
+    clremat_attn_io io = {0};
+    io.x = c->in[0], io.qkv = c->slot[1], io.probs = c->slot[2], io.ctx = c->slot[3], io.dout = c->dout;
+    io.din = c->din[0], io.din_acc = c->din_accumulate[0];
+    return clremat_attn_backward_io(c, &io);
 }
 
 const clremat_layer_impl clremat_impl_attention = {attn_cost, attn_forward, attn_backward, NULL, NULL};

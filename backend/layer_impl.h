@@ -39,6 +39,8 @@ extern const clremat_layer_impl16 clremat_impl16_add;
 extern const clremat_layer_impl16 clremat_impl16_layernorm;
 extern const clremat_layer_impl16 clremat_impl16_dropout;
 extern const clremat_layer_impl16 clremat_impl16_activation;
+/** The attention layer's (layer_attention16.c): 16-bit x, out and din at its projections. */
+extern const clremat_layer_impl16 clremat_impl16_attention;
 extern const clremat_layer_impl clremat_impl_activation;
 extern const clremat_layer_impl clremat_impl_dropout;
 extern const clremat_layer_impl clremat_impl_layernorm;

@@ -51,6 +51,7 @@ static const clremat_layer_impl16 *impl16_of(const clremat_graph *g, int l)
                                     : im == &clremat_impl_dropout    ? &clremat_impl16_dropout
                                     : im == &clremat_impl_activation ? &clremat_impl16_activation
                                     : im == &clremat_impl_layernorm  ? &clremat_impl16_layernorm
+                                    : im == &clremat_impl_attention  ? &clremat_impl16_attention
                                                                      : NULL;
     return f && (!f->fuses || f->fuses(g, l)) ? f : NULL;
 }
