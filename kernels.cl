@@ -3252,6 +3252,103 @@ __kernel void clremat_cvt16(const int n, const int act, const float scale, const
     }
 }
 
+/* The embedding's launches under a mixed policy (backend/layer_embedding.c):
+ * emb_forward, emb_backward_table(_acc) and emb_backward_pos with the
+ * output / its gradient in format fmt, the same float32 sums in the same
+ * order (a 16-bit dout widened exactly, out rounded once). */
+__kernel void emb_forward16(const int ntok, const int dim, const int vocab, const int T, const int positions,
+                            __global const float *ids, __global const float *table, __global const float *pos,
+                            const int fmt, __global uchar *out)
+{
+    const int i = get_global_id(0);
+    if (i >= ntok * dim)
+        return;
+    const int tok = i / dim, d = i % dim;
+    float v = table[(size_t)seq_clamp_id(ids[tok], vocab) * dim + d];
+    if (positions)
+        v += pos[(size_t)(tok % T) * dim + d];
+    clremat_st16(out, fmt, i, v);
+}
+
+__kernel void emb_backward_table16(const int ntok, const int dim, const int vocab, const int acc,
+                                   __global const float *ids, const int fmt, __global const uchar *dout,
+                                   __global float *gtable)
+{
+    const int v = get_global_id(0);
+    if (v >= vocab)
+        return;
+    __global float *g = gtable + (size_t)v * dim;
+    if (!acc)
+        for (int d = 0; d < dim; d++)
+            g[d] = 0.0f;
+    for (int tok = 0; tok < ntok; tok++) {
+        if (seq_clamp_id(ids[tok], vocab) != v)
+            continue;
+        for (int d = 0; d < dim; d++)
+            g[d] += clremat_ld16(dout, fmt, tok * dim + d);
+    }
+}
+
+__kernel void emb_backward_pos16(const int nseq, const int T, const int dim, const int fmt,
+                                 __global const uchar *dout, __global float *gpos)
+{
+    const int i = get_global_id(0);
+    if (i >= T * dim)
+        return;
+    float s = 0.0f;
+    for (int b = 0; b < nseq; b++)
+        s += clremat_ld16(dout, fmt, b * T * dim + i);
+    gpos[i] = s;
+}
+
+/* Softmax cross-entropy under a mixed policy (backend/layer_softmax_ce.c):
+ * ce_forward_rows and ce_backward on logits of format fmt, the gradient
+ * times scale (the float16 loss scale) stored in format fmt (acc: added to
+ * its value first), as the staged conversion of ce_backward's floats. */
+__kernel void ce_forward_rows16(const int rows, const int C, const int fmt, __global const uchar *logits,
+                                __global const float *labels, __global float *part)
+{
+    const int r = get_global_id(0);
+    if (r >= rows)
+        return;
+    const int o = r * C, y = seq_clamp_id(labels[r], C);
+    float m = clremat_ld16(logits, fmt, o), s = 0.0f;
+    int am = 0;
+    for (int j = 1; j < C; j++) {
+        const float x = clremat_ld16(logits, fmt, o + j);
+        if (x > m) {
+            m = x;
+            am = j;
+        }
+    }
+    for (int j = 0; j < C; j++)
+        s += exp(clremat_ld16(logits, fmt, o + j) - m);
+    part[r] = log(s) + m - clremat_ld16(logits, fmt, o + y);
+    part[rows + r] = am == y ? 1.0f : 0.0f;
+}
+
+__kernel void ce_backward16(const int rows, const int C, const int acc, const int fmt, __global const uchar *logits,
+                            __global const float *labels, __global uchar *din, const float divisor, const float scale)
+{
+    const int r = get_global_id(0);
+    if (r >= rows)
+        return;
+    const int o = r * C, y = seq_clamp_id(labels[r], C);
+    float m = clremat_ld16(logits, fmt, o), s = 0.0f;
+    for (int j = 1; j < C; j++)
+        m = fmax(m, clremat_ld16(logits, fmt, o + j));
+    for (int j = 0; j < C; j++)
+        s += exp(clremat_ld16(logits, fmt, o + j) - m);
+    const float inv = 1.0f / s, invn = 1.0f / divisor;
+    for (int j = 0; j < C; j++) {
+        float v = (exp(clremat_ld16(logits, fmt, o + j) - m) * inv - (j == y ? 1.0f : 0.0f)) * invn;
+        v *= scale;
+        if (acc)
+            v = clremat_ld16(din, fmt, o + j) + v;
+        clremat_st16(din, fmt, o + j, v);
+    }
+}
+
 /* clremat_count_nonfinite over n elements stored in format fmt. */
 __kernel __attribute__((reqd_work_group_size(256, 1, 1)))
 void clremat_count_nonfinite16(const int n, const int fmt, __global const uchar *x, __global int *count)

@@ -6,8 +6,13 @@
  * the data layer is what validates ids. Ids have no gradient: din[0] is
  * ignored except that a non-NULL overwrite din is zeroed. The table gradient
  * is deterministic: one work-item per vocabulary row scans every token in
- * order (no atomics). */
+ * order (no atomics).
+ * Under a mixed policy the output and its gradient are 16-bit and the
+ * kernels' 16-bit forms store and load them directly (emb_forward16,
+ * emb_backward_*16: the same float32 sums, rounded once), no staging. */
 #include "layer_seq.h"
+#include "layer_impl.h"
+#include "mixed_precision.h"
 
 /* Tokens, width, vocabulary and positions (T) of layer l. */
 static int emb_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batch, int64_t *ntok,
@@ -55,7 +60,20 @@ static int emb_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_
     return CLREMAT_OK;
 }
 
-static int emb_forward(clremat_layer_call *c)
+/* buf holds n elements of format fmt (0: float32, else 16-bit). */
+static int check_fmt(clremat_ctx *ctx, const char *layer, const char *role, const clremat_buf *buf, int64_t n,
+                     int fmt)
+{
+    if (!fmt)
+        return clremat_check_buf(ctx, layer, role, buf, n);
+    if (!buf || buf->bytes / 2 < (size_t)n)
+        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "layer %s: 16-bit %s holds %zu bytes, %lld needed",
+                            layer, role, buf ? (size_t)buf->bytes : (size_t)0, (long long)n * 2);
+    return CLREMAT_OK;
+}
+
+/* The forward with the output in format fmt. */
+static int emb_forward_fmt(clremat_layer_call *c, int fmt)
 {
     const clremat_layer *L = &c->g->layers[c->layer];
     int64_t ntok, dim, vocab, T;
@@ -67,15 +85,22 @@ static int emb_forward(clremat_layer_call *c)
     if (st == CLREMAT_OK && L->positions)
         st = clremat_check_buf(c->ctx, L->name, "pos_table", c->param[1], T * dim);
     if (st == CLREMAT_OK)
-        st = clremat_check_buf(c->ctx, L->name, "out", c->slot[0], ntok * dim);
+        st = check_fmt(c->ctx, L->name, "out", c->slot[0], ntok * dim, fmt);
     if (st != CLREMAT_OK)
         return st;
+    if (fmt)
+        return clremat_run1d(c->ctx, "emb_forward16", ntok * dim, SEQ_I(ntok), SEQ_I(dim), SEQ_I(vocab), SEQ_I(T),
+                             SEQ_I(L->positions != 0), SEQ_M(c->in[0]), SEQ_M(c->param[0]),
+                             SEQ_M(L->positions ? c->param[1] : c->param[0]), SEQ_I(fmt), SEQ_M(c->slot[0]), SEQ_END);
     return clremat_run1d(c->ctx, "emb_forward", ntok * dim, SEQ_I(ntok), SEQ_I(dim), SEQ_I(vocab), SEQ_I(T),
                          SEQ_I(L->positions != 0), SEQ_M(c->in[0]), SEQ_M(c->param[0]),
                          SEQ_M(L->positions ? c->param[1] : c->param[0]), SEQ_M(c->slot[0]), SEQ_END);
 }
 
-static int emb_backward(clremat_layer_call *c)
+static int emb_forward(clremat_layer_call *c) { return emb_forward_fmt(c, CLREMAT_FMT_F32); }
+
+/* The backward with dout in format fmt. */
+static int emb_backward_fmt(clremat_layer_call *c, int fmt)
 {
     const clremat_layer *L = &c->g->layers[c->layer];
     int64_t ntok, dim, vocab, T;
@@ -83,24 +108,33 @@ static int emb_backward(clremat_layer_call *c)
     if (st == CLREMAT_OK)
         st = clremat_check_buf(c->ctx, L->name, "ids", c->in[0], ntok);
     if (st == CLREMAT_OK)
-        st = clremat_check_buf(c->ctx, L->name, "dout", c->dout, ntok * dim);
+        st = check_fmt(c->ctx, L->name, "dout", c->dout, ntok * dim, fmt);
     if (st != CLREMAT_OK)
         return st;
     if (c->grad[0]) {
         if ((st = clremat_check_buf(c->ctx, L->name, "grad table", c->grad[0], vocab * dim)) != CLREMAT_OK)
             return st;
         /* grad_accumulate: a tied output projection wrote its part first */
-        st = clremat_run1d(c->ctx, c->grad_accumulate[0] ? "emb_backward_table_acc" : "emb_backward_table", vocab,
-                           SEQ_I(ntok), SEQ_I(dim), SEQ_I(vocab),
-                           SEQ_M(c->in[0]), SEQ_M(c->dout), SEQ_M(c->grad[0]), SEQ_END);
+        if (fmt)
+            st = clremat_run1d(c->ctx, "emb_backward_table16", vocab, SEQ_I(ntok), SEQ_I(dim), SEQ_I(vocab),
+                               SEQ_I(c->grad_accumulate[0] != 0), SEQ_M(c->in[0]), SEQ_I(fmt), SEQ_M(c->dout),
+                               SEQ_M(c->grad[0]), SEQ_END);
+        else
+            st = clremat_run1d(c->ctx, c->grad_accumulate[0] ? "emb_backward_table_acc" : "emb_backward_table",
+                               vocab, SEQ_I(ntok), SEQ_I(dim), SEQ_I(vocab), SEQ_M(c->in[0]), SEQ_M(c->dout),
+                               SEQ_M(c->grad[0]), SEQ_END);
         if (st != CLREMAT_OK)
             return st;
     }
     if (L->positions && c->grad[1]) {
         if ((st = clremat_check_buf(c->ctx, L->name, "grad pos_table", c->grad[1], T * dim)) != CLREMAT_OK)
             return st;
-        st = clremat_run1d(c->ctx, "emb_backward_pos", T * dim, SEQ_I(ntok / T), SEQ_I(T), SEQ_I(dim),
-                           SEQ_M(c->dout), SEQ_M(c->grad[1]), SEQ_END);
+        if (fmt)
+            st = clremat_run1d(c->ctx, "emb_backward_pos16", T * dim, SEQ_I(ntok / T), SEQ_I(T), SEQ_I(dim),
+                               SEQ_I(fmt), SEQ_M(c->dout), SEQ_M(c->grad[1]), SEQ_END);
+        else
+            st = clremat_run1d(c->ctx, "emb_backward_pos", T * dim, SEQ_I(ntok / T), SEQ_I(T), SEQ_I(dim),
+                               SEQ_M(c->dout), SEQ_M(c->grad[1]), SEQ_END);
         if (st != CLREMAT_OK)
             return st;
     }
@@ -110,4 +144,51 @@ static int emb_backward(clremat_layer_call *c)
     return CLREMAT_OK;
 }
 
+static int emb_backward(clremat_layer_call *c) { return emb_backward_fmt(c, CLREMAT_FMT_F32); }
+
 const clremat_layer_impl clremat_impl_embedding = {emb_cost, emb_forward, emb_backward, NULL, NULL};
+
+/* ---- under a mixed policy: the 16-bit output and gradient, no float32 buffers */
+
+static int fmt_of(const clremat_graph *g)
+{
+    return g->precision == CLREMAT_PREC_MIXED_FLOAT16 ? CLREMAT_FMT_F16 : CLREMAT_FMT_BF16;
+}
+
+static void emb16_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
+{
+    (void)g, (void)l, (void)batch;
+    c->fwd_stage_bytes = 0;
+    c->bwd_stage_bytes = 0;
+}
+
+/* Fused when the ids are float32 (the model's input; ids from another
+ * layer arrive 16-bit and stage). */
+static int emb16_fuses(const clremat_graph *g, int l)
+{
+    return !clremat_mixed_input16(g, l, 0);
+}
+
+/* The output is 16-bit (every non-loss layer's is under a mixed policy)
+ * and the ids float32 (emb16_fuses). */
+static int emb16_check(clremat_layer_call *c, const clremat_layer_cost *cost)
+{
+    if (cost->slot16 != 1u || cost->in16)
+        return clremat_fail(c->ctx, CLREMAT_ERR_INTERNAL, "embedding %s: the 16-bit launch expects a 16-bit output "
+                            "and float32 ids", c->g->layers[c->layer].name);
+    return CLREMAT_OK;
+}
+
+static int emb16_forward(clremat_layer_call *c, const clremat_layer_cost *cost)
+{
+    int st = emb16_check(c, cost);
+    return st == CLREMAT_OK ? emb_forward_fmt(c, fmt_of(c->g)) : st;
+}
+
+static int emb16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
+{
+    int st = emb16_check(c, cost);
+    return st == CLREMAT_OK ? emb_backward_fmt(c, fmt_of(c->g)) : st;
+}
+
+const clremat_layer_impl16 clremat_impl16_embedding = {emb16_fuses, emb16_cost, emb16_forward, emb16_backward};

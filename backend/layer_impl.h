@@ -41,6 +41,10 @@ extern const clremat_layer_impl16 clremat_impl16_dropout;
 extern const clremat_layer_impl16 clremat_impl16_activation;
 /** The attention layer's (layer_attention16.c): 16-bit x, out and din at its projections. */
 extern const clremat_layer_impl16 clremat_impl16_attention;
+/** The embedding's (layer_embedding.c): 16-bit output and output gradient. */
+extern const clremat_layer_impl16 clremat_impl16_embedding;
+/** Softmax cross-entropy's (layer_softmax_ce.c): 16-bit logits and their gradient. */
+extern const clremat_layer_impl16 clremat_impl16_softmax_ce;
 extern const clremat_layer_impl clremat_impl_activation;
 extern const clremat_layer_impl clremat_impl_dropout;
 extern const clremat_layer_impl clremat_impl_layernorm;

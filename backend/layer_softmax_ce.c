@@ -5,8 +5,12 @@
  * floats and are summed in row order by one work-item (deterministic).
  * Backward: din = (softmax(logits) - onehot(label)) / rows; dout is ignored.
  * A label outside [0, C) (or NaN) is CLAMPED in the kernels to the nearest
- * class (NaN and negatives to 0): ids are validated by the data layer. */
+ * class (NaN and negatives to 0): ids are validated by the data layer.
+ * Under a mixed policy 16-bit logits are read and the 16-bit din written
+ * directly (ce_forward_rows16, ce_backward16: the float32 kernels' floats,
+ * din times the loss scale rounded once, as the staged conversion does). */
 #include "layer_seq.h"
+#include "mixed_precision.h"
 
 static int ce_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batch, int64_t *rows, int64_t *C)
 {
@@ -50,20 +54,36 @@ static int ce_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_c
     return CLREMAT_OK;
 }
 
-static int ce_forward(clremat_layer_call *c)
+/* buf holds n elements of format fmt (0: float32, else 16-bit). */
+static int check_fmt(clremat_ctx *ctx, const char *layer, const char *role, const clremat_buf *buf, int64_t n,
+                     int fmt)
+{
+    if (!fmt)
+        return clremat_check_buf(ctx, layer, role, buf, n);
+    if (!buf || buf->bytes / 2 < (size_t)n)
+        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "layer %s: 16-bit %s holds %zu bytes, %lld needed",
+                            layer, role, buf ? (size_t)buf->bytes : (size_t)0, (long long)n * 2);
+    return CLREMAT_OK;
+}
+
+/* The forward on logits of format fmt. */
+static int ce_forward_fmt(clremat_layer_call *c, int fmt)
 {
     const clremat_layer *L = &c->g->layers[c->layer];
     int64_t rows, C;
     int st = ce_dims(c->ctx, c->g, c->layer, c->batch, &rows, &C);
     if (st == CLREMAT_OK)
-        st = clremat_check_buf(c->ctx, L->name, "logits", c->in[0], rows * C);
+        st = check_fmt(c->ctx, L->name, "logits", c->in[0], rows * C, fmt);
     if (st == CLREMAT_OK)
         st = clremat_check_buf(c->ctx, L->name, "labels", c->labels, rows);
     if (st == CLREMAT_OK)
         st = clremat_check_buf(c->ctx, L->name, "out", c->slot[0], 2);
     if (st == CLREMAT_OK)
         st = clremat_check_buf(c->ctx, L->name, "forward workspace", c->temp, 2 * rows);
-    if (st == CLREMAT_OK)
+    if (st == CLREMAT_OK && fmt)
+        st = clremat_run1d(c->ctx, "ce_forward_rows16", rows, SEQ_I(rows), SEQ_I(C), SEQ_I(fmt), SEQ_M(c->in[0]),
+                           SEQ_M(c->labels), SEQ_M(c->temp), SEQ_END);
+    else if (st == CLREMAT_OK)
         st = clremat_run1d(c->ctx, "ce_forward_rows", rows, SEQ_I(rows), SEQ_I(C), SEQ_M(c->in[0]),
                            SEQ_M(c->labels), SEQ_M(c->temp), SEQ_END);
     if (st == CLREMAT_OK)
@@ -72,19 +92,65 @@ static int ce_forward(clremat_layer_call *c)
     return st;
 }
 
-static int ce_backward(clremat_layer_call *c)
+static int ce_forward(clremat_layer_call *c) { return ce_forward_fmt(c, CLREMAT_FMT_F32); }
+
+/* The backward on logits and din of format fmt, din times scale. */
+static int ce_backward_fmt(clremat_layer_call *c, int fmt, float scale)
 {
     const clremat_layer *L = &c->g->layers[c->layer];
     int64_t rows, C;
     int st = ce_dims(c->ctx, c->g, c->layer, c->batch, &rows, &C);
     if (st != CLREMAT_OK || !c->din[0])
         return st;
-    if ((st = clremat_check_buf(c->ctx, L->name, "logits", c->in[0], rows * C)) != CLREMAT_OK ||
+    if ((st = check_fmt(c->ctx, L->name, "logits", c->in[0], rows * C, fmt)) != CLREMAT_OK ||
         (st = clremat_check_buf(c->ctx, L->name, "labels", c->labels, rows)) != CLREMAT_OK ||
-        (st = clremat_check_buf(c->ctx, L->name, "din", c->din[0], rows * C)) != CLREMAT_OK)
+        (st = check_fmt(c->ctx, L->name, "din", c->din[0], rows * C, fmt)) != CLREMAT_OK)
         return st;
+    if (fmt)
+        return clremat_run1d(c->ctx, "ce_backward16", rows, SEQ_I(rows), SEQ_I(C), SEQ_I(c->din_accumulate[0] != 0),
+                             SEQ_I(fmt), SEQ_M(c->in[0]), SEQ_M(c->labels), SEQ_M(c->din[0]),
+                             SEQ_F(ce_divisor(c, rows)), SEQ_F(scale), SEQ_END);
     return clremat_run1d(c->ctx, "ce_backward", rows, SEQ_I(rows), SEQ_I(C), SEQ_I(c->din_accumulate[0] != 0),
                          SEQ_M(c->in[0]), SEQ_M(c->labels), SEQ_M(c->din[0]), SEQ_F(ce_divisor(c, rows)), SEQ_END);
 }
 
+static int ce_backward(clremat_layer_call *c) { return ce_backward_fmt(c, CLREMAT_FMT_F32, 1.0f); }
+
 const clremat_layer_impl clremat_impl_softmax_ce = {ce_cost, ce_forward, ce_backward, NULL, NULL};
+
+/* ---- under a mixed policy: 16-bit logits and din (the input's format:
+ * a layer's output, 16-bit; the loss's own slot stays float32) */
+
+static int ce16_fuses(const clremat_graph *g, int l)
+{
+    return clremat_mixed_input16(g, l, 0);
+}
+
+static void ce16_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
+{
+    (void)g, (void)l, (void)batch;
+    c->fwd_stage_bytes = 0;
+    c->bwd_stage_bytes = 0;
+}
+
+static int ce16_fmt(const clremat_layer_call *c, const clremat_layer_cost *cost)
+{
+    if (!(cost->in16 & 1u) || cost->slot16)
+        return clremat_fail(c->ctx, CLREMAT_ERR_INTERNAL, "softmax_ce %s: the 16-bit launch expects 16-bit logits "
+                            "and a float32 loss", c->g->layers[c->layer].name), -1;
+    return c->g->precision == CLREMAT_PREC_MIXED_FLOAT16 ? CLREMAT_FMT_F16 : CLREMAT_FMT_BF16;
+}
+
+static int ce16_forward(clremat_layer_call *c, const clremat_layer_cost *cost)
+{
+    const int fmt = ce16_fmt(c, cost);
+    return fmt < 0 ? CLREMAT_ERR_INTERNAL : ce_forward_fmt(c, fmt);
+}
+
+static int ce16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
+{
+    const int fmt = ce16_fmt(c, cost);
+    return fmt < 0 ? CLREMAT_ERR_INTERNAL : ce_backward_fmt(c, fmt, c->loss_scale > 0.0f ? c->loss_scale : 1.0f);
+}
+
+const clremat_layer_impl16 clremat_impl16_softmax_ce = {ce16_fuses, ce16_cost, ce16_forward, ce16_backward};

@@ -52,6 +52,8 @@ static const clremat_layer_impl16 *impl16_of(const clremat_graph *g, int l)
                                     : im == &clremat_impl_activation ? &clremat_impl16_activation
                                     : im == &clremat_impl_layernorm  ? &clremat_impl16_layernorm
                                     : im == &clremat_impl_attention  ? &clremat_impl16_attention
+                                    : im == &clremat_impl_embedding  ? &clremat_impl16_embedding
+                                    : im == &clremat_impl_softmax_ce ? &clremat_impl16_softmax_ce
                                                                      : NULL;
     return f && (!f->fuses || f->fuses(g, l)) ? f : NULL;
 }
