@@ -356,8 +356,9 @@ int clremat_gemm16(clremat_ctx *ctx, const clremat_gemm16_call *g)
         return st;
     if (ctx->dry_run)
         return CLREMAT_OK;
-    return run_native(ctx, g->tA, g->tB, M, N, K, 1.0f, g->A, g->offA, g->tA ? M : K, 0, g->B, g->offB, g->tB ? K : N, 0,
-                      0.0f, C, 0, N, 0, 1, upd ? 2 : (g->bias || (g->fC && g->act)) ? 1 : 0, g->bias,
-                      g->fC ? g->act : 0, upd ? g->s0 : (g->fC && g->act ? g->out : NULL), upd && g->okind ? g->s1 : NULL,
+    return run_native(ctx, g->tA, g->tB, M, N, K, 1.0f, g->A, g->offA, g->tA ? M : K, 0, g->B, g->offB,
+                      g->tB ? K : N, 0, 0.0f, C, 0, N, 0, 1, upd ? 2 : (g->bias || (g->fC && g->act)) ? 1 : 0, g->bias,
+                      g->fC ? g->act : 0, upd ? g->s0 : (g->fC && g->act ? g->out : NULL),
+                      upd && g->okind ? g->s1 : NULL,
                       g->hp, upd ? g->okind : 0, 0, &f);
 }

@@ -71,3 +71,17 @@ int clremat_check_buf(clremat_ctx *ctx, const char *layer, const char *role, con
                             (long long)floats * (long long)sizeof(float));
     return CLREMAT_OK;
 }
+
+int clremat_check_buf_fmt(clremat_ctx *ctx, const char *layer, const char *role, const clremat_buf *buf, int64_t n,
+                          int fmt)
+{
+    if (!fmt)
+        return clremat_check_buf(ctx, layer, role, buf, n);
+    if (!buf)
+        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "layer %s: %s buffer missing", layer, role);
+    if (n < 0 || buf->bytes / 2 < (uint64_t)n)
+        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT,
+                            "layer %s: 16-bit %s buffer holds %zu bytes, %lld needed", layer, role, buf->bytes,
+                            (long long)n * 2);
+    return CLREMAT_OK;
+}

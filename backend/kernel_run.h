@@ -37,4 +37,9 @@ static inline int64_t clremat_last_dim(const clremat_shape *s)
 int clremat_check_buf(clremat_ctx *ctx, const char *layer, const char *role, const clremat_buf *buf,
                       int64_t floats);
 
+/** clremat_check_buf for n elements of storage format fmt (0: float32,
+ * else a 16-bit format of mixed precision, two bytes each). */
+int clremat_check_buf_fmt(clremat_ctx *ctx, const char *layer, const char *role, const clremat_buf *buf, int64_t n,
+                          int fmt);
+
 #endif

@@ -136,18 +136,6 @@ static int attn_dropout(clremat_layer_call *c, const attn_dims *a, const clremat
                          SEQ_M(probs), SEQ_M(dst), SEQ_U(c->sample0 * (a->P / c->batch)), SEQ_END);
 }
 
-/* buf holds n elements of format fmt (0: float32, else 16-bit). */
-static int check_fmt(clremat_ctx *ctx, const char *layer, const char *role, const clremat_buf *buf, int64_t n,
-                     int fmt)
-{
-    if (!fmt)
-        return clremat_check_buf(ctx, layer, role, buf, n);
-    if (!buf || buf->bytes / 2 < (size_t)n)
-        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "layer %s: 16-bit %s holds %zu bytes, %lld needed",
-                            layer, role, buf ? (size_t)buf->bytes : (size_t)0, (long long)n * 2);
-    return CLREMAT_OK;
-}
-
 int clremat_attn_forward_io(clremat_layer_call *c, const clremat_attn_io *io)
 {
     const clremat_layer *L = &c->g->layers[c->layer];
@@ -159,9 +147,10 @@ int clremat_attn_forward_io(clremat_layer_call *c, const clremat_attn_io *io)
     if (st != CLREMAT_OK)
         return st;
     T = a.T, D = a.D, dh = a.dh, D3 = a.W3, TT = a.T * a.T, HTT = a.H * a.T * a.T;
-    if ((st = check_fmt(ctx, L->name, "input", io->x, a.rows * D, io->fx)) != CLREMAT_OK ||
-        (st = check_fmt(ctx, L->name, "out", io->out, a.rows * D, io->fout)) != CLREMAT_OK ||
-        (io->fout && (st = clremat_check_buf(ctx, L->name, "out scratch", io->out_scratch, a.rows * D)) != CLREMAT_OK) ||
+    if ((st = clremat_check_buf_fmt(ctx, L->name, "input", io->x, a.rows * D, io->fx)) != CLREMAT_OK ||
+        (st = clremat_check_buf_fmt(ctx, L->name, "out", io->out, a.rows * D, io->fout)) != CLREMAT_OK ||
+        (io->fout &&
+         (st = clremat_check_buf(ctx, L->name, "out scratch", io->out_scratch, a.rows * D)) != CLREMAT_OK) ||
         (st = clremat_check_buf(ctx, L->name, "qkv", io->qkv, a.rows * D3)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "probs", io->probs, a.P)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "ctx", io->ctx, a.rows * D)) != CLREMAT_OK ||
@@ -248,7 +237,7 @@ int clremat_attn_backward_io(clremat_layer_call *c, const clremat_attn_io *io)
     off_dctx = a.P;
     off_dqkv = a.P + a.rows * D;
     W = c->temp;
-    if ((st = check_fmt(ctx, L->name, "input", io->x, a.rows * D, io->fx)) != CLREMAT_OK ||
+    if ((st = clremat_check_buf_fmt(ctx, L->name, "input", io->x, a.rows * D, io->fx)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "dout", io->dout, a.rows * D)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "qkv", io->qkv, a.rows * D3)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "probs", io->probs, a.P)) != CLREMAT_OK ||
@@ -257,7 +246,7 @@ int clremat_attn_backward_io(clremat_layer_call *c, const clremat_attn_io *io)
         (st = clremat_check_buf(ctx, L->name, "wo", c->param[a.iwo], D * D)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "backward workspace", W, off_dqkv + a.rows * D3)) != CLREMAT_OK)
         return st;
-    if (io->din && ((st = check_fmt(ctx, L->name, "din", io->din, a.rows * D, io->fdin)) != CLREMAT_OK ||
+    if (io->din && ((st = clremat_check_buf_fmt(ctx, L->name, "din", io->din, a.rows * D, io->fdin)) != CLREMAT_OK ||
                     (io->fdin && (st = clremat_check_buf(ctx, L->name, "din scratch", io->din_scratch,
                                                          a.rows * D)) != CLREMAT_OK)))
         return st;

@@ -36,11 +36,6 @@ static void attn16_cost(const clremat_graph *g, int l, int64_t batch, clremat_la
     c->bwd_stage_bytes = out + inner + ((c->in16 & 1u) ? out : 0);
 }
 
-static int fmt_of(const clremat_graph *g)
-{
-    return g->precision == CLREMAT_PREC_MIXED_FLOAT16 ? CLREMAT_FMT_F16 : CLREMAT_FMT_BF16;
-}
-
 static void release_all(clremat_ctx *ctx, clremat_buf **b, int n)
 {
     for (int i = 0; i < n; i++)
@@ -62,7 +57,7 @@ static int take_inner(clremat_layer_call *c, const clremat_layer_cost *cost, clr
 
 static int attn16_forward(clremat_layer_call *c, const clremat_layer_cost *cost)
 {
-    const int fmt = fmt_of(c->g);
+    const int fmt = clremat_mixed_fmt(c->g);
     clremat_buf *f[N_SLOTS] = {NULL}; /* f[S_OUT]: the output projection's scratch */
     clremat_attn_io io = {0};
     int st = take_inner(c, cost, f);
@@ -88,7 +83,7 @@ static int attn16_forward(clremat_layer_call *c, const clremat_layer_cost *cost)
 
 static int attn16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
 {
-    const int fmt = fmt_of(c->g), fx = (cost->in16 & 1u) ? fmt : CLREMAT_FMT_F32;
+    const int fmt = clremat_mixed_fmt(c->g), fx = (cost->in16 & 1u) ? fmt : CLREMAT_FMT_F32;
     clremat_buf *f[N_SLOTS] = {NULL}, *scr = NULL; /* f[S_OUT]: dout in float32 */
     clremat_attn_io io = {0};
     int st;

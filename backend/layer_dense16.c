@@ -40,15 +40,10 @@ static int64_t ab_rows(const clremat_layer_call *c, const clremat_layer *L)
     return rows;
 }
 
-static int fmt_of(const clremat_graph *g)
-{
-    return g->precision == CLREMAT_PREC_MIXED_FLOAT16 ? CLREMAT_FMT_F16 : CLREMAT_FMT_BF16;
-}
-
 static int dense16_forward(clremat_layer_call *c, const clremat_layer_cost *cost)
 {
     const clremat_layer *L = &c->g->layers[c->layer];
-    const int has_act = L->act != CLREMAT_ACT_NONE, fmt = fmt_of(c->g);
+    const int has_act = L->act != CLREMAT_ACT_NONE, fmt = clremat_mixed_fmt(c->g);
     int64_t rows, in, units;
     clremat_buf *scr = NULL;
     clremat_gemm16_call g = {0};
@@ -72,7 +67,7 @@ static int dense16_forward(clremat_layer_call *c, const clremat_layer_cost *cost
 static int dense16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
 {
     const clremat_layer *L = &c->g->layers[c->layer];
-    const int has_act = L->act != CLREMAT_ACT_NONE, fmt = fmt_of(c->g);
+    const int has_act = L->act != CLREMAT_ACT_NONE, fmt = clremat_mixed_fmt(c->g);
     const int fx = (cost->in16 & 1u) ? fmt : CLREMAT_FMT_F32;
     const clremat_fused_call *f = c->fused;
     int64_t rows, in, units;

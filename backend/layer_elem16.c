@@ -9,20 +9,15 @@
 #include "kernel_run.h"
 #include "mixed_precision.h"
 
-static int fmt_of(const clremat_graph *g)
-{
-    return g->precision == CLREMAT_PREC_MIXED_FLOAT16 ? CLREMAT_FMT_F16 : CLREMAT_FMT_BF16;
-}
-
 /* Format of input i, of the output (and its gradient). */
 static int fin(const clremat_layer_call *c, const clremat_layer_cost *cost, int i)
 {
-    return (cost->in16 >> i & 1u) ? fmt_of(c->g) : CLREMAT_FMT_F32;
+    return (cost->in16 >> i & 1u) ? clremat_mixed_fmt(c->g) : CLREMAT_FMT_F32;
 }
 
 static int fout(const clremat_layer_call *c, const clremat_layer_cost *cost)
 {
-    return (cost->slot16 & 1u) ? fmt_of(c->g) : CLREMAT_FMT_F32;
+    return (cost->slot16 & 1u) ? clremat_mixed_fmt(c->g) : CLREMAT_FMT_F32;
 }
 
 static int64_t elems(const clremat_layer_call *c, int i)

@@ -60,18 +60,6 @@ static int emb_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_
     return CLREMAT_OK;
 }
 
-/* buf holds n elements of format fmt (0: float32, else 16-bit). */
-static int check_fmt(clremat_ctx *ctx, const char *layer, const char *role, const clremat_buf *buf, int64_t n,
-                     int fmt)
-{
-    if (!fmt)
-        return clremat_check_buf(ctx, layer, role, buf, n);
-    if (!buf || buf->bytes / 2 < (size_t)n)
-        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "layer %s: 16-bit %s holds %zu bytes, %lld needed",
-                            layer, role, buf ? (size_t)buf->bytes : (size_t)0, (long long)n * 2);
-    return CLREMAT_OK;
-}
-
 /* The forward with the output in format fmt. */
 static int emb_forward_fmt(clremat_layer_call *c, int fmt)
 {
@@ -85,7 +73,7 @@ static int emb_forward_fmt(clremat_layer_call *c, int fmt)
     if (st == CLREMAT_OK && L->positions)
         st = clremat_check_buf(c->ctx, L->name, "pos_table", c->param[1], T * dim);
     if (st == CLREMAT_OK)
-        st = check_fmt(c->ctx, L->name, "out", c->slot[0], ntok * dim, fmt);
+        st = clremat_check_buf_fmt(c->ctx, L->name, "out", c->slot[0], ntok * dim, fmt);
     if (st != CLREMAT_OK)
         return st;
     if (fmt)
@@ -108,7 +96,7 @@ static int emb_backward_fmt(clremat_layer_call *c, int fmt)
     if (st == CLREMAT_OK)
         st = clremat_check_buf(c->ctx, L->name, "ids", c->in[0], ntok);
     if (st == CLREMAT_OK)
-        st = check_fmt(c->ctx, L->name, "dout", c->dout, ntok * dim, fmt);
+        st = clremat_check_buf_fmt(c->ctx, L->name, "dout", c->dout, ntok * dim, fmt);
     if (st != CLREMAT_OK)
         return st;
     if (c->grad[0]) {
@@ -150,11 +138,6 @@ const clremat_layer_impl clremat_impl_embedding = {emb_cost, emb_forward, emb_ba
 
 /* ---- under a mixed policy: the 16-bit output and gradient, no float32 buffers */
 
-static int fmt_of(const clremat_graph *g)
-{
-    return g->precision == CLREMAT_PREC_MIXED_FLOAT16 ? CLREMAT_FMT_F16 : CLREMAT_FMT_BF16;
-}
-
 static void emb16_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
 {
     (void)g, (void)l, (void)batch;
@@ -182,13 +165,13 @@ static int emb16_check(clremat_layer_call *c, const clremat_layer_cost *cost)
 static int emb16_forward(clremat_layer_call *c, const clremat_layer_cost *cost)
 {
     int st = emb16_check(c, cost);
-    return st == CLREMAT_OK ? emb_forward_fmt(c, fmt_of(c->g)) : st;
+    return st == CLREMAT_OK ? emb_forward_fmt(c, clremat_mixed_fmt(c->g)) : st;
 }
 
 static int emb16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
 {
     int st = emb16_check(c, cost);
-    return st == CLREMAT_OK ? emb_backward_fmt(c, fmt_of(c->g)) : st;
+    return st == CLREMAT_OK ? emb_backward_fmt(c, clremat_mixed_fmt(c->g)) : st;
 }
 
 const clremat_layer_impl16 clremat_impl16_embedding = {emb16_fuses, emb16_cost, emb16_forward, emb16_backward};

@@ -54,18 +54,6 @@ static int ce_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_c
     return CLREMAT_OK;
 }
 
-/* buf holds n elements of format fmt (0: float32, else 16-bit). */
-static int check_fmt(clremat_ctx *ctx, const char *layer, const char *role, const clremat_buf *buf, int64_t n,
-                     int fmt)
-{
-    if (!fmt)
-        return clremat_check_buf(ctx, layer, role, buf, n);
-    if (!buf || buf->bytes / 2 < (size_t)n)
-        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "layer %s: 16-bit %s holds %zu bytes, %lld needed",
-                            layer, role, buf ? (size_t)buf->bytes : (size_t)0, (long long)n * 2);
-    return CLREMAT_OK;
-}
-
 /* The forward on logits of format fmt. */
 static int ce_forward_fmt(clremat_layer_call *c, int fmt)
 {
@@ -73,7 +61,7 @@ static int ce_forward_fmt(clremat_layer_call *c, int fmt)
     int64_t rows, C;
     int st = ce_dims(c->ctx, c->g, c->layer, c->batch, &rows, &C);
     if (st == CLREMAT_OK)
-        st = check_fmt(c->ctx, L->name, "logits", c->in[0], rows * C, fmt);
+        st = clremat_check_buf_fmt(c->ctx, L->name, "logits", c->in[0], rows * C, fmt);
     if (st == CLREMAT_OK)
         st = clremat_check_buf(c->ctx, L->name, "labels", c->labels, rows);
     if (st == CLREMAT_OK)
@@ -102,9 +90,9 @@ static int ce_backward_fmt(clremat_layer_call *c, int fmt, float scale)
     int st = ce_dims(c->ctx, c->g, c->layer, c->batch, &rows, &C);
     if (st != CLREMAT_OK || !c->din[0])
         return st;
-    if ((st = check_fmt(c->ctx, L->name, "logits", c->in[0], rows * C, fmt)) != CLREMAT_OK ||
+    if ((st = clremat_check_buf_fmt(c->ctx, L->name, "logits", c->in[0], rows * C, fmt)) != CLREMAT_OK ||
         (st = clremat_check_buf(c->ctx, L->name, "labels", c->labels, rows)) != CLREMAT_OK ||
-        (st = check_fmt(c->ctx, L->name, "din", c->din[0], rows * C, fmt)) != CLREMAT_OK)
+        (st = clremat_check_buf_fmt(c->ctx, L->name, "din", c->din[0], rows * C, fmt)) != CLREMAT_OK)
         return st;
     if (fmt)
         return clremat_run1d(c->ctx, "ce_backward16", rows, SEQ_I(rows), SEQ_I(C), SEQ_I(c->din_accumulate[0] != 0),
@@ -138,7 +126,7 @@ static int ce16_fmt(const clremat_layer_call *c, const clremat_layer_cost *cost)
     if (!(cost->in16 & 1u) || cost->slot16)
         return clremat_fail(c->ctx, CLREMAT_ERR_INTERNAL, "softmax_ce %s: the 16-bit launch expects 16-bit logits "
                             "and a float32 loss", c->g->layers[c->layer].name), -1;
-    return c->g->precision == CLREMAT_PREC_MIXED_FLOAT16 ? CLREMAT_FMT_F16 : CLREMAT_FMT_BF16;
+    return clremat_mixed_fmt(c->g);
 }
 
 static int ce16_forward(clremat_layer_call *c, const clremat_layer_cost *cost)

@@ -35,6 +35,11 @@ static int64_t in_elems(const clremat_graph *g, int l, int i, int64_t batch)
     return batch * clremat_elems_of(&g->layers[l].in_shape[i]);
 }
 
+int clremat_mixed_fmt(const clremat_graph *g)
+{
+    return g->precision == CLREMAT_PREC_MIXED_FLOAT16 ? CLREMAT_FMT_F16 : CLREMAT_FMT_BF16;
+}
+
 int clremat_mixed_fusion_enabled(void)
 {
     const char *e = getenv("CLREMAT_MIXED_STAGED");
@@ -79,11 +84,6 @@ void clremat_mixed_cost(const clremat_graph *g, int l, int64_t batch, clremat_la
     c->fwd_temp_bytes += fwd;
     c->bwd_temp_bytes += bwd;
     c->bwd_act_fusable_inputs = 0;
-}
-
-static int fmt_of(const clremat_graph *g)
-{
-    return g->precision == CLREMAT_PREC_MIXED_FLOAT16 ? CLREMAT_FMT_F16 : CLREMAT_FMT_BF16;
 }
 
 static int check16(clremat_ctx *ctx, const clremat_layer *L, const char *role, const clremat_buf *b, int64_t n)
@@ -210,7 +210,7 @@ static int stage_inputs(clremat_layer_call *c, const clremat_layer_cost *cost, i
                         stage *sg, cvt_batch *cb)
 {
     const clremat_layer *L = &c->g->layers[c->layer];
-    const int fmt = fmt_of(c->g);
+    const int fmt = clremat_mixed_fmt(c->g);
     int st = CLREMAT_OK;
     for (int i = 0; i < L->n_inputs && st == CLREMAT_OK; i++) {
         const int64_t n = in_elems(c->g, c->layer, i, batch);
@@ -236,7 +236,7 @@ static int act_from_source(clremat_layer_call *c, const clremat_layer_cost *cost
                            clremat_buf *const *slot)
 {
     const clremat_layer *L = &c->g->layers[c->layer];
-    const int fmt = fmt_of(c->g), k = cost->act_source;
+    const int fmt = clremat_mixed_fmt(c->g), k = cost->act_source;
     const clremat_buf *src = cost->act_from_input ? in[k] : slot[k];
     const int sfmt = (cost->act_from_input ? cost->in16 : cost->slot16) >> k & 1u ? fmt : CLREMAT_FMT_F32;
     const int64_t n = (int64_t)(cost->slot_bytes[0] / 2);
@@ -254,7 +254,7 @@ int clremat_mixed_forward(clremat_layer_call *c, const clremat_layer_cost *cost,
 {
     const clremat_layer *L = &c->g->layers[c->layer];
     const int64_t batch = c->alloc_batch > 0 ? c->alloc_batch : c->batch;
-    const int fmt = fmt_of(c->g);
+    const int fmt = clremat_mixed_fmt(c->g);
     clremat_buf *in16[CLREMAT_MAX_INPUTS], *slot16[CLREMAT_MAX_SLOTS];
     stage sg = {{0}, 0};
     cvt_batch cb = {0};
@@ -292,7 +292,7 @@ int clremat_mixed_backward(clremat_layer_call *c, const clremat_layer_cost *cost
 {
     const clremat_layer *L = &c->g->layers[c->layer];
     const int64_t batch = c->alloc_batch > 0 ? c->alloc_batch : c->batch;
-    const int fmt = fmt_of(c->g);
+    const int fmt = clremat_mixed_fmt(c->g);
     const float scale = is_loss(L) && c->loss_scale > 0.0f ? c->loss_scale : 1.0f;
     clremat_layer_call saved = *c;
     stage sg = {{0}, 0};

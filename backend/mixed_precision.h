@@ -33,6 +33,10 @@ int clremat_mixed_input16(const clremat_graph *g, int l, int i);
 void clremat_mixed_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c,
                         void (*cost16)(const clremat_graph *, int, int64_t, clremat_layer_cost *));
 
+/** The 16-bit storage format (CLREMAT_FMT_F16 or _BF16) of g's mixed
+ * policy; g's precision must not be float32. */
+int clremat_mixed_fmt(const clremat_graph *g);
+
 /** 1 unless $CLREMAT_MIXED_STAGED is set to a non-empty value other than
  * "0": then every layer converts at its boundary (the staged launch), the
  * reference the fused kernels are tested against bit for bit. */
