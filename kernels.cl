@@ -513,18 +513,24 @@ __kernel void ln_backward_params(const int rows, const int D, __global const flo
 
 /* Embedding forward, one work-item per output element:
  * out[tok, d] = table[id, d] (+ pos[tok % T, d] when positions). */
+/* Element i of the embedding's output (emb_forward, emb_forward16). */
+inline float emb_value(const int i, const int dim, const int vocab, const int T, const int positions,
+                       __global const float *ids, __global const float *table, __global const float *pos)
+{
+    const int tok = i / dim, d = i % dim;
+    float v = table[(size_t)seq_clamp_id(ids[tok], vocab) * dim + d];
+    if (positions)
+        v += pos[(size_t)(tok % T) * dim + d];
+    return v;
+}
+
 __kernel void emb_forward(const int ntok, const int dim, const int vocab, const int T, const int positions,
                           __global const float *ids, __global const float *table, __global const float *pos,
                           __global float *out)
 {
     const int i = get_global_id(0);
-    if (i >= ntok * dim)
-        return;
-    const int tok = i / dim, d = i % dim;
-    float v = table[(size_t)seq_clamp_id(ids[tok], vocab) * dim + d];
-    if (positions)
-        v += pos[(size_t)(tok % T) * dim + d];
-    out[i] = v;
+    if (i < ntok * dim)
+        out[i] = emb_value(i, dim, vocab, T, positions, ids, table, pos);
 }
 
 /* Embedding table gradient, one work-item per vocabulary row: scans every
@@ -3261,13 +3267,8 @@ __kernel void emb_forward16(const int ntok, const int dim, const int vocab, cons
                             const int fmt, __global uchar *out)
 {
     const int i = get_global_id(0);
-    if (i >= ntok * dim)
-        return;
-    const int tok = i / dim, d = i % dim;
-    float v = table[(size_t)seq_clamp_id(ids[tok], vocab) * dim + d];
-    if (positions)
-        v += pos[(size_t)(tok % T) * dim + d];
-    clremat_st16(out, fmt, i, v);
+    if (i < ntok * dim)
+        clremat_st16(out, fmt, i, emb_value(i, dim, vocab, T, positions, ids, table, pos));
 }
 
 __kernel void emb_backward_table16(const int ntok, const int dim, const int vocab, const int acc,
