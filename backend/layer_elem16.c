@@ -36,13 +36,6 @@ static int too_small(clremat_layer_call *c, const char *what)
                         c->g->layers[c->layer].name, what);
 }
 
-static void no_buffers(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
-{
-    (void)g, (void)l, (void)batch;
-    c->fwd_stage_bytes = 0;
-    c->bwd_stage_bytes = 0;
-}
-
 /* ---- add: y = a + b; da = db = dout */
 
 static int add_fuses(const clremat_graph *g, int l)
@@ -76,7 +69,7 @@ static int add16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
     return st;
 }
 
-const clremat_layer_impl16 clremat_impl16_add = {add_fuses, no_buffers, add16_forward, add16_backward};
+const clremat_layer_impl16 clremat_impl16_add = {add_fuses, clremat_mixed_no_buffers, add16_forward, add16_backward};
 
 /* ---- dropout: y = keep ? x * scale : 0, the backward on dout */
 
@@ -116,7 +109,7 @@ static int drop16_backward(clremat_layer_call *c, const clremat_layer_cost *cost
     return drop16_apply(c, c->dout, fout(c, cost), c->din[0], fin(c, cost, 0), c->din_accumulate[0]);
 }
 
-const clremat_layer_impl16 clremat_impl16_dropout = {NULL, no_buffers, drop16_forward, drop16_backward};
+const clremat_layer_impl16 clremat_impl16_dropout = {NULL, clremat_mixed_no_buffers, drop16_forward, drop16_backward};
 
 /* ---- activation: y = act(x) (clremat_cvt16 with act, the kernel its
  * recomputation uses); dx = dout * act'(x) */
@@ -135,7 +128,7 @@ static int act16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
                                c->dout, fout(c, cost), c->din[0], fin(c, cost, 0), c->din_accumulate[0]);
 }
 
-const clremat_layer_impl16 clremat_impl16_activation = {NULL, no_buffers, act16_forward, act16_backward};
+const clremat_layer_impl16 clremat_impl16_activation = {NULL, clremat_mixed_no_buffers, act16_forward, act16_backward};
 
 /* ---- layernorm: the float32 kernels' arithmetic on 16-bit x, y, dy, dx
  * (stats, gamma, beta and their gradients float32), eight elements of a
@@ -202,4 +195,4 @@ static int ln16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
     return st;
 }
 
-const clremat_layer_impl16 clremat_impl16_layernorm = {NULL, no_buffers, ln16_forward, ln16_backward};
+const clremat_layer_impl16 clremat_impl16_layernorm = {NULL, clremat_mixed_no_buffers, ln16_forward, ln16_backward};

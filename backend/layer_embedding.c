@@ -138,13 +138,6 @@ const clremat_layer_impl clremat_impl_embedding = {emb_cost, emb_forward, emb_ba
 
 /* ---- under a mixed policy: the 16-bit output and gradient, no float32 buffers */
 
-static void emb16_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
-{
-    (void)g, (void)l, (void)batch;
-    c->fwd_stage_bytes = 0;
-    c->bwd_stage_bytes = 0;
-}
-
 /* Fused when the ids are float32 (the model's input; ids from another
  * layer arrive 16-bit and stage). */
 static int emb16_fuses(const clremat_graph *g, int l)
@@ -174,4 +167,4 @@ static int emb16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
     return st == CLREMAT_OK ? emb_backward_fmt(c, clremat_mixed_fmt(c->g)) : st;
 }
 
-const clremat_layer_impl16 clremat_impl16_embedding = {emb16_fuses, emb16_cost, emb16_forward, emb16_backward};
+const clremat_layer_impl16 clremat_impl16_embedding = {emb16_fuses, clremat_mixed_no_buffers, emb16_forward, emb16_backward};

@@ -114,31 +114,26 @@ static int ce16_fuses(const clremat_graph *g, int l)
     return clremat_mixed_input16(g, l, 0);
 }
 
-static void ce16_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
-{
-    (void)g, (void)l, (void)batch;
-    c->fwd_stage_bytes = 0;
-    c->bwd_stage_bytes = 0;
-}
-
-static int ce16_fmt(const clremat_layer_call *c, const clremat_layer_cost *cost)
+static int ce16_check(clremat_layer_call *c, const clremat_layer_cost *cost)
 {
     if (!(cost->in16 & 1u) || cost->slot16)
         return clremat_fail(c->ctx, CLREMAT_ERR_INTERNAL, "softmax_ce %s: the 16-bit launch expects 16-bit logits "
-                            "and a float32 loss", c->g->layers[c->layer].name), -1;
-    return clremat_mixed_fmt(c->g);
+                            "and a float32 loss", c->g->layers[c->layer].name);
+    return CLREMAT_OK;
 }
 
 static int ce16_forward(clremat_layer_call *c, const clremat_layer_cost *cost)
 {
-    const int fmt = ce16_fmt(c, cost);
-    return fmt < 0 ? CLREMAT_ERR_INTERNAL : ce_forward_fmt(c, fmt);
+    const int st = ce16_check(c, cost);
+    return st == CLREMAT_OK ? ce_forward_fmt(c, clremat_mixed_fmt(c->g)) : st;
 }
 
 static int ce16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
 {
-    const int fmt = ce16_fmt(c, cost);
-    return fmt < 0 ? CLREMAT_ERR_INTERNAL : ce_backward_fmt(c, fmt, c->loss_scale > 0.0f ? c->loss_scale : 1.0f);
+    const int st = ce16_check(c, cost);
+    return st == CLREMAT_OK ? ce_backward_fmt(c, clremat_mixed_fmt(c->g), c->loss_scale > 0.0f ? c->loss_scale : 1.0f)
+                            : st;
 }
 
-const clremat_layer_impl16 clremat_impl16_softmax_ce = {ce16_fuses, ce16_cost, ce16_forward, ce16_backward};
+const clremat_layer_impl16 clremat_impl16_softmax_ce = {ce16_fuses, clremat_mixed_no_buffers, ce16_forward,
+                                                        ce16_backward};

@@ -40,6 +40,13 @@ int clremat_mixed_fmt(const clremat_graph *g)
     return g->precision == CLREMAT_PREC_MIXED_FLOAT16 ? CLREMAT_FMT_F16 : CLREMAT_FMT_BF16;
 }
 
+void clremat_mixed_no_buffers(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
+{
+    (void)g, (void)l, (void)batch;
+    c->fwd_stage_bytes = 0;
+    c->bwd_stage_bytes = 0;
+}
+
 int clremat_mixed_fusion_enabled(void)
 {
     const char *e = getenv("CLREMAT_MIXED_STAGED");

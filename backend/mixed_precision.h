@@ -37,6 +37,10 @@ void clremat_mixed_cost(const clremat_graph *g, int l, int64_t batch, clremat_la
  * policy; g's precision must not be float32. */
 int clremat_mixed_fmt(const clremat_graph *g);
 
+/** A cost16 (layer_impl.h) for fused launches that need no float32
+ * buffers: zero staging bytes both ways. */
+void clremat_mixed_no_buffers(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c);
+
 /** 1 unless $CLREMAT_MIXED_STAGED is set to a non-empty value other than
  * "0": then every layer converts at its boundary (the staged launch), the
  * reference the fused kernels are tested against bit for bit. */
