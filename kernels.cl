@@ -397,6 +397,40 @@ __kernel void clremat_sum_bcast(const int n, const int ea, const int eb, const i
     }
 }
 
+/* ------------------------------------------------------------------------
+ * 16-bit storage (mixed precision, issue 16) of activations and their
+ * gradients, arithmetic in float32. fmt 0: float32, 1: IEEE binary16
+ * (vload_half / vstore_half_rte: core OpenCL 1.2, no cl_khr_fp16 needed;
+ * round to nearest even, overflow to infinity), 2: bfloat16 (the high 16
+ * bits of a float32, rounded to nearest even from the float's bits, NaN
+ * kept a quiet NaN of the same sign). Buffers are passed as bytes. */
+inline float clremat_ld16(__global const uchar *p, const int fmt, const long i)
+{
+    if (fmt == 1)
+        return vload_half(i, (__global const half *)p);
+    if (fmt == 2)
+        return as_float((uint)((__global const ushort *)p)[i] << 16);
+    return ((__global const float *)p)[i];
+}
+
+inline ushort clremat_bf16_rne(const float v)
+{
+    const uint u = as_uint(v);
+    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep sign, force quiet */
+        return (ushort)((u >> 16) | 0x0040u);
+    return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+inline void clremat_st16(__global uchar *p, const int fmt, const long i, const float v)
+{
+    if (fmt == 1)
+        vstore_half_rte(v, i, (__global half *)p);
+    else if (fmt == 2)
+        ((__global ushort *)p)[i] = clremat_bf16_rne(v);
+    else
+        ((__global float *)p)[i] = v;
+}
+
 /* ---- layernorm, embedding, attention, losses ---- */
 /* Launchers: backend/layer_layernorm.c, layer_embedding.c, layer_attention.c,
  * layer_softmax_ce.c, layer_mse.c. One work-item per row or column; every
@@ -575,27 +609,44 @@ __kernel void seq_add_bias(const int n, const int cols, __global float *C, __glo
         C[i] += b[i % cols];
 }
 
-/* dst[j] = sum over r (in order) of src[off + r * ld + j], j < cols. */
-__kernel void seq_col_sum(const int rows, const int cols, const int ld, const int off, __global const float *src,
-                          __global float *dst)
+/* dst[j] = sum over r (in order) of src[off + r * ld + j], j < cols; src
+ * in format fmt (clremat_ld16; a literal 0 folds to the float32 load). */
+inline void seq_col_sum_fmt(const int rows, const int cols, const int ld, const int off, const int fmt,
+                            __global const uchar *src, __global float *dst)
 {
     const int j = get_global_id(0);
     if (j >= cols)
         return;
     float s = 0.0f;
     for (int r = 0; r < rows; r++)
-        s += src[(size_t)off + (size_t)r * ld + j];
+        s += clremat_ld16(src, fmt, (long)off + (long)r * ld + j);
     dst[j] = s;
 }
 
+__kernel void seq_col_sum(const int rows, const int cols, const int ld, const int off, __global const float *src,
+                          __global float *dst)
+{
+    seq_col_sum_fmt(rows, cols, ld, off, 0, (__global const uchar *)src, dst);
+}
+
+/* seq_col_sum of a 16-bit src (mixed precision: a 16-bit gradient's sums). */
+__kernel void seq_col_sum16(const int rows, const int cols, const int ld, const int off, const int fmt,
+                            __global const uchar *src, __global float *dst)
+{
+    seq_col_sum_fmt(rows, cols, ld, off, fmt, src, dst);
+}
+
 /* Row softmax in place over nrows rows of T scores; row r is query r % T.
- * causal: keys after the query get probability 0. */
-__kernel void attn_softmax_fwd(const int nrows, const int T, const int causal, __global float *P)
+ * causal: keys after the query get probability 0. fmt (a literal 0 folds
+ * away): the probabilities also rounded into the 16-bit P16. */
+inline void attn_softmax_fwd_fmt(const int nrows, const int T, const int causal, __global float *P, const int fmt,
+                                 __global uchar *P16)
 {
     const int r = get_global_id(0);
     if (r >= nrows)
         return;
-    __global float *p = P + (size_t)r * T;
+    const long base = (long)r * T;
+    __global float *p = P + base;
     const int lim = causal ? r % T + 1 : T;
     float m = p[0], s = 0.0f;
     for (int j = 1; j < lim; j++)
@@ -606,10 +657,28 @@ __kernel void attn_softmax_fwd(const int nrows, const int T, const int causal, _
         s += e;
     }
     const float inv = 1.0f / s;
-    for (int j = 0; j < lim; j++)
+    for (int j = 0; j < lim; j++) {
         p[j] *= inv;
-    for (int j = lim; j < T; j++)
+        if (fmt)
+            clremat_st16(P16, fmt, base + j, p[j]);
+    }
+    for (int j = lim; j < T; j++) {
         p[j] = 0.0f;
+        if (fmt)
+            clremat_st16(P16, fmt, base + j, 0.0f);
+    }
+}
+
+__kernel void attn_softmax_fwd(const int nrows, const int T, const int causal, __global float *P)
+{
+    attn_softmax_fwd_fmt(nrows, T, causal, P, 0, (__global uchar *)P);
+}
+
+/* attn_softmax_fwd that also rounds the probabilities into P16 (format fmt). */
+__kernel void attn_softmax_fwd16(const int nrows, const int T, const int causal, __global float *P, const int fmt,
+                                 __global uchar *P16)
+{
+    attn_softmax_fwd_fmt(nrows, T, causal, P, fmt, P16);
 }
 
 /* Keep factor of attention-dropout element e: 1 / (1 - rate) if kept, else 0. */
@@ -629,27 +698,52 @@ __kernel void attn_dropout_fwd(const int n, const float rate, const uint slo, co
         out[e] = P[e] * attn_keep(rate, slo, shi, step, layer, (uint)e + off);
 }
 
+/* attn_dropout_fwd of 16-bit probabilities P (format fmt) into float32 out. */
+__kernel void attn_dropout_fwd16(const int n, const float rate, const uint slo, const uint shi, const uint step,
+                                 const uint layer, const int fmt, __global const uchar *P, __global float *out,
+                                 const uint off)
+{
+    const int e = get_global_id(0);
+    if (e < n)
+        out[e] = clremat_ld16(P, fmt, e) * attn_keep(rate, slo, shi, step, layer, (uint)e + off);
+}
+
 /* Attention score gradient in place, one work-item per row: R holds the
  * gradient of the dropped probabilities; dP = R * keep, then
  * R = scale * P * (dP - sum_j P dP). */
-__kernel void attn_softmax_bwd(const int nrows, const int T, const float rate, const uint slo, const uint shi,
-                               const uint step, const uint layer, const float scale, __global const float *P,
-                               __global float *R, const uint off)
+inline void attn_softmax_bwd_fmt(const int nrows, const int T, const float rate, const uint slo, const uint shi,
+                                 const uint step, const uint layer, const float scale, const int fmt,
+                                 __global const uchar *P, __global float *R, const uint off)
 {
     const int r = get_global_id(0);
     if (r >= nrows)
         return;
-    const size_t base = (size_t)r * T;
+    const long base = (long)r * T;
     float dot = 0.0f;
     for (int j = 0; j < T; j++) {
         float dp = R[base + j];
         if (rate > 0.0f)
             dp *= attn_keep(rate, slo, shi, step, layer, (uint)(base + j) + off);
         R[base + j] = dp;
-        dot += P[base + j] * dp;
+        dot += clremat_ld16(P, fmt, base + j) * dp;
     }
     for (int j = 0; j < T; j++)
-        R[base + j] = scale * P[base + j] * (R[base + j] - dot);
+        R[base + j] = scale * clremat_ld16(P, fmt, base + j) * (R[base + j] - dot);
+}
+
+__kernel void attn_softmax_bwd(const int nrows, const int T, const float rate, const uint slo, const uint shi,
+                               const uint step, const uint layer, const float scale, __global const float *P,
+                               __global float *R, const uint off)
+{
+    attn_softmax_bwd_fmt(nrows, T, rate, slo, shi, step, layer, scale, 0, (__global const uchar *)P, R, off);
+}
+
+/* attn_softmax_bwd with 16-bit probabilities P (format fmt). */
+__kernel void attn_softmax_bwd16(const int nrows, const int T, const float rate, const uint slo, const uint shi,
+                                 const uint step, const uint layer, const float scale, const int fmt,
+                                 __global const uchar *P, __global float *R, const uint off)
+{
+    attn_softmax_bwd_fmt(nrows, T, rate, slo, shi, step, layer, scale, fmt, P, R, off);
 }
 
 /* Softmax cross-entropy per row: part[r] = logsumexp - logit[label],
@@ -1448,7 +1542,10 @@ void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const l
  * parameter, out its first optimizer state, s1 its second; the host
  * launches it only with alpha 1, beta 0, batch 1 and K within one k-block,
  * so the gradient is the one float the plain product would have stored.
- * actA != NONE: op(A) is act(A), applied while packing (gc_pack_a). */
+ * actA != NONE: op(A) is act(A), applied while packing (gc_pack_a).
+ * fA, fB: 16-bit operands widened while packing; fC: C16 receives the
+ * rounded result (C then holds the k-blocks' float32 partial sums, and with
+ * keepC the float32 result too). */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, const int K, const float alpha,
                       __global const float *A, const long offA, const long lda, const long sa,
@@ -1457,7 +1554,7 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                       const int epi, const int use_bias, const int act, __global const float *bias,
                       __global float *out, const int bm, const int bn, __global float *s1, const float8 hp,
                       const int okind, const int actA, const int fA, const int fB, const int fC, const int accC,
-                      __global uchar *C16)
+                      __global uchar *C16, const int keepC)
 {
     __local float Ap[GC_MC * GC_KC];
     __local float Bp[GC_KC * GC_NC];
@@ -1564,6 +1661,10 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                             v1 = v1 + gc_vload(1, bias + ncol);
                         }
                         if (last && fC) {
+                            if (keepC) {
+                                gc_vstore(v0, 0, cr);
+                                gc_vstore(v1, 1, cr);
+                            }
                             gc16_epi(C16, out16, fC, accC, epi ? act : CLREMAT_ACT_NONE,
                                      (long)(mrow + r) * ldc + ncol, v0, v1);
                             continue;
@@ -1605,6 +1706,8 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                             if (last && fC) {
                                 if (epi && use_bias)
                                     v = v + bias[n];
+                                if (keepC)
+                                    C[ci] = v;
                                 gc16_epi8(C16, out16, fC, accC, epi ? act : CLREMAT_ACT_NONE, ci, 1, (float8)(v));
                                 continue;
                             }
@@ -3205,38 +3308,9 @@ void conv_dw_wgrad(const int rows, const int RC, const int H, const int W, const
 }
 
 /* ------------------------------------------------------------------------
- * Mixed precision (issue 16): 16-bit storage of activations and their
- * gradients, arithmetic in float32. fmt 0: float32, 1: IEEE binary16
- * (vload_half / vstore_half_rte: core OpenCL 1.2, no cl_khr_fp16 needed;
- * round to nearest even, overflow to infinity), 2: bfloat16 (the high 16
- * bits of a float32, rounded to nearest even from the float's bits, NaN
- * kept a quiet NaN of the same sign). Buffers are passed as bytes. */
-inline float clremat_ld16(__global const uchar *p, const int fmt, const int i)
-{
-    if (fmt == 1)
-        return vload_half(i, (__global const half *)p);
-    if (fmt == 2)
-        return as_float((uint)((__global const ushort *)p)[i] << 16);
-    return ((__global const float *)p)[i];
-}
-
-inline ushort clremat_bf16_rne(const float v)
-{
-    const uint u = as_uint(v);
-    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep sign, force quiet */
-        return (ushort)((u >> 16) | 0x0040u);
-    return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-inline void clremat_st16(__global uchar *p, const int fmt, const int i, const float v)
-{
-    if (fmt == 1)
-        vstore_half_rte(v, i, (__global half *)p);
-    else if (fmt == 2)
-        ((__global ushort *)p)[i] = clremat_bf16_rne(v);
-    else
-        ((__global float *)p)[i] = v;
-}
+ * Mixed precision (issue 16): the conversions and the layers' 16-bit
+ * launches (the storage helpers clremat_ld16 / clremat_st16 are above the
+ * layer kernels, which share bodies with their 16-bit forms). */
 
 /* dst[i] = store(dfmt, act(load(sfmt, src[i])) * scale) (acc: added to
  * dst[i]'s value, in float32, before the store); act 0 is the identity. The

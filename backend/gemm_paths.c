@@ -22,7 +22,7 @@
 /* Checks one operand stored rows x cols with leading dim ld, batch stride s,
  * starting at off: inside buf for every matrix of the batch. */
 static int check_operand(clremat_ctx *ctx, const char *what, const clremat_buf *buf, int64_t off,
-                         int64_t rows, int64_t cols, int64_t ld, int64_t s, int64_t batch)
+                         int64_t rows, int64_t cols, int64_t ld, int64_t s, int64_t batch, int fmt)
 {
     int64_t last, cap;
     if (!buf)
@@ -33,19 +33,23 @@ static int check_operand(clremat_ctx *ctx, const char *what, const clremat_buf *
         return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT,
                             "gemm: %s is %lldx%lld with offset %lld, leading dim %lld, stride %lld: invalid",
                             what, (long long)rows, (long long)cols, (long long)off, (long long)ld, (long long)s);
-    cap = (int64_t)(buf->bytes / sizeof(float));
+    cap = (int64_t)(buf->bytes / (fmt ? 2 : sizeof(float)));
     last = off + (batch - 1) * s + (rows - 1) * ld + cols;
     if (last > cap)
         return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT,
                             "gemm: %s (%lldx%lld, ld %lld, offset %lld, %lld matrices, stride %lld) needs %lld "
-                            "floats, buffer holds %lld", what, (long long)rows, (long long)cols, (long long)ld,
-                            (long long)off, (long long)batch, (long long)s, (long long)last, (long long)cap);
+                            "%s, buffer holds %lld", what, (long long)rows, (long long)cols, (long long)ld,
+                            (long long)off, (long long)batch, (long long)s, (long long)last,
+                            fmt ? "16-bit elements" : "floats", (long long)cap);
     return CLREMAT_OK;
 }
 
-static int check_args(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, const clremat_buf *A,
-                      int64_t offA, int64_t lda, int64_t sa, const clremat_buf *B, int64_t offB, int64_t ldb,
-                      int64_t sb, const clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc, int64_t batch)
+/* The sizes and every operand of a call; A and B in formats fA, fB
+ * (CLREMAT_FMT_*), C float32. */
+static int check_args_fmt(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, const clremat_buf *A,
+                          int fA, int64_t offA, int64_t lda, int64_t sa, const clremat_buf *B, int fB, int64_t offB,
+                          int64_t ldb, int64_t sb, const clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc,
+                          int64_t batch)
 {
     int st;
     if (M < 0 || N < 0 || K < 0 || batch < 0 || M > 2147483647 || N > 2147483647 || K > 2147483647)
@@ -53,11 +57,18 @@ static int check_args(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
                             (long long)M, (long long)N, (long long)K, (long long)batch);
     if (M == 0 || N == 0 || batch == 0)
         return CLREMAT_OK;
-    if ((st = check_operand(ctx, "A", A, offA, tA ? K : M, tA ? M : K, lda, sa, batch)) != CLREMAT_OK ||
-        (st = check_operand(ctx, "B", B, offB, tB ? N : K, tB ? K : N, ldb, sb, batch)) != CLREMAT_OK ||
-        (st = check_operand(ctx, "C", C, offC, M, N, ldc, sc, batch)) != CLREMAT_OK)
+    if ((st = check_operand(ctx, "A", A, offA, tA ? K : M, tA ? M : K, lda, sa, batch, fA)) != CLREMAT_OK ||
+        (st = check_operand(ctx, "B", B, offB, tB ? N : K, tB ? K : N, ldb, sb, batch, fB)) != CLREMAT_OK ||
+        (st = check_operand(ctx, "C", C, offC, M, N, ldc, sc, batch, 0)) != CLREMAT_OK)
         return st;
     return CLREMAT_OK;
+}
+
+static int check_args(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, const clremat_buf *A,
+                      int64_t offA, int64_t lda, int64_t sa, const clremat_buf *B, int64_t offB, int64_t ldb,
+                      int64_t sb, const clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc, int64_t batch)
+{
+    return check_args_fmt(ctx, tA, tB, M, N, K, A, 0, offA, lda, sa, B, 0, offB, ldb, sb, C, offC, ldc, sc, batch);
 }
 
 /* The block size that splits n into as many blocks as blocks of at most
@@ -125,6 +136,7 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     cl_float8 chp;
     cl_int iok = okind, iactA = actA;
     cl_int ifA = f16 ? f16->fA : 0, ifB = f16 ? f16->fB : 0, ifC = f16 ? f16->fC : 0, iaccC = f16 ? f16->accC : 0;
+    cl_int ikeep = f16 && f16->fC ? f16->keepC : 0;
     cl_mem mC16 = f16 && f16->C16 ? clremat_mem(f16->C16) : mC;
     size_t global[3], local[3] = {1, 1, 1};
     const int64_t want = 4 * (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1);
@@ -161,7 +173,7 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
                        sizeof lsc, &lsc, sizeof iepi, &iepi, sizeof iub, &iub, sizeof iact, &iact, sizeof mbias,
                        &mbias, sizeof mout, &mout, sizeof bm, &bm, sizeof bn, &bn, sizeof ms1, &ms1, sizeof chp,
                        &chp, sizeof iok, &iok, sizeof iactA, &iactA, sizeof ifA, &ifA, sizeof ifB, &ifB, sizeof ifC,
-                       &ifC, sizeof iaccC, &iaccC, sizeof mC16, &mC16, (size_t)0);
+                       &ifC, sizeof iaccC, &iaccC, sizeof mC16, &mC16, sizeof ikeep, &ikeep, (size_t)0);
 }
 
 /* The local-memory tiled kernel (batched calls on the CLBlast path). */
@@ -326,7 +338,7 @@ int clremat_gemm16(clremat_ctx *ctx, const clremat_gemm16_call *g)
 {
     const int64_t M = g->M, N = g->N, K = g->K;
     const int upd = !g->fC && g->s0;
-    clremat_gemm16_fmt f = {g->fA, g->fB, g->fC, g->fC ? g->acc : 0, g->C};
+    clremat_gemm16_fmt f = {g->fA, g->fB, g->fC, g->fC ? g->acc : 0, g->C, g->fC ? g->keep : 0};
     clremat_buf *C = g->fC ? (g->scratch ? g->scratch : g->C) : g->C;
     int st;
     if (M < 0 || N < 0 || K < 0 || M > 2147483647 || N > 2147483647 || K > 2147483647)
@@ -346,7 +358,7 @@ int clremat_gemm16(clremat_ctx *ctx, const clremat_gemm16_call *g)
         (g->fC && g->act && (st = check16(ctx, "out", g->out, M * N, g->fC)) != CLREMAT_OK) ||
         (g->bias && (st = check16(ctx, "bias", g->bias, N, 0)) != CLREMAT_OK))
         return st;
-    if (g->fC && K > ctx->gemm_kc && (st = check16(ctx, "scratch", g->scratch, M * N, 0)) != CLREMAT_OK)
+    if (g->fC && (K > ctx->gemm_kc || g->keep) && (st = check16(ctx, "scratch", g->scratch, M * N, 0)) != CLREMAT_OK)
         return st;
     if (upd && (K < 1 || K > ctx->gemm_kc))
         return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "gemm16 update %lldx%lldx%lld: K must fit one k-block of %d",
@@ -361,4 +373,39 @@ int clremat_gemm16(clremat_ctx *ctx, const clremat_gemm16_call *g)
                       g->fC ? g->act : 0, upd ? g->s0 : (g->fC && g->act ? g->out : NULL),
                       upd && g->okind ? g->s1 : NULL,
                       g->hp, upd ? g->okind : 0, 0, &f);
+}
+
+int clremat_gemm_fmt(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
+                     const clremat_buf *A, int fA, int64_t offA, int64_t lda, int64_t sa,
+                     const clremat_buf *B, int fB, int64_t offB, int64_t ldb, int64_t sb, float beta,
+                     clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc, int64_t batch)
+{
+    const clremat_gemm16_fmt f = {fA, fB, 0, 0, NULL, 0};
+    int st;
+    if (!fA && !fB)
+        return clremat_gemm(ctx, tA, tB, M, N, K, alpha, A, offA, lda, sa, B, offB, ldb, sb, beta, C, offC, ldc, sc,
+                            batch);
+    st = check_args_fmt(ctx, tA, tB, M, N, K, A, fA, offA, lda, sa, B, fB, offB, ldb, sb, C, offC, ldc, sc, batch);
+    if (st != CLREMAT_OK || M == 0 || N == 0 || batch == 0)
+        return st;
+    return run_native(ctx, tA, tB, M, N, K, alpha, A, offA, lda, sa, B, offB, ldb, sb, beta, C, offC, ldc, sc, batch,
+                      0, NULL, 0, NULL, NULL, NULL, 0, 0, &f);
+}
+
+int clremat_gemm_round_copy(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
+                            const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa,
+                            const clremat_buf *B, int64_t offB, int64_t ldb, int64_t sb, float beta,
+                            clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc, int64_t batch,
+                            clremat_buf *C16, int fC)
+{
+    const clremat_gemm16_fmt f = {0, 0, fC, 0, C16, 1};
+    int st = check_args(ctx, tA, tB, M, N, K, A, offA, lda, sa, B, offB, ldb, sb, C, offC, ldc, sc, batch);
+    if (st == CLREMAT_OK && !fC)
+        st = clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "gemm round copy: the copy's format is float32");
+    if (st == CLREMAT_OK)
+        st = check_operand(ctx, "C16", C16, offC, M, N, ldc, sc, batch, fC);
+    if (st != CLREMAT_OK || M == 0 || N == 0 || batch == 0)
+        return st;
+    return run_native(ctx, tA, tB, M, N, K, alpha, A, offA, lda, sa, B, offB, ldb, sb, beta, C, offC, ldc, sc, batch,
+                      0, NULL, 0, NULL, NULL, NULL, 0, 0, &f);
 }

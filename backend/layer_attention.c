@@ -24,6 +24,7 @@
 #include "layer_rope.h"
 #include "gemm.h"
 #include "gemm16.h"
+#include "mixed_precision.h"
 #include <math.h>
 
 /* Sizes of one attention layer at a batch size. */
@@ -127,10 +128,16 @@ static int attn_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer
     return CLREMAT_OK;
 }
 
-/* Writes dst[e] = probs[e] * keep(e) / (1 - rate) for every element. */
-static int attn_dropout(clremat_layer_call *c, const attn_dims *a, const clremat_buf *probs, clremat_buf *dst)
+/* Writes dst[e] = probs[e] * keep(e) / (1 - rate) for every element (probs
+ * in format fmt, dst float32). */
+static int attn_dropout(clremat_layer_call *c, const attn_dims *a, const clremat_buf *probs, int fmt,
+                        clremat_buf *dst)
 {
     const clremat_layer *L = &c->g->layers[c->layer];
+    if (fmt)
+        return clremat_run1d(c->ctx, "attn_dropout_fwd16", a->P, SEQ_I(a->P), SEQ_F(L->rate),
+                             SEQ_U(c->seed & 0xffffffffu), SEQ_U(c->seed >> 32), SEQ_U(c->step), SEQ_U(c->layer),
+                             SEQ_I(fmt), SEQ_M(probs), SEQ_M(dst), SEQ_U(c->sample0 * (a->P / c->batch)), SEQ_END);
     return clremat_run1d(c->ctx, "attn_dropout_fwd", a->P, SEQ_I(a->P), SEQ_F(L->rate),
                          SEQ_U(c->seed & 0xffffffffu), SEQ_U(c->seed >> 32), SEQ_U(c->step), SEQ_U(c->layer),
                          SEQ_M(probs), SEQ_M(dst), SEQ_U(c->sample0 * (a->P / c->batch)), SEQ_END);
@@ -143,6 +150,7 @@ int clremat_attn_forward_io(clremat_layer_call *c, const clremat_attn_io *io)
     attn_dims a;
     int64_t T, D, dh, D3, TT, HTT;
     const clremat_buf *pd;
+    const int fs = io->fslots, rope = L->rope_theta > 0.0;
     int st = attn_get_dims(ctx, c->g, c->layer, c->batch, &a);
     if (st != CLREMAT_OK)
         return st;
@@ -154,6 +162,9 @@ int clremat_attn_forward_io(clremat_layer_call *c, const clremat_attn_io *io)
         (st = clremat_check_buf(ctx, L->name, "qkv", io->qkv, a.rows * D3)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "probs", io->probs, a.P)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "ctx", io->ctx, a.rows * D)) != CLREMAT_OK ||
+        (fs && ((st = clremat_check_buf_fmt(ctx, L->name, "qkv slot", io->qkv16, a.rows * D3, fs)) != CLREMAT_OK ||
+                (st = clremat_check_buf_fmt(ctx, L->name, "probs slot", io->probs16, a.P, fs)) != CLREMAT_OK ||
+                (st = clremat_check_buf_fmt(ctx, L->name, "ctx slot", io->ctx16, a.rows * D, fs)) != CLREMAT_OK)) ||
         (st = clremat_check_buf(ctx, L->name, "wqkv", c->param[0], D * D3)) != CLREMAT_OK ||
         (a.bias && (st = clremat_check_buf(ctx, L->name, "bqkv", c->param[1], D3)) != CLREMAT_OK) ||
         (st = clremat_check_buf(ctx, L->name, "wo", c->param[a.iwo], D * D)) != CLREMAT_OK ||
@@ -163,35 +174,46 @@ int clremat_attn_forward_io(clremat_layer_call *c, const clremat_attn_io *io)
         return st;
 
     /* qkv = x wqkv + bqkv (bias fused into the GEMM on the native path; a
-     * 16-bit x widened while packing) */
-    if (io->fx) {
+     * 16-bit x widened while packing; the 16-bit slot rounded in the
+     * epilogue unless RoPE still rotates it) */
+    if (io->fx || (fs && !rope)) {
         clremat_gemm16_call g = {0};
         g.M = a.rows, g.N = D3, g.K = D;
         g.A = io->x, g.fA = io->fx, g.B = c->param[0], g.C = io->qkv, g.bias = a.bias ? c->param[1] : NULL;
+        if (fs && !rope)
+            g.C = io->qkv16, g.fC = fs, g.scratch = io->qkv, g.keep = 1;
         st = clremat_gemm16(ctx, &g);
     } else {
         st = clremat_gemm_dense(ctx, a.rows, D, D3, io->x, c->param[0], a.bias ? c->param[1] : NULL, 0, io->qkv,
                                 NULL);
     }
     /* RoPE: q and k (adjacent: H + KV chunks of dh) rotated in place */
-    if (st == CLREMAT_OK && L->rope_theta > 0.0)
+    if (st == CLREMAT_OK && rope)
         st = clremat_rope_run(ctx, a.rows, T, a.H + a.KV, dh, L->rope_theta, 0, 0, io->qkv, 0, D3, io->qkv, 0, D3);
+    if (st == CLREMAT_OK && rope && fs)
+        st = clremat_op_convert(ctx, io->qkv, CLREMAT_FMT_F32, io->qkv16, fs, a.rows * D3, 0, 1.0f, 0);
     /* scores of head h for every batch item: q_h k_g^T / sqrt(dh), g = h / grp */
     for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++)
         st = clremat_gemm(ctx, 0, 1, T, T, dh, (float)(1.0 / sqrt((double)dh)), io->qkv, h * dh, D3, T * D3,
                           io->qkv, D + h / a.grp * dh, D3, T * D3, 0.0f, io->probs, h * TT, T, HTT, a.B);
-    if (st == CLREMAT_OK)
+    if (st == CLREMAT_OK && fs)
+        st = clremat_run1d(ctx, "attn_softmax_fwd16", a.B * a.H * T, SEQ_I(a.B * a.H * T), SEQ_I(T),
+                           SEQ_I(L->causal != 0), SEQ_M(io->probs), SEQ_I(fs), SEQ_M(io->probs16), SEQ_END);
+    else if (st == CLREMAT_OK)
         st = clremat_run1d(ctx, "attn_softmax_fwd", a.B * a.H * T, SEQ_I(a.B * a.H * T), SEQ_I(T),
                            SEQ_I(L->causal != 0), SEQ_M(io->probs), SEQ_END);
     pd = io->probs;
     if (st == CLREMAT_OK && L->rate > 0.0) {
-        st = attn_dropout(c, &a, io->probs, c->temp);
+        st = attn_dropout(c, &a, io->probs, 0, c->temp);
         pd = c->temp;
     }
-    /* ctx_h = dropped_h v_g */
+    /* ctx_h = dropped_h v_g (and its 16-bit slot rounded in the epilogue) */
     for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++)
-        st = clremat_gemm(ctx, 0, 0, T, dh, T, 1.0f, pd, h * TT, T, HTT, io->qkv, D + a.Dkv + h / a.grp * dh, D3,
-                          T * D3, 0.0f, io->ctx, h * dh, D, T * D, a.B);
+        st = fs ? clremat_gemm_round_copy(ctx, 0, 0, T, dh, T, 1.0f, pd, h * TT, T, HTT, io->qkv,
+                                          D + a.Dkv + h / a.grp * dh, D3, T * D3, 0.0f, io->ctx, h * dh, D, T * D,
+                                          a.B, io->ctx16, fs)
+                : clremat_gemm(ctx, 0, 0, T, dh, T, 1.0f, pd, h * TT, T, HTT, io->qkv, D + a.Dkv + h / a.grp * dh,
+                               D3, T * D3, 0.0f, io->ctx, h * dh, D, T * D, a.B);
     /* out = ctx wo + bo (a 16-bit out rounded in the epilogue) */
     if (st == CLREMAT_OK && io->fout) {
         clremat_gemm16_call g = {0};
@@ -214,10 +236,14 @@ static int attn_forward(clremat_layer_call *c)
 }
 
 /* grad[i] (n floats per row, cols columns starting at column offset off of
- * a buffer with leading dim ld) = column sums over rows, in row order. */
-static int col_sum(clremat_ctx *ctx, const clremat_buf *src, int64_t off, int64_t ld, int64_t rows, int64_t cols,
-                   clremat_buf *dst)
+ * a buffer with leading dim ld, format fmt) = column sums over rows, in row
+ * order. */
+static int col_sum(clremat_ctx *ctx, const clremat_buf *src, int fmt, int64_t off, int64_t ld, int64_t rows,
+                   int64_t cols, clremat_buf *dst)
 {
+    if (fmt)
+        return clremat_run1d(ctx, "seq_col_sum16", cols, SEQ_I(rows), SEQ_I(cols), SEQ_I(ld), SEQ_I(off), SEQ_I(fmt),
+                             SEQ_M(src), SEQ_M(dst), SEQ_END);
     return clremat_run1d(ctx, "seq_col_sum", cols, SEQ_I(rows), SEQ_I(cols), SEQ_I(ld), SEQ_I(off), SEQ_M(src),
                          SEQ_M(dst), SEQ_END);
 }
@@ -230,6 +256,8 @@ int clremat_attn_backward_io(clremat_layer_call *c, const clremat_attn_io *io)
     int64_t T, D, dh, D3, TT, HTT, off_dctx, off_dqkv;
     const clremat_buf *pd;
     clremat_buf *W;
+    const int fs = io->fslots, fo = io->fdout;
+    int fpd;
     int st = attn_get_dims(ctx, c->g, c->layer, c->batch, &a);
     if (st != CLREMAT_OK)
         return st;
@@ -238,10 +266,10 @@ int clremat_attn_backward_io(clremat_layer_call *c, const clremat_attn_io *io)
     off_dqkv = a.P + a.rows * D;
     W = c->temp;
     if ((st = clremat_check_buf_fmt(ctx, L->name, "input", io->x, a.rows * D, io->fx)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "dout", io->dout, a.rows * D)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "qkv", io->qkv, a.rows * D3)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "probs", io->probs, a.P)) != CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, L->name, "ctx", io->ctx, a.rows * D)) != CLREMAT_OK ||
+        (st = clremat_check_buf_fmt(ctx, L->name, "dout", io->dout, a.rows * D, fo)) != CLREMAT_OK ||
+        (st = clremat_check_buf_fmt(ctx, L->name, "qkv", io->qkv, a.rows * D3, fs)) != CLREMAT_OK ||
+        (st = clremat_check_buf_fmt(ctx, L->name, "probs", io->probs, a.P, fs)) != CLREMAT_OK ||
+        (st = clremat_check_buf_fmt(ctx, L->name, "ctx", io->ctx, a.rows * D, fs)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "wqkv", c->param[0], D * D3)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "wo", c->param[a.iwo], D * D)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, L->name, "backward workspace", W, off_dqkv + a.rows * D3)) != CLREMAT_OK)
@@ -259,40 +287,45 @@ int clremat_attn_backward_io(clremat_layer_call *c, const clremat_attn_io *io)
     }
 
     /* output projection: grad bo, grad wo = ctx^T dout, dctx = dout wo^T */
-    if (a.bias && c->grad[3] && (st = col_sum(ctx, io->dout, 0, D, a.rows, D, c->grad[3])) != CLREMAT_OK)
+    if (a.bias && c->grad[3] && (st = col_sum(ctx, io->dout, fo, 0, D, a.rows, D, c->grad[3])) != CLREMAT_OK)
         return st;
-    if (c->grad[a.iwo] && (st = clremat_gemm(ctx, 1, 0, D, D, a.rows, 1.0f, io->ctx, 0, D, 0, io->dout, 0, D, 0,
-                                             0.0f, c->grad[a.iwo], 0, D, 0, 1)) != CLREMAT_OK)
+    if (c->grad[a.iwo] && (st = clremat_gemm_fmt(ctx, 1, 0, D, D, a.rows, 1.0f, io->ctx, fs, 0, D, 0, io->dout, fo,
+                                                 0, D, 0, 0.0f, c->grad[a.iwo], 0, D, 0, 1)) != CLREMAT_OK)
         return st;
-    st = clremat_gemm(ctx, 0, 1, a.rows, D, D, 1.0f, io->dout, 0, D, 0, c->param[a.iwo], 0, D, 0, 0.0f, W, off_dctx,
-                      D, 0, 1);
+    st = clremat_gemm_fmt(ctx, 0, 1, a.rows, D, D, 1.0f, io->dout, fo, 0, D, 0, c->param[a.iwo], 0, 0, D, 0, 0.0f, W,
+                          off_dctx, D, 0, 1);
     /* dv_h = dropped_h^T dctx_h (dropped probs regenerated into R) */
-    pd = io->probs;
+    pd = io->probs, fpd = fs;
     if (st == CLREMAT_OK && L->rate > 0.0) {
-        st = attn_dropout(c, &a, io->probs, W);
-        pd = W;
+        st = attn_dropout(c, &a, io->probs, fs, W);
+        pd = W, fpd = 0;
     }
     /* (dv_g sums its query heads h in order: the first overwrites, the rest add) */
     for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++)
-        st = clremat_gemm(ctx, 1, 0, T, dh, T, 1.0f, pd, h * TT, T, HTT, W, off_dctx + h * dh, D, T * D,
-                          h % a.grp ? 1.0f : 0.0f, W, off_dqkv + D + a.Dkv + h / a.grp * dh, D3, T * D3, a.B);
+        st = clremat_gemm_fmt(ctx, 1, 0, T, dh, T, 1.0f, pd, fpd, h * TT, T, HTT, W, 0, off_dctx + h * dh, D, T * D,
+                              h % a.grp ? 1.0f : 0.0f, W, off_dqkv + D + a.Dkv + h / a.grp * dh, D3, T * D3, a.B);
     /* R = d(dropped probs)_h = dctx_h v_g^T */
     for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++)
-        st = clremat_gemm(ctx, 0, 1, T, T, dh, 1.0f, W, off_dctx + h * dh, D, T * D, io->qkv,
-                          D + a.Dkv + h / a.grp * dh, D3, T * D3, 0.0f, W, h * TT, T, HTT, a.B);
+        st = clremat_gemm_fmt(ctx, 0, 1, T, T, dh, 1.0f, W, 0, off_dctx + h * dh, D, T * D, io->qkv, fs,
+                              D + a.Dkv + h / a.grp * dh, D3, T * D3, 0.0f, W, h * TT, T, HTT, a.B);
     /* R = dscores (through the dropout mask, the softmax and the 1/sqrt(dh)) */
-    if (st == CLREMAT_OK)
+    if (st == CLREMAT_OK && fs)
+        st = clremat_run1d(ctx, "attn_softmax_bwd16", a.B * a.H * T, SEQ_I(a.B * a.H * T), SEQ_I(T),
+                           SEQ_F(L->rate), SEQ_U(c->seed & 0xffffffffu), SEQ_U(c->seed >> 32), SEQ_U(c->step),
+                           SEQ_U(c->layer), SEQ_F(1.0 / sqrt((double)dh)), SEQ_I(fs), SEQ_M(io->probs), SEQ_M(W),
+                           SEQ_U(c->sample0 * (a.P / c->batch)), SEQ_END);
+    else if (st == CLREMAT_OK)
         st = clremat_run1d(ctx, "attn_softmax_bwd", a.B * a.H * T, SEQ_I(a.B * a.H * T), SEQ_I(T),
                            SEQ_F(L->rate), SEQ_U(c->seed & 0xffffffffu), SEQ_U(c->seed >> 32), SEQ_U(c->step),
                            SEQ_U(c->layer), SEQ_F(1.0 / sqrt((double)dh)), SEQ_M(io->probs), SEQ_M(W),
                            SEQ_U(c->sample0 * (a.P / c->batch)), SEQ_END);
     /* dq_h = dS_h k_g, dk_g = sum over its heads h of dS_h^T q_h */
     for (int64_t h = 0; h < a.H && st == CLREMAT_OK; h++) {
-        st = clremat_gemm(ctx, 0, 0, T, dh, T, 1.0f, W, h * TT, T, HTT, io->qkv, D + h / a.grp * dh, D3, T * D3,
-                          0.0f, W, off_dqkv + h * dh, D3, T * D3, a.B);
+        st = clremat_gemm_fmt(ctx, 0, 0, T, dh, T, 1.0f, W, 0, h * TT, T, HTT, io->qkv, fs, D + h / a.grp * dh, D3,
+                              T * D3, 0.0f, W, off_dqkv + h * dh, D3, T * D3, a.B);
         if (st == CLREMAT_OK)
-            st = clremat_gemm(ctx, 1, 0, T, dh, T, 1.0f, W, h * TT, T, HTT, io->qkv, h * dh, D3, T * D3,
-                              h % a.grp ? 1.0f : 0.0f, W, off_dqkv + D + h / a.grp * dh, D3, T * D3, a.B);
+            st = clremat_gemm_fmt(ctx, 1, 0, T, dh, T, 1.0f, W, 0, h * TT, T, HTT, io->qkv, fs, h * dh, D3, T * D3,
+                                  h % a.grp ? 1.0f : 0.0f, W, off_dqkv + D + h / a.grp * dh, D3, T * D3, a.B);
     }
     /* RoPE: dq and dk rotated back (the rotation's transpose) */
     if (st == CLREMAT_OK && L->rope_theta > 0.0)
@@ -301,7 +334,7 @@ int clremat_attn_backward_io(clremat_layer_call *c, const clremat_attn_io *io)
     if (st != CLREMAT_OK)
         return st;
     /* input projection: grad bqkv, grad wqkv = x^T dqkv, din = dqkv wqkv^T */
-    if (a.bias && c->grad[1] && (st = col_sum(ctx, W, off_dqkv, D3, a.rows, D3, c->grad[1])) != CLREMAT_OK)
+    if (a.bias && c->grad[1] && (st = col_sum(ctx, W, 0, off_dqkv, D3, a.rows, D3, c->grad[1])) != CLREMAT_OK)
         return st;
     if (c->grad[0] && io->fx) { /* x widened while packing */
         clremat_gemm16_call g = {0};

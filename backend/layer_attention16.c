@@ -1,12 +1,13 @@
 /* layer_attention16.c: the attention layer's launches under a mixed policy
- * with part of the conversion fused into its kernels (issue 16): the input
+ * with the conversion fused into its kernels (issue 16): the input
  * projection and the weight gradient widen the 16-bit x while packing it,
  * the output projection rounds the 16-bit out in its epilogue and the
  * input projection's transpose the 16-bit din (old + new where it
- * accumulates). The inner products (per head, batched) stay float32: qkv,
- * probs and ctx are computed into float32 buffers and rounded into their
- * 16-bit slots in one launch; the backward widens them and dout in one
- * launch. Bit for bit the staged launch (mixed_precision.c around
+ * accumulates). The forward computes qkv, probs and ctx into float32
+ * buffers (the staged forward reads them unrounded) and rounds them into
+ * their 16-bit slots in one launch; the backward reads the 16-bit slots
+ * and dout where it uses them (GEMM packing, softmax backward, dropout
+ * mask, bias sums: layer_attention.c). Bit for bit the staged launch (mixed_precision.c around
  * layer_attention.c): a widening is exact and every rounding is the one the
  * staging does. Buffers are taken from the pool for the launch and planned
  * in the layer's cost (attn16_cost). */
@@ -29,11 +30,11 @@ static void attn16_cost(const clremat_graph *g, int l, int64_t batch, clremat_la
                          sizeof(float);
     (void)g, (void)l, (void)batch;
     /* forward: the float32 qkv, probs, ctx and the output projection's
-     * partial sums; backward: dout, qkv, probs, ctx in float32 and, when x
-     * is 16-bit (it then has a gradient), din's partial sums ([rows, D]
-     * like out) */
+     * partial sums; backward (reading the 16-bit slots and dout where they
+     * are used): when x is 16-bit (it then has a gradient), din's partial
+     * sums ([rows, D] like out) */
     c->fwd_stage_bytes = inner + out;
-    c->bwd_stage_bytes = out + inner + ((c->in16 & 1u) ? out : 0);
+    c->bwd_stage_bytes = (c->in16 & 1u) ? out : 0;
 }
 
 static void release_all(clremat_ctx *ctx, clremat_buf **b, int n)
@@ -43,13 +44,19 @@ static void release_all(clremat_ctx *ctx, clremat_buf **b, int n)
             clremat_pool_release(ctx->pool, b[i]);
 }
 
-/* Takes float32 buffers of the inner slots (qkv, probs, ctx) into f[1..3]. */
-static int take_inner(clremat_layer_call *c, const clremat_layer_cost *cost, clremat_buf **f)
+/* The launch's slots are the four 16-bit ones attn16_cost planned. */
+static int check_slots(clremat_layer_call *c, const clremat_layer_cost *cost)
 {
-    int st = CLREMAT_OK;
     if (cost->slot16 != (1u << N_SLOTS) - 1 || cost->n_slots != N_SLOTS)
         return clremat_fail(c->ctx, CLREMAT_ERR_INTERNAL, "attention %s: the 16-bit launch expects four 16-bit slots",
                             c->g->layers[c->layer].name);
+    return CLREMAT_OK;
+}
+
+/* Takes float32 buffers of the inner slots (qkv, probs, ctx) into f[1..3]. */
+static int take_inner(clremat_layer_call *c, const clremat_layer_cost *cost, clremat_buf **f)
+{
+    int st = check_slots(c, cost);
     for (int s = S_QKV; s <= S_CTX && st == CLREMAT_OK; s++)
         st = clremat_mixed_take(c, slot_elems(cost, s), &f[s]);
     return st;
@@ -65,17 +72,10 @@ static int attn16_forward(clremat_layer_call *c, const clremat_layer_cost *cost)
         st = clremat_mixed_take(c, slot_elems(cost, S_OUT), &f[S_OUT]);
     if (st == CLREMAT_OK) {
         io.x = c->in[0], io.fx = (cost->in16 & 1u) ? fmt : CLREMAT_FMT_F32;
-        io.qkv = f[S_QKV], io.probs = f[S_PROBS], io.ctx = f[S_CTX];
+        io.qkv = f[S_QKV], io.probs = f[S_PROBS], io.ctx = f[S_CTX], io.fslots = fmt;
+        io.qkv16 = c->slot[S_QKV], io.probs16 = c->slot[S_PROBS], io.ctx16 = c->slot[S_CTX];
         io.out = c->slot[S_OUT], io.fout = fmt, io.out_scratch = f[S_OUT];
         st = clremat_attn_forward_io(c, &io);
-    }
-    if (st == CLREMAT_OK) {
-        clremat_mixed_cvt cv[3];
-        for (int s = S_QKV; s <= S_CTX; s++) {
-            clremat_mixed_cvt v = {f[s], CLREMAT_FMT_F32, c->slot[s], fmt, slot_elems(cost, s)};
-            cv[s - S_QKV] = v;
-        }
-        st = clremat_mixed_convert_list(c->ctx, cv, 3);
     }
     release_all(c->ctx, f, N_SLOTS);
     return st;
@@ -84,33 +84,21 @@ static int attn16_forward(clremat_layer_call *c, const clremat_layer_cost *cost)
 static int attn16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
 {
     const int fmt = clremat_mixed_fmt(c->g), fx = (cost->in16 & 1u) ? fmt : CLREMAT_FMT_F32;
-    clremat_buf *f[N_SLOTS] = {NULL}, *scr = NULL; /* f[S_OUT]: dout in float32 */
+    clremat_buf *scr = NULL; /* din's partial sums */
     clremat_attn_io io = {0};
-    int st;
-    if (c->in_act[0] || c->fuse_update)
-        return clremat_fail(c->ctx, CLREMAT_ERR_INTERNAL, "attention %s: a fused read or update the 16-bit path "
-                            "was not planned for", c->g->layers[c->layer].name);
-    st = take_inner(c, cost, f);
-    if (st == CLREMAT_OK)
-        st = clremat_mixed_take(c, slot_elems(cost, S_OUT), &f[S_OUT]);
+    int st = check_slots(c, cost);
+    if (st == CLREMAT_OK && (c->in_act[0] || c->fuse_update))
+        st = clremat_fail(c->ctx, CLREMAT_ERR_INTERNAL, "attention %s: a fused read or update the 16-bit path "
+                          "was not planned for", c->g->layers[c->layer].name);
     if (st == CLREMAT_OK && fx)
         st = clremat_mixed_take(c, slot_elems(cost, S_OUT), &scr);
     if (st == CLREMAT_OK) {
-        clremat_mixed_cvt cv[N_SLOTS];
-        for (int s = 0; s < N_SLOTS; s++) {
-            clremat_mixed_cvt v = {s == S_OUT ? c->dout : c->slot[s], fmt, f[s], CLREMAT_FMT_F32,
-                                   slot_elems(cost, s)};
-            cv[s] = v;
-        }
-        st = clremat_mixed_convert_list(c->ctx, cv, N_SLOTS);
-    }
-    if (st == CLREMAT_OK) {
         io.x = c->in[0], io.fx = fx;
-        io.qkv = f[S_QKV], io.probs = f[S_PROBS], io.ctx = f[S_CTX], io.dout = f[S_OUT];
+        io.qkv = c->slot[S_QKV], io.probs = c->slot[S_PROBS], io.ctx = c->slot[S_CTX], io.fslots = fmt;
+        io.dout = c->dout, io.fdout = fmt;
         io.din = c->din[0], io.fdin = fx, io.din_acc = c->din_accumulate[0], io.din_scratch = scr;
         st = clremat_attn_backward_io(c, &io);
     }
-    release_all(c->ctx, f, N_SLOTS);
     if (scr)
         clremat_pool_release(c->ctx->pool, scr);
     return st;

@@ -202,15 +202,6 @@ static int cvt_add(clremat_ctx *ctx, cvt_batch *b, const clremat_buf *src, int s
     return CLREMAT_OK;
 }
 
-int clremat_mixed_convert_list(clremat_ctx *ctx, const clremat_mixed_cvt *list, int count)
-{
-    cvt_batch cb = {0};
-    int st = CLREMAT_OK;
-    for (int i = 0; i < count && st == CLREMAT_OK; i++)
-        st = cvt_add(ctx, &cb, list[i].src, list[i].sfmt, list[i].dst, list[i].dfmt, list[i].n);
-    return st == CLREMAT_OK ? cvt_flush(ctx, &cb) : st;
-}
-
 /* Forward inputs: a float32 copy of each 16-bit input (want: the inputs to
  * convert; the other 16-bit ones are hidden from the launch). */
 static int stage_inputs(clremat_layer_call *c, const clremat_layer_cost *cost, int64_t batch, unsigned want,

@@ -51,21 +51,6 @@ int clremat_mixed_fusion_enabled(void);
  * fwd_stage_bytes / bwd_stage_bytes); the caller releases it. */
 int clremat_mixed_take(clremat_layer_call *c, int64_t elems, clremat_buf **out);
 
-/** One conversion of clremat_mixed_convert_list: n elements of src (format
- * sfmt) into dst (format dfmt). */
-typedef struct clremat_mixed_cvt {
-    const clremat_buf *src;
-    int sfmt;
-    clremat_buf *dst;
-    int dfmt;
-    int64_t n;
-} clremat_mixed_cvt;
-
-/** Runs the conversions of list[0..count) in launches of up to four
- * (clremat_cvt16x8_multi): the bits of clremat_op_convert without
- * activation, scale 1 and accumulation; each checked against its buffers. */
-int clremat_mixed_convert_list(clremat_ctx *ctx, const clremat_mixed_cvt *list, int count);
-
 /** The launch of c's layer under a mixed policy: converts, runs fn (the
  * layer's float32 forward / backward) on float32 staging, converts back.
  * cost is the layer's mixed cost at c->alloc_batch (or c->batch). */

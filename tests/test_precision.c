@@ -902,20 +902,27 @@ static int count_fused(clremat_ctx *ctx, const clremat_graph *g, int64_t batch)
     return n;
 }
 
-static void check_fused(int i, int precision)
+/* Models written here for what no bundled one has: attention with dropout
+ * on its weights, causal grouped-query heads of an odd width (dh 6) and
+ * an odd sequence (T 13), then one whose input is a 16-bit activation. */
+static const char *const fused_inline[] = {
+    "{\"name\": \"attn_dropout\", \"input\": {\"shape\": [13], \"dtype\": \"int32\"}, \"layers\": ["
+    "{\"name\": \"embed\", \"type\": \"embedding\", \"vocab\": 16, \"dim\": 24, \"positions\": true},"
+    "{\"name\": \"attn\", \"type\": \"attention\", \"heads\": 4, \"kv_heads\": 2, \"causal\": true, \"rate\": 0.2},"
+    "{\"name\": \"attn2\", \"type\": \"attention\", \"heads\": 2, \"rate\": 0.1},"
+    "{\"name\": \"logits\", \"type\": \"dense\", \"units\": 16},"
+    "{\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}"};
+
+static void check_fused_graph(clremat_graph *g, const char *file, int precision)
 {
-    const char *file = fused_models[i];
     const int64_t batch = 2;
     clremat_ctx *ctx;
-    clremat_graph *g;
     clremat_dataset d;
     remat_out fused, staged;
     size_t pbytes;
     int nf;
-    if (i >= 4 && test_reduced())
-        return;
     TEST_OPEN_CTX(ctx, 0);
-    g = load_model(file, precision);
+    g->precision = precision;
     nf = count_fused(ctx, g, batch);
     if (clremat_gemm_resolve(ctx) == CLREMAT_GEMM_NATIVE)
         ck_assert_msg(nf > 0, "%s: no layer fuses its conversion on the native path", file);
@@ -948,6 +955,24 @@ static void check_fused(int i, int precision)
     clremat_ctx_destroy(ctx);
 }
 
+/* Case i: the bundled models, then the inline ones. */
+static void check_fused(int i, int precision)
+{
+    const int nb = (int)(sizeof fused_models / sizeof fused_models[0]);
+    clremat_graph *g = NULL;
+    if (i < nb) {
+        if (i >= 4 && test_reduced())
+            return;
+        check_fused_graph(load_model(fused_models[i], precision), fused_models[i], precision);
+        return;
+    }
+    ck_assert_msg(clremat_graph_load_string(fused_inline[i - nb], "fused_inline", &g) == CLREMAT_OK, "%s",
+                  clremat_last_error());
+    check_fused_graph(g, g->name, precision);
+}
+
+#define N_FUSED_CASES ((int)(sizeof fused_models / sizeof fused_models[0] + sizeof fused_inline / sizeof fused_inline[0]))
+
 START_TEST(fused_f16) { check_fused(_i, CLREMAT_PREC_MIXED_FLOAT16); }
 END_TEST
 START_TEST(fused_bf16) { check_fused(_i, CLREMAT_PREC_MIXED_BFLOAT16); }
@@ -969,8 +994,8 @@ int main(void)
     tcase_add_test(tc, loss_scale_overflow);
     tcase_add_test(tc, loss_scale_bf16_none);
     tcase_add_test(tc, cli_refusals);
-    tcase_add_loop_test(tc, fused_f16, 0, (int)(sizeof fused_models / sizeof fused_models[0]));
-    tcase_add_loop_test(tc, fused_bf16, 0, (int)(sizeof fused_models / sizeof fused_models[0]));
+    tcase_add_loop_test(tc, fused_f16, 0, N_FUSED_CASES);
+    tcase_add_loop_test(tc, fused_bf16, 0, N_FUSED_CASES);
     /* training to a validation figure: its own case (CK_RUN_CASE=training) */
     train = tcase_create("training");
     tcase_set_timeout(train, 1200);
