@@ -1779,6 +1779,19 @@ void clremat_opt1(const int kind, const float8 hp, const float g, __global float
         s1[i] = b.s0;
 }
 
+/* The update of the eight elements from c0 (p, s0, s1 for Adam) by the
+ * gradients g, computed by clremat_opt8. */
+void clremat_opt_cols8(const int kind, const float8 hp, const float8 g, __global float *p, __global float *s0,
+                       __global float *s1, const int c0)
+{
+    float8 pv = vload8(0, p + c0), a = vload8(0, s0 + c0), b = kind ? vload8(0, s1 + c0) : (float8)(0.0f);
+    clremat_opt8(kind, hp, g, &pv, &a, &b);
+    vstore8(pv, 0, p + c0);
+    vstore8(a, 0, s0 + c0);
+    if (kind)
+        vstore8(b, 0, s1 + c0);
+}
+
 /* The update of elements [i0, i0+8) (none past n) from a gradient buffer. */
 void clremat_opt_run8(const int kind, const float8 hp, const int n, const int i0, __global float *p,
                       __global const float *g, __global float *s0, __global float *s1)
@@ -1823,12 +1836,7 @@ __kernel void clremat_colsum8_upd(const int rows, const int cols, __global const
         float8 s = 0.0f;
         for (int r = 0; r < rows; r++)
             s += vload8(0, x + (long)r * cols + c0);
-        float8 pv = vload8(0, p + c0), a = vload8(0, s0 + c0), b = kind ? vload8(0, s1 + c0) : (float8)(0.0f);
-        clremat_opt8(kind, hp, s, &pv, &a, &b);
-        vstore8(pv, 0, p + c0);
-        vstore8(a, 0, s0 + c0);
-        if (kind)
-            vstore8(b, 0, s1 + c0);
+        clremat_opt_cols8(kind, hp, s, p, s0, s1, c0);
     } else {
         for (int c = c0; c < cols; c++) {
             float s = 0.0f;
@@ -3329,6 +3337,54 @@ __kernel void clremat_cvt16(const int n, const int act, const float scale, const
         if (acc)
             v = clremat_ld16(dst, dfmt, i) + v;
         clremat_st16(dst, dfmt, i, v);
+    }
+}
+
+/* The column sums of clremat_colsum8 (the same floats in the same order)
+ * over a 16-bit x (format fmt): eight columns from c0, or column c. */
+inline float8 clremat_colsum8_16_at(const int rows, const int cols, const int fmt, __global const uchar *x,
+                                    const int c0)
+{
+    float8 s = 0.0f;
+    for (int r = 0; r < rows; r++)
+        s += gc16_ld8(x, fmt, (long)r * cols + c0);
+    return s;
+}
+
+inline float clremat_colsum1_16_at(const int rows, const int cols, const int fmt, __global const uchar *x,
+                                   const int c)
+{
+    float s = 0.0f;
+    for (int r = 0; r < rows; r++)
+        s += clremat_ld16(x, fmt, (long)r * cols + c);
+    return s;
+}
+
+/* clremat_colsum8 of a 16-bit x: y = its column sums (float32). */
+__kernel void clremat_colsum8_16(const int rows, const int cols, const int fmt, __global const uchar *x,
+                                 __global float *y)
+{
+    const int c0 = get_global_id(0) * 8;
+    if (c0 + 8 <= cols) {
+        vstore8(clremat_colsum8_16_at(rows, cols, fmt, x, c0), 0, y + c0);
+    } else {
+        for (int c = c0; c < cols; c++)
+            y[c] = clremat_colsum1_16_at(rows, cols, fmt, x, c);
+    }
+}
+
+/* clremat_colsum8_upd of a 16-bit x: the column sums consumed at once by
+ * the optimizer update of the bias p and its states. */
+__kernel void clremat_colsum8_upd16(const int rows, const int cols, const int fmt, __global const uchar *x,
+                                    __global float *p, __global float *s0, __global float *s1, const float8 hp,
+                                    const int kind)
+{
+    const int c0 = get_global_id(0) * 8;
+    if (c0 + 8 <= cols) {
+        clremat_opt_cols8(kind, hp, clremat_colsum8_16_at(rows, cols, fmt, x, c0), p, s0, s1, c0);
+    } else {
+        for (int c = c0; c < cols; c++)
+            clremat_opt1(kind, hp, clremat_colsum1_16_at(rows, cols, fmt, x, c), p, s0, s1, c);
     }
 }
 

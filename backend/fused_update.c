@@ -36,17 +36,17 @@ int clremat_fused_opt_make(clremat_ctx *ctx, const clremat_opt_config *cfg, int6
     return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "unknown optimizer kind %d", (int)cfg->kind);
 }
 
-int clremat_colsum_update(clremat_ctx *ctx, int64_t rows, int64_t cols, const clremat_buf *x, clremat_buf *p,
-                          clremat_buf *s0, clremat_buf *s1, const clremat_fused_opt *opt)
+int clremat_colsum_update(clremat_ctx *ctx, int64_t rows, int64_t cols, const clremat_buf *x, int fmt,
+                          clremat_buf *p, clremat_buf *s0, clremat_buf *s1, const clremat_fused_opt *opt)
 {
-    cl_int ir = (cl_int)rows, ic = (cl_int)cols, kind = opt->kind;
+    cl_int ir = (cl_int)rows, ic = (cl_int)cols, kind = opt->kind, ifmt = fmt;
     cl_mem mx, mp, m0, m1;
     cl_float8 hp;
     int st;
     if (rows > 2147483647 || cols > 2147483647)
         return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "fused bias update: %lld x %lld", (long long)rows,
                             (long long)cols);
-    if ((st = clremat_check_buf(ctx, "fused update", "input", x, rows * cols)) != CLREMAT_OK ||
+    if ((st = clremat_check_buf_fmt(ctx, "fused update", "input", x, rows * cols, fmt)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, "fused update", "param", p, cols)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, "fused update", "state 0", s0, cols)) != CLREMAT_OK ||
         (kind && (st = clremat_check_buf(ctx, "fused update", "state 1", s1, cols)) != CLREMAT_OK))
@@ -57,6 +57,10 @@ int clremat_colsum_update(clremat_ctx *ctx, int64_t rows, int64_t cols, const cl
     mp = clremat_mem(p);
     m0 = clremat_mem(s0);
     m1 = clremat_mem(kind ? s1 : s0);
+    if (fmt)
+        return clremat_run1d(ctx, "clremat_colsum8_upd16", (cols + 7) / 8, sizeof ir, &ir, sizeof ic, &ic,
+                             sizeof ifmt, &ifmt, sizeof mx, &mx, sizeof mp, &mp, sizeof m0, &m0, sizeof m1, &m1,
+                             sizeof hp, &hp, sizeof kind, &kind, (size_t)0);
     return clremat_run1d(ctx, "clremat_colsum8_upd", (cols + 7) / 8, sizeof ir, &ir, sizeof ic, &ic, sizeof mx, &mx,
                          sizeof mp, &mp, sizeof m0, &m0, sizeof m1, &m1, sizeof hp, &hp, sizeof kind, &kind,
                          (size_t)0);

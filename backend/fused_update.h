@@ -30,10 +30,11 @@ typedef struct clremat_fused_call {
     clremat_buf *state[2 * CLREMAT_MAX_PARAMS];
 } clremat_fused_call;
 
-/** Bias update from the column sums of x (rows x cols): g[c] = sum over r
- * in order of x[r][c] (the sums of clremat_colsum8, bit for bit), then the
+/** Bias update from the column sums of x (rows x cols, format fmt:
+ * CLREMAT_FMT_*, a 16-bit x widened as it is read): g[c] = sum over r in
+ * order of x[r][c] (the sums of clremat_colsum8, bit for bit), then the
  * update of p[c] and its states by g[c]; g is never stored. */
-int clremat_colsum_update(clremat_ctx *ctx, int64_t rows, int64_t cols, const clremat_buf *x, clremat_buf *p,
-                          clremat_buf *s0, clremat_buf *s1, const clremat_fused_opt *opt);
+int clremat_colsum_update(clremat_ctx *ctx, int64_t rows, int64_t cols, const clremat_buf *x, int fmt,
+                          clremat_buf *p, clremat_buf *s0, clremat_buf *s1, const clremat_fused_opt *opt);
 
 #endif

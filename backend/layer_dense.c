@@ -10,6 +10,7 @@
 #include "kernel_run.h"
 #include "gemm.h"
 #include "fused_update.h"
+#include "mixed_precision.h"
 
 /* Sizes of a dense layer at a batch: rows of x, input features, units. */
 static int dense_dims(clremat_ctx *ctx, const clremat_layer *L, int64_t batch, int64_t *rows, int64_t *in,
@@ -138,7 +139,7 @@ static int dense_backward(clremat_layer_call *c)
         if (st != CLREMAT_OK)
             return st;
         if (c->fuse_update & 2u)
-            st = clremat_colsum_update(c->ctx, rows, units, c->dout, c->param[1], f->state[2], f->state[3], &f->opt);
+            st = clremat_colsum_update(c->ctx, rows, units, c->dout, CLREMAT_FMT_F32, c->param[1], f->state[2], f->state[3], &f->opt);
         if (st != CLREMAT_OK)
             return st;
     }

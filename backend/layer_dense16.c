@@ -5,7 +5,8 @@
  * Float32 remains only where the float32 path's value must exist before
  * its rounding: the GEMM's partial sums across k-blocks (a scratch of the
  * output's float32 size) and dZ = dout * act'(pre), which three kernels
- * read. Bit for bit the staged launch (mixed_precision.c around
+ * read (without an activation they read the 16-bit dout: GEMM packing and
+ * the bias gradient's column sums). Bit for bit the staged launch (mixed_precision.c around
  * layer_dense.c). The buffers are taken from the pool for the launch and
  * planned in the layer's cost (dense16_cost). */
 #include "layer_impl.h"
@@ -26,10 +27,12 @@ static void dense16_cost(const clremat_graph *g, int l, int64_t batch, clremat_l
     const clremat_layer *L = &g->layers[l];
     int64_t rows, in, units;
     dims(L, batch, &rows, &in, &units);
-    /* forward: the partial sums of pre; backward: dZ and, when x is 16-bit
-     * (it then has a gradient), the partial sums of dx */
+    /* forward: the partial sums of pre; backward: dZ (with an activation;
+     * without one the 16-bit dout is dZ) and, when x is 16-bit (it then
+     * has a gradient), the partial sums of dx */
     c->fwd_stage_bytes = (size_t)(rows * units) * sizeof(float);
-    c->bwd_stage_bytes = (size_t)(rows * units) * sizeof(float) + ((c->in16 & 1u) ? (size_t)(rows * in) * sizeof(float) : 0);
+    c->bwd_stage_bytes = (L->act != CLREMAT_ACT_NONE ? (size_t)(rows * units) * sizeof(float) : 0) +
+                         ((c->in16 & 1u) ? (size_t)(rows * in) * sizeof(float) : 0);
 }
 
 /* Rows at the batch the layer's buffers (and its plan) were sized for. */
@@ -72,22 +75,22 @@ static int dense16_backward(clremat_layer_call *c, const clremat_layer_cost *cos
     const clremat_fused_call *f = c->fused;
     int64_t rows, in, units;
     clremat_buf *dz = NULL, *scr = NULL;
-    int st;
+    const clremat_buf *g_z; /* dZ: float32 dz with an activation, else the 16-bit dout itself */
+    int fz, st = CLREMAT_OK;
     dims(L, c->batch, &rows, &in, &units);
     if (c->in_act[0] || (c->fuse_update && (!f || (c->fuse_update & ~(L->use_bias ? 3u : 1u)))))
         return clremat_fail(c->ctx, CLREMAT_ERR_INTERNAL, "dense layer %s: a fused read or update the 16-bit path "
                             "was not planned for", L->name);
-    if ((st = clremat_mixed_take(c, ab_rows(c, L) * units, &dz)) != CLREMAT_OK)
+    if (has_act && (st = clremat_mixed_take(c, ab_rows(c, L) * units, &dz)) != CLREMAT_OK)
         return st;
     if (fx && (st = clremat_mixed_take(c, ab_rows(c, L) * in, &scr)) != CLREMAT_OK)
         goto done;
-    /* dZ = dout * act'(pre) in float32 (dout itself without an activation) */
-    if (has_act) {
+    /* dZ = dout * act'(pre) in float32; without an activation dout is dZ */
+    if (has_act)
         st = clremat_op_mul_dact(c->ctx, rows * units, (int)L->act, c->slot[1], fmt, c->dout, fmt, dz,
                                  CLREMAT_FMT_F32, 0);
-    } else {
-        st = clremat_op_convert(c->ctx, c->dout, fmt, dz, CLREMAT_FMT_F32, rows * units, 0, 1.0f, 0);
-    }
+    g_z = has_act ? dz : c->dout;
+    fz = has_act ? CLREMAT_FMT_F32 : fmt;
     if (st != CLREMAT_OK)
         goto done;
     /* dx = dZ W^T first (the fused update then changes W) */
@@ -95,11 +98,12 @@ static int dense16_backward(clremat_layer_call *c, const clremat_layer_cost *cos
         if (fx) {
             clremat_gemm16_call g = {0};
             g.tB = 1, g.M = rows, g.N = in, g.K = units;
-            g.A = dz, g.B = c->param[0], g.C = c->din[0], g.fC = fmt, g.acc = c->din_accumulate[0], g.scratch = scr;
+            g.A = g_z, g.fA = fz, g.B = c->param[0], g.C = c->din[0], g.fC = fmt, g.acc = c->din_accumulate[0];
+            g.scratch = scr;
             st = clremat_gemm16(c->ctx, &g);
         } else {
-            st = clremat_gemm(c->ctx, 0, 1, rows, in, units, 1.0f, dz, 0, units, 0, c->param[0], 0, units, 0,
-                              c->din_accumulate[0] ? 1.0f : 0.0f, c->din[0], 0, in, 0, 1);
+            st = clremat_gemm_fmt(c->ctx, 0, 1, rows, in, units, 1.0f, g_z, fz, 0, units, 0, c->param[0], 0, 0,
+                                  units, 0, c->din_accumulate[0] ? 1.0f : 0.0f, c->din[0], 0, in, 0, 1);
         }
         if (st != CLREMAT_OK)
             goto done;
@@ -108,7 +112,7 @@ static int dense16_backward(clremat_layer_call *c, const clremat_layer_cost *cos
     if ((c->fuse_update & 1u) || c->grad[0]) {
         clremat_gemm16_call g = {0};
         g.tA = 1, g.M = in, g.N = units, g.K = rows;
-        g.A = c->in[0], g.fA = fx, g.B = dz;
+        g.A = c->in[0], g.fA = fx, g.B = g_z, g.fB = fz;
         if (c->fuse_update & 1u) {
             g.C = c->param[0], g.s0 = f->state[0], g.s1 = f->state[1], g.okind = f->opt.kind, g.hp = f->opt.hp;
         } else {
@@ -119,12 +123,16 @@ static int dense16_backward(clremat_layer_call *c, const clremat_layer_cost *cos
     }
     /* db = column sums of dZ */
     if (c->fuse_update & 2u) {
-        st = clremat_colsum_update(c->ctx, rows, units, dz, c->param[1], f->state[2], f->state[3], &f->opt);
+        st = clremat_colsum_update(c->ctx, rows, units, g_z, fz, c->param[1], f->state[2], f->state[3], &f->opt);
     } else if (L->use_bias && c->grad[1]) {
-        cl_int ir = (cl_int)rows, iu = (cl_int)units;
-        cl_mem md = clremat_mem(dz), mg = clremat_mem(c->grad[1]);
-        st = clremat_run1d(c->ctx, "clremat_colsum8", (units + 7) / 8, sizeof ir, &ir, sizeof iu, &iu, sizeof md, &md,
-                           sizeof mg, &mg, (size_t)0);
+        cl_int ir = (cl_int)rows, iu = (cl_int)units, ifz = fz;
+        cl_mem md = clremat_mem(g_z), mg = clremat_mem(c->grad[1]);
+        if (fz)
+            st = clremat_run1d(c->ctx, "clremat_colsum8_16", (units + 7) / 8, sizeof ir, &ir, sizeof iu, &iu,
+                               sizeof ifz, &ifz, sizeof md, &md, sizeof mg, &mg, (size_t)0);
+        else
+            st = clremat_run1d(c->ctx, "clremat_colsum8", (units + 7) / 8, sizeof ir, &ir, sizeof iu, &iu, sizeof md,
+                               &md, sizeof mg, &mg, (size_t)0);
     }
 done:
     if (scr)
