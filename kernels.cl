@@ -1161,25 +1161,46 @@ void gc16_epi(__global uchar *C16, __global uchar *out16, const int fmt, const i
 
 /* gc_pack_a of a 16-bit A (no activation: the mixed path never packs one
  * through a function). The same layout and padding as gc_pack_a. */
+/* gc_pack_a_rows_t of a 16-bit A: the whole micro-panels of op(A) = A^T
+ * (np of them), eight k at a time across the panels, so each row of A is
+ * read as one contiguous stream (panel by panel with k inside, a row of A
+ * would be revisited once per panel at a stride of lda). */
+void gc_pack_a16_rows_t(__local float *Ap, __global const uchar *A, const int fmt, const long lda, const int m0,
+                        const int np, const int k0, const int kc)
+{
+    const int k8 = kc / 8 * 8;
+    for (int kb = 0; kb < kc; kb += 8)
+        for (int p = 0; p < np; p++)
+            for (int k = kb; k < (kb < k8 ? kb + 8 : kc); k++) {
+                const long s = (long)(k0 + k) * lda + m0 + p * GC_MR;
+                __local float *d = Ap + (p * GC_KC + k) * GC_MR;
+#if GC_MR == 12
+                vstore8(gc16_ld8(A, fmt, s), 0, d);
+                vstore4(gc16_ld4(A, fmt, s + 8), 0, d + 8);
+#else
+                vstore4(gc16_ld4(A, fmt, s), 0, d);
+                d[4] = gc16_ld(A, fmt, s + 4);
+                d[5] = gc16_ld(A, fmt, s + 5);
+#endif
+            }
+}
+
 void gc_pack_a16(__local float *Ap, __global const uchar *A, const int fmt, const int tA, const long lda,
                  const int M, const int m0, const int mc, const int k0, const int kc)
 {
     const int np = (mc + GC_MR - 1) / GC_MR;
-    for (int p = 0; p < np; p++) {
+    int p0 = 0; /* whole panels of op(A) = A^T, packed first as streams */
+    if (tA) {
+        p0 = max(0, min(mc, M - m0)) / GC_MR;
+        gc_pack_a16_rows_t(Ap, A, fmt, lda, m0, p0, k0, kc);
+    }
+    for (int p = p0; p < np; p++) {
         __local float *dst = Ap + p * GC_KC * GC_MR;
         const int mb = m0 + p * GC_MR, h = max(0, min(GC_MR, min(M - mb, mc - p * GC_MR)));
         for (int r = h; r < GC_MR; r++)
             for (int k = 0; k < kc; k++)
                 dst[k * GC_MR + r] = 0.0f;
 #if GC_MR == 12
-        if (tA && h == GC_MR) { /* a whole panel: twelve contiguous values a k, vector loads */
-            for (int k = 0; k < kc; k++) {
-                const long s = (long)(k0 + k) * lda + mb;
-                vstore8(gc16_ld8(A, fmt, s), 0, dst + k * GC_MR);
-                vstore4(gc16_ld4(A, fmt, s + 8), 0, dst + k * GC_MR + 8);
-            }
-            continue;
-        }
         if (!tA && h == GC_MR) { /* a whole panel of rows: eight k of each of the twelve rows
                                   * widened as float8 and stored transposed, as gc_pack_a */
             const long s = (long)mb * lda + k0;
