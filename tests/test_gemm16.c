@@ -40,6 +40,14 @@ static clremat_buf *upload(clremat_ctx *ctx, const void *h, size_t bytes)
     return b;
 }
 
+/* Releases the n buffers and destroys the context. */
+static void close_ctx(clremat_ctx *ctx, clremat_buf **bufs, int n)
+{
+    for (int i = 0; i < n; i++)
+        clremat_pool_release(ctx->pool, bufs[i]);
+    clremat_ctx_destroy(ctx);
+}
+
 /* n random values representable in fmt (float32 when fmt is 0) as floats,
  * and their 16-bit patterns in *bits (NULL for float32). */
 static float *operand(int fmt, size_t n, uint16_t **bits)
@@ -88,6 +96,18 @@ static layout layout_of(const gcase *c)
     return l;
 }
 
+/* The float32 native GEMM of case c on float32 A and B into C, read back
+ * into out (l.nc floats). */
+static void reference(clremat_ctx *ctx, const gcase *c, const layout *l, clremat_buf *A, clremat_buf *B,
+                      clremat_buf *C, float *out)
+{
+    ck_assert_int_eq(clremat_gemm_on(ctx, CLREMAT_GEMM_NATIVE, c->tA, c->tB, c->M, c->N, c->K, c->alpha, A, c->offA,
+                                     l->lda, l->sa, B, c->offB, l->ldb, l->sb, c->beta, C, c->offC, l->ldc, l->sc,
+                                     c->batch),
+                     CLREMAT_OK);
+    ck_assert_int_eq(clremat_read(ctx, C, 0, l->nc * 4, out), CLREMAT_OK);
+}
+
 /* Case i with A in format fA and B in fB (not both float32): the 16-bit
  * entry equals the float32 native GEMM on the widened values, every float
  * of C (including those around the product) the same bits. */
@@ -114,12 +134,8 @@ static void check_fmt(int i, int fA, int fB)
     ck_assert_msg(clremat_gemm_fmt(ctx, c->tA, c->tB, c->M, c->N, c->K, c->alpha, A, fA, c->offA, l.lda, l.sa, B, fB,
                                    c->offB, l.ldb, l.sb, c->beta, C1, c->offC, l.ldc, l.sc, c->batch) == CLREMAT_OK,
                   "%s", clremat_last_error());
-    ck_assert_int_eq(clremat_gemm_on(ctx, CLREMAT_GEMM_NATIVE, c->tA, c->tB, c->M, c->N, c->K, c->alpha, Af, c->offA,
-                                     l.lda, l.sa, Bf, c->offB, l.ldb, l.sb, c->beta, C2, c->offC, l.ldc, l.sc,
-                                     c->batch),
-                     CLREMAT_OK);
+    reference(ctx, c, &l, Af, Bf, C2, r2);
     ck_assert_int_eq(clremat_read(ctx, C1, 0, l.nc * 4, r1), CLREMAT_OK);
-    ck_assert_int_eq(clremat_read(ctx, C2, 0, l.nc * 4, r2), CLREMAT_OK);
     for (size_t k = 0; k < l.nc; k++)
         ck_assert_msg(memcmp(&r1[k], &r2[k], 4) == 0, "case %d fA %d fB %d: C[%zu] %.9g, float32 GEMM %.9g", i, fA,
                       fB, k, (double)r1[k], (double)r2[k]);
@@ -130,13 +146,10 @@ static void check_fmt(int i, int fA, int fB)
                          CLREMAT_OK);
         ck_assert_msg(strstr(clremat_last_error(), "16-bit elements") != NULL, "%s", clremat_last_error());
     }
-    clremat_pool_release(ctx->pool, A);
-    clremat_pool_release(ctx->pool, B);
-    clremat_pool_release(ctx->pool, Af);
-    clremat_pool_release(ctx->pool, Bf);
-    clremat_pool_release(ctx->pool, C1);
-    clremat_pool_release(ctx->pool, C2);
-    clremat_ctx_destroy(ctx);
+    {
+        clremat_buf *all[] = {A, B, Af, Bf, C1, C2};
+        close_ctx(ctx, all, 6);
+    }
     free(fa), free(fb), free(a16), free(b16), free(c0), free(r1), free(r2);
 }
 
@@ -173,12 +186,8 @@ static void check_round_copy(int i, int fC)
                                           c->offB, l.ldb, l.sb, c->beta, C1, c->offC, l.ldc, l.sc, c->batch, C16,
                                           fC) == CLREMAT_OK,
                   "%s", clremat_last_error());
-    ck_assert_int_eq(clremat_gemm_on(ctx, CLREMAT_GEMM_NATIVE, c->tA, c->tB, c->M, c->N, c->K, c->alpha, A, c->offA,
-                                     l.lda, l.sa, B, c->offB, l.ldb, l.sb, c->beta, C2, c->offC, l.ldc, l.sc,
-                                     c->batch),
-                     CLREMAT_OK);
+    reference(ctx, c, &l, A, B, C2, r2);
     ck_assert_int_eq(clremat_read(ctx, C1, 0, l.nc * 4, r1), CLREMAT_OK);
-    ck_assert_int_eq(clremat_read(ctx, C2, 0, l.nc * 4, r2), CLREMAT_OK);
     ck_assert_int_eq(clremat_read(ctx, C16, 0, l.nc * 2, r16), CLREMAT_OK);
     for (size_t k = 0; k < l.nc; k++)
         ck_assert_msg(memcmp(&r1[k], &r2[k], 4) == 0, "case %d: C[%zu] %.9g, float32 GEMM %.9g", i, k, (double)r1[k],
@@ -195,12 +204,10 @@ static void check_round_copy(int i, int fC)
     ck_assert_int_ne(clremat_gemm_round_copy(ctx, c->tA, c->tB, c->M, c->N, c->K, 1.0f, A, c->offA, l.lda, l.sa, B,
                                              c->offB, l.ldb, l.sb, 0.0f, C1, c->offC, l.ldc, l.sc, c->batch, C16, 0),
                      CLREMAT_OK);
-    clremat_pool_release(ctx->pool, A);
-    clremat_pool_release(ctx->pool, B);
-    clremat_pool_release(ctx->pool, C1);
-    clremat_pool_release(ctx->pool, C2);
-    clremat_pool_release(ctx->pool, C16);
-    clremat_ctx_destroy(ctx);
+    {
+        clremat_buf *all[] = {A, B, C1, C2, C16};
+        close_ctx(ctx, all, 5);
+    }
     free(fa), free(fb), free(c0), free(r1), free(r2), free(s16), free(r16);
 }
 
