@@ -1,7 +1,8 @@
-/* gemm.c: clremat_gemm and clremat_gemm_dense, the entry points every
+/* gemm.c: clremat_gemm, clremat_gemm_dense and clremat_gemm_fmt, the entry points every
  * matrix layer calls: they resolve the context's GEMM path (gemm_select.c)
  * and run the call on it (gemm_paths.c). */
 #include "gemm.h"
+#include "gemm16.h"
 
 int clremat_gemm(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
                  const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa,
@@ -54,4 +55,16 @@ int clremat_gemm_acta(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     if (ctx && clremat_gemm_resolve(ctx) != CLREMAT_GEMM_NATIVE)
         return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "GEMM with an activation on A needs the native path");
     return clremat_gemm_acta_native(ctx, tA, tB, M, N, K, actA, A, lda, B, ldb, C);
+}
+
+int clremat_gemm_fmt(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
+                     const clremat_buf *A, int fA, int64_t offA, int64_t lda, int64_t sa,
+                     const clremat_buf *B, int fB, int64_t offB, int64_t ldb, int64_t sb, float beta,
+                     clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc, int64_t batch)
+{
+    if (!fA && !fB)
+        return clremat_gemm(ctx, tA, tB, M, N, K, alpha, A, offA, lda, sa, B, offB, ldb, sb, beta, C, offC, ldc, sc,
+                            batch);
+    return clremat_gemm_fmt_native(ctx, tA, tB, M, N, K, alpha, A, fA, offA, lda, sa, B, fB, offB, ldb, sb, beta, C,
+                                   offC, ldc, sc, batch);
 }

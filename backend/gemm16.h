@@ -56,6 +56,13 @@ int clremat_gemm_fmt(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int
                      const clremat_buf *B, int fB, int64_t offB, int64_t ldb, int64_t sb, float beta,
                      clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc, int64_t batch);
 
+/** clremat_gemm_fmt on the native path, whatever the context's (gemm_paths.c;
+ * clremat_gemm_fmt, in gemm.c, resolves the path for float32 operands). */
+int clremat_gemm_fmt_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
+                            const clremat_buf *A, int fA, int64_t offA, int64_t lda, int64_t sa,
+                            const clremat_buf *B, int fB, int64_t offB, int64_t ldb, int64_t sb, float beta,
+                            clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc, int64_t batch);
+
 /** clremat_gemm with float32 operands (alpha, beta, strided and batched)
  * whose float32 C is also rounded into C16 (format fC, the same offset,
  * leading dimension and stride) in the epilogue: the product kept in both

@@ -375,17 +375,13 @@ int clremat_gemm16(clremat_ctx *ctx, const clremat_gemm16_call *g)
                       g->hp, upd ? g->okind : 0, 0, &f);
 }
 
-int clremat_gemm_fmt(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
-                     const clremat_buf *A, int fA, int64_t offA, int64_t lda, int64_t sa,
-                     const clremat_buf *B, int fB, int64_t offB, int64_t ldb, int64_t sb, float beta,
-                     clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc, int64_t batch)
+int clremat_gemm_fmt_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
+                            const clremat_buf *A, int fA, int64_t offA, int64_t lda, int64_t sa,
+                            const clremat_buf *B, int fB, int64_t offB, int64_t ldb, int64_t sb, float beta,
+                            clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc, int64_t batch)
 {
     const clremat_gemm16_fmt f = {fA, fB, 0, 0, NULL, 0};
-    int st;
-    if (!fA && !fB)
-        return clremat_gemm(ctx, tA, tB, M, N, K, alpha, A, offA, lda, sa, B, offB, ldb, sb, beta, C, offC, ldc, sc,
-                            batch);
-    st = check_args_fmt(ctx, tA, tB, M, N, K, A, fA, offA, lda, sa, B, fB, offB, ldb, sb, C, offC, ldc, sc, batch);
+    int st = check_args_fmt(ctx, tA, tB, M, N, K, A, fA, offA, lda, sa, B, fB, offB, ldb, sb, C, offC, ldc, sc, batch);
     if (st != CLREMAT_OK || M == 0 || N == 0 || batch == 0)
         return st;
     return run_native(ctx, tA, tB, M, N, K, alpha, A, offA, lda, sa, B, offB, ldb, sb, beta, C, offC, ldc, sc, batch,
