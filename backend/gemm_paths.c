@@ -375,17 +375,31 @@ int clremat_gemm16(clremat_ctx *ctx, const clremat_gemm16_call *g)
                       g->hp, upd ? g->okind : 0, 0, &f);
 }
 
+/* A float32 or 16-bit A and B (f->fA, f->fB) and, with f->fC, C also
+ * rounded into f->C16 at C's places: the checks of every operand, then the
+ * native kernel. */
+static int run_fmt(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
+                   const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa, const clremat_buf *B, int64_t offB,
+                   int64_t ldb, int64_t sb, float beta, clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc,
+                   int64_t batch, const clremat_gemm16_fmt *f)
+{
+    int st = check_args_fmt(ctx, tA, tB, M, N, K, A, f->fA, offA, lda, sa, B, f->fB, offB, ldb, sb, C, offC, ldc, sc,
+                            batch);
+    if (st == CLREMAT_OK && f->fC && M > 0 && N > 0 && batch > 0)
+        st = check_operand(ctx, "C16", f->C16, offC, M, N, ldc, sc, batch, f->fC);
+    if (st != CLREMAT_OK || M == 0 || N == 0 || batch == 0)
+        return st;
+    return run_native(ctx, tA, tB, M, N, K, alpha, A, offA, lda, sa, B, offB, ldb, sb, beta, C, offC, ldc, sc, batch,
+                      0, NULL, 0, NULL, NULL, NULL, 0, 0, f);
+}
+
 int clremat_gemm_fmt_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
                             const clremat_buf *A, int fA, int64_t offA, int64_t lda, int64_t sa,
                             const clremat_buf *B, int fB, int64_t offB, int64_t ldb, int64_t sb, float beta,
                             clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc, int64_t batch)
 {
     const clremat_gemm16_fmt f = {fA, fB, 0, 0, NULL, 0};
-    int st = check_args_fmt(ctx, tA, tB, M, N, K, A, fA, offA, lda, sa, B, fB, offB, ldb, sb, C, offC, ldc, sc, batch);
-    if (st != CLREMAT_OK || M == 0 || N == 0 || batch == 0)
-        return st;
-    return run_native(ctx, tA, tB, M, N, K, alpha, A, offA, lda, sa, B, offB, ldb, sb, beta, C, offC, ldc, sc, batch,
-                      0, NULL, 0, NULL, NULL, NULL, 0, 0, &f);
+    return run_fmt(ctx, tA, tB, M, N, K, alpha, A, offA, lda, sa, B, offB, ldb, sb, beta, C, offC, ldc, sc, batch, &f);
 }
 
 int clremat_gemm_round_copy(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
@@ -395,13 +409,7 @@ int clremat_gemm_round_copy(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t
                             clremat_buf *C16, int fC)
 {
     const clremat_gemm16_fmt f = {0, 0, fC, 0, C16, 1};
-    int st = check_args(ctx, tA, tB, M, N, K, A, offA, lda, sa, B, offB, ldb, sb, C, offC, ldc, sc, batch);
-    if (st == CLREMAT_OK && !fC)
-        st = clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "gemm round copy: the copy's format is float32");
-    if (st == CLREMAT_OK)
-        st = check_operand(ctx, "C16", C16, offC, M, N, ldc, sc, batch, fC);
-    if (st != CLREMAT_OK || M == 0 || N == 0 || batch == 0)
-        return st;
-    return run_native(ctx, tA, tB, M, N, K, alpha, A, offA, lda, sa, B, offB, ldb, sb, beta, C, offC, ldc, sc, batch,
-                      0, NULL, 0, NULL, NULL, NULL, 0, 0, &f);
+    if (!fC)
+        return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "gemm round copy: the copy's format is float32");
+    return run_fmt(ctx, tA, tB, M, N, K, alpha, A, offA, lda, sa, B, offB, ldb, sb, beta, C, offC, ldc, sc, batch, &f);
 }

@@ -4,8 +4,9 @@
  * the output projection rounds the 16-bit out in its epilogue and the
  * input projection's transpose the 16-bit din (old + new where it
  * accumulates). The forward computes qkv, probs and ctx into float32
- * buffers (the staged forward reads them unrounded) and rounds them into
- * their 16-bit slots in one launch; the backward reads the 16-bit slots
+ * buffers (the staged forward reads them unrounded) and rounds each into
+ * its 16-bit slot in the kernel that computes it (with RoPE, qkv in one
+ * conversion after the rotation); the backward reads the 16-bit slots
  * and dout where it uses them (GEMM packing, softmax backward, dropout
  * mask, bias sums: layer_attention.c). Bit for bit the staged launch (mixed_precision.c around
  * layer_attention.c): a widening is exact and every rounding is the one the
