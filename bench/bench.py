@@ -414,17 +414,19 @@ def stream_section(rounds):
     print("== Bandwidth: elementwise and optimizer kernels vs a STREAM-like copy (bench/stream_bench, 8 Mi floats "
           "per array), median of %d runs" % rounds)
     runs = [json.loads(run([STREAM, "--floats", str(8 << 20), "--reps", "11"])) for _ in range(rounds)]
-    print("%-16s %8s %10s %8s" % ("kernel", "arrays", "GB/s", "of copy"))
+    print("%-20s %8s %6s %10s %8s %8s" % ("kernel", "arrays", "bytes", "GB/s", "of copy", "/ fp32"))
     worst = None
     for i, k in enumerate(runs[0]["kernels"]):
         gbs = med([r["kernels"][i]["gb_per_s"] for r in runs])
         ratio = med([r["kernels"][i]["of_copy"] for r in runs])
-        print("%-16s %8.2f %10.2f %8.2f" % (k["kernel"], k["bytes"] / (4 * runs[0]["floats"]), gbs, ratio))
+        vs = ("%8.2f" % med([r["kernels"][i]["vs_float32"] for r in runs])) if "vs_float32" in k else ""
+        print("%-20s %8.2f %6d %10.2f %8.2f %s" % (k["kernel"], k["arrays"], k["element_bytes"], gbs, ratio, vs))
         if k["kernel"] != "copy" and (worst is None or ratio < worst[0]):
             worst = (ratio, k["kernel"])
     print("(bytes: each array read or written once per call, bias_grad reads 256 rows and writes one, batchnorm "
           "counts x (and dy) once per pass over it; the kernels alternate within each run and the ratio of each run "
-          "is to that run's copy)")
+          "is to that run's copy; _bf16 / _fp16: the mixed-precision kernels with every array in bfloat16 / binary16, "
+          "/ fp32 = their time over the float32 kernel's on as many elements, 0.5 where bytes alone decide)")
     print("target: every kernel >= 0.5 of the copy's bytes/s: lowest %.2f (%s) -> %s" %
           (worst[0], worst[1], "met" if worst[0] >= 0.5 else "NOT met"))
     print()

@@ -18,23 +18,40 @@
  * [floats / 16, 16], ResNet-20's first stage: forward 3 arrays (x read by
  * the statistics and by the normalization, y written; the per-block
  * partials are small), backward 5 (x and dy read by the sums and by the
- * input gradient, dx written). */
+ * input gradient, dx written).
+ * Mixed precision (issue 16): the 16-bit kernels the mixed layers launch,
+ * every array in bfloat16 and then in binary16 (2 bytes an element):
+ * clremat_cvt16x8 with GELU (the activation forward), clremat_act_bwd16
+ * GELU in place, clremat_dropout16, clremat_add16. Each also reports
+ * vs_float32, its median time over that of the float32 kernel doing the same
+ * on the same number of elements (0.5 would be the bytes' ratio). */
 #include "bench_util.h"
 #include "backend.h"
 #include "kernel_run.h"
 #include "optim.h"
 #include "layers.h"
+#include "mixed_precision.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 enum { K_COPY, K_ACT_FWD, K_ACT_BWD, K_DROPOUT, K_ADD, K_ACC, K_COLSUM, K_SGD, K_ADAM, K_ADAMW, K_BN_FWD, K_BN_BWD,
-       K_COUNT };
+       K_ACT_FWD_BF, K_ACT_BWD_BF, K_DROPOUT_BF, K_ADD_BF, K_ACT_FWD_H, K_ACT_BWD_H, K_DROPOUT_H, K_ADD_H, K_COUNT };
+enum { K_FIRST16 = K_ACT_FWD_BF, K_PER_FMT = K_ACT_FWD_H - K_ACT_FWD_BF };
 static const char *const names[K_COUNT] = {"copy",     "gelu_forward", "gelu_backward", "dropout",
                                            "add",      "grad_accumulate", "bias_grad",   "sgd_step",
-                                           "adam_step", "adamw_step",  "batchnorm_forward", "batchnorm_backward"};
-static const double arrays[K_COUNT] = {2, 2, 3, 2, 3, 3, 1 + 1.0 / 256, 5, 7, 7, 3, 5};
+                                           "adam_step", "adamw_step",  "batchnorm_forward", "batchnorm_backward",
+                                           "gelu_forward_bf16", "gelu_backward_bf16", "dropout_bf16", "add_bf16",
+                                           "gelu_forward_fp16", "gelu_backward_fp16", "dropout_fp16", "add_fp16"};
+static const double arrays[K_COUNT] = {2, 2, 3, 2, 3, 3, 1 + 1.0 / 256, 5, 7, 7, 3, 5, 2, 3, 2, 3, 2, 3, 2, 3};
+/* the float32 kernel a 16-bit one does the work of */
+static const int twin[K_PER_FMT] = {K_ACT_FWD, K_ACT_BWD, K_DROPOUT, K_ADD};
+
+static int elem_bytes(int k)
+{
+    return k >= K_FIRST16 ? 2 : 4;
+}
 enum { COLSUM_ROWS = 256, BN_C = 16 };
 
 /* A batchnorm layer (gamma, beta, moving mean and variance) on [BN_C] and
@@ -129,14 +146,44 @@ static int bn_launch(clremat_ctx *ctx, bn_bench *bn, int backward, int64_t rows,
     return clremat_layer_backward(&c);
 }
 
-static int launch(clremat_ctx *ctx, int k, cl_int n, clremat_buf *b[4], const clremat_opt_config *opt[3],
-                  int64_t step, bn_bench *bn)
+/* The 16-bit kernels on h (three arrays of format fmt), with the float32
+ * kernels' arguments. */
+static int launch16(clremat_ctx *ctx, int k, cl_int n, cl_int fmt, clremat_buf *h[3], int64_t step)
+{
+    cl_mem m0 = clremat_mem(h[0]), m1 = clremat_mem(h[1]), m2 = clremat_mem(h[2]);
+    cl_int act = 2 /* CLREMAT_ACT_GELU_TANH */, acc = 0;
+    cl_float rate = 0.1f, scale = 1.0f / 0.9f, one = 1.0f;
+    cl_uint lo = 1234, hi = 0, ustep = (cl_uint)step, layer = 3, off = 0;
+    switch ((k - K_FIRST16) % K_PER_FMT + K_FIRST16) {
+    case K_ACT_FWD_BF:
+        return clremat_run1d(ctx, "clremat_cvt16x8", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof act, &act,
+                             sizeof one, &one, sizeof acc, &acc, sizeof fmt, &fmt, sizeof m0, &m0, sizeof fmt, &fmt,
+                             sizeof m1, &m1, (size_t)0);
+    case K_ACT_BWD_BF:
+        return clremat_run1d(ctx, "clremat_act_bwd16", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof act, &act,
+                             sizeof acc, &acc, sizeof fmt, &fmt, sizeof m0, &m0, sizeof fmt, &fmt, sizeof m2, &m2,
+                             sizeof fmt, &fmt, sizeof m2, &m2, (size_t)0);
+    case K_DROPOUT_BF:
+        return clremat_run1d(ctx, "clremat_dropout16", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof acc, &acc,
+                             sizeof rate, &rate, sizeof scale, &scale, sizeof lo, &lo, sizeof hi, &hi, sizeof ustep,
+                             &ustep, sizeof layer, &layer, sizeof fmt, &fmt, sizeof m0, &m0, sizeof fmt, &fmt,
+                             sizeof m1, &m1, sizeof off, &off, (size_t)0);
+    default:
+        return clremat_run1d(ctx, "clremat_add16", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof fmt, &fmt, sizeof m0,
+                             &m0, sizeof fmt, &fmt, sizeof m2, &m2, sizeof fmt, &fmt, sizeof m1, &m1, (size_t)0);
+    }
+}
+
+static int launch(clremat_ctx *ctx, int k, cl_int n, clremat_buf *b[4], clremat_buf *h[2][3],
+                  const clremat_opt_config *opt[3], int64_t step, bn_bench *bn)
 {
     cl_mem m0 = clremat_mem(b[0]), m1 = clremat_mem(b[1]), m2 = clremat_mem(b[2]);
     cl_int act = 2 /* CLREMAT_ACT_GELU_TANH */, acc = 0, one = 1, rows = COLSUM_ROWS, cols = n / COLSUM_ROWS;
     cl_float rate = 0.1f, scale = 1.0f / 0.9f;
     cl_uint lo = 1234, hi = 0, ustep = (cl_uint)step, layer = 3, off = 0;
     clremat_buf *st[2] = {b[2], b[3]};
+    if (k >= K_FIRST16) /* bfloat16 (format 2), then binary16 (1) */
+        return launch16(ctx, k, n, k < K_FIRST16 + K_PER_FMT ? 2 : 1, h[k >= K_FIRST16 + K_PER_FMT], step);
     switch (k) {
     case K_COPY:
         return clremat_run1d(ctx, "clremat_stream_copy8", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof m0, &m0,
@@ -175,11 +222,11 @@ int main(int argc, char **argv)
     int64_t floats = 8 << 20;
     int reps = 15;
     clremat_ctx *ctx;
-    clremat_buf *b[4] = {NULL, NULL, NULL, NULL};
+    clremat_buf *b[4] = {NULL, NULL, NULL, NULL}, *h[2][3] = {{NULL, NULL, NULL}, {NULL, NULL, NULL}};
     clremat_opt_config sgd, adam, adamw;
     bn_bench bn;
     const clremat_opt_config *opt[3] = {&sgd, &adam, &adamw};
-    double *t[K_COUNT], copy_gbs = 0;
+    double *t[K_COUNT], med[K_COUNT], copy_gbs = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--device"))
             device = argv[i + 1];
@@ -222,6 +269,13 @@ int main(int argc, char **argv)
         }
         free(h);
     }
+    for (int f = 0; f < 2; f++) /* the same values rounded to bfloat16, binary16 */
+        for (int i = 0; i < 3; i++)
+            if (clremat_pool_alloc(ctx->pool, (size_t)floats * 2, "stream 16-bit", &h[f][i]) != CLREMAT_OK ||
+                clremat_op_convert(ctx, b[i], 0, h[f][i], f ? 1 : 2, floats, 0, 1.0f, 0) != CLREMAT_OK) {
+                fprintf(stderr, "stream_bench: 16-bit arrays: %s\n", clremat_ctx_last_error(ctx));
+                return 1;
+            }
     if (bn_open(ctx, &bn, floats / BN_C) != CLREMAT_OK) {
         fprintf(stderr, "stream_bench: batchnorm: %s\n", clremat_ctx_last_error(ctx));
         return 1;
@@ -234,7 +288,7 @@ int main(int argc, char **argv)
     for (int r = -1; r < reps; r++)
         for (int k = 0; k < K_COUNT; k++) {
             double t0 = bench_now_s();
-            if (launch(ctx, k, (cl_int)floats, b, opt, r + 2, &bn) != CLREMAT_OK || clFinish(ctx->queue) != CL_SUCCESS) {
+            if (launch(ctx, k, (cl_int)floats, b, h, opt, r + 2, &bn) != CLREMAT_OK || clFinish(ctx->queue) != CL_SUCCESS) {
                 fprintf(stderr, "stream_bench: %s: %s\n", names[k], clremat_ctx_last_error(ctx));
                 return 1;
             }
@@ -242,19 +296,28 @@ int main(int argc, char **argv)
                 t[k][r] = bench_now_s() - t0;
         }
     for (int k = 0; k < K_COUNT; k++) {
-        double med, bytes = arrays[k] * (double)floats * 4.0;
         qsort(t[k], (size_t)reps, sizeof *t[k], bench_cmp_d);
-        med = t[k][reps / 2];
+        med[k] = t[k][reps / 2];
+    }
+    for (int k = 0; k < K_COUNT; k++) {
+        double bytes = arrays[k] * (double)floats * elem_bytes(k);
         if (k == K_COPY)
-            copy_gbs = bytes / med * 1e-9;
-        printf("%s\n  {\"kernel\": \"%s\", \"bytes\": %.0f, \"seconds\": %.6g, \"gb_per_s\": %.3f, \"of_copy\": %.3f}",
-               k ? "," : "", names[k], bytes, med, bytes / med * 1e-9, bytes / med * 1e-9 / copy_gbs);
+            copy_gbs = bytes / med[k] * 1e-9;
+        printf("%s\n  {\"kernel\": \"%s\", \"arrays\": %g, \"element_bytes\": %d, \"bytes\": %.0f, "
+               "\"seconds\": %.6g, \"gb_per_s\": %.3f, \"of_copy\": %.3f", k ? "," : "", names[k], arrays[k],
+               elem_bytes(k), bytes, med[k], bytes / med[k] * 1e-9, bytes / med[k] * 1e-9 / copy_gbs);
+        if (k >= K_FIRST16)
+            printf(", \"vs_float32\": %.3f", med[k] / med[twin[(k - K_FIRST16) % K_PER_FMT]]);
+        printf("}");
         free(t[k]);
     }
     printf("\n]}\n");
     bn_close(ctx, &bn);
     for (int i = 0; i < 4; i++)
         clremat_pool_release(ctx->pool, b[i]);
+    for (int f = 0; f < 2; f++)
+        for (int i = 0; i < 3; i++)
+            clremat_pool_release(ctx->pool, h[f][i]);
     clremat_ctx_destroy(ctx);
     return 0;
 }

@@ -181,17 +181,20 @@ static void check_device_conversion(int fmt)
         ck_assert_msg(f2u(back[i]) == f2u(wide), "widening 0x%04x: device 0x%08x, host 0x%08x", h[i], f2u(back[i]),
                       f2u(wide));
     }
-    /* the scaled, accumulating form: c = 16-bit(c) + a * 4, in float32, rounded */
+    /* the scaled, accumulating form: c = 16-bit(c) + a * 4, in float32,
+     * rounded; twelve elements: a whole block of eight and a partial one
+     * (c's values exact in both 16-bit formats) */
     {
-        float x[4] = {1.0f, 65504.0f, -3.0f, 0x1p-20f}, y[4] = {0.5f, 1.0f, 1.0f, 0.0f}, out[4];
-        uint16_t d[4];
-        for (int i = 0; i < 4; i++)
+        float x[12] = {1.0f, 65504.0f, -3.0f, 0x1p-20f, 7.0f, -0.1f, 1e-3f, 3.3f, 1.0f, 65504.0f, -3.0f, 0x1p-20f},
+              y[12] = {0.5f, 1.0f, 1.0f, 0.0f, -28.0f, 0.375f, 2.0f, -8192.0f, 0.5f, 1.0f, 1.0f, 0.0f}, out[12];
+        uint16_t d[12];
+        for (int i = 0; i < 12; i++)
             d[i] = fmt == CLREMAT_FMT_F16 ? clremat_float_to_half(y[i]) : clremat_float_to_bf16(y[i]);
         ck_assert_int_eq(clremat_write(ctx, a, 0, sizeof x, x), CLREMAT_OK);
         ck_assert_int_eq(clremat_write(ctx, b, 0, sizeof d, d), CLREMAT_OK);
-        ck_assert_int_eq(clremat_op_convert(ctx, a, CLREMAT_FMT_F32, b, fmt, 4, 0, 4.0f, 1), CLREMAT_OK);
+        ck_assert_int_eq(clremat_op_convert(ctx, a, CLREMAT_FMT_F32, b, fmt, 12, 0, 4.0f, 1), CLREMAT_OK);
         ck_assert_int_eq(clremat_read(ctx, b, 0, sizeof d, d), CLREMAT_OK);
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 12; i++) {
             const float want = y[i] + x[i] * 4.0f;
             out[i] = fmt == CLREMAT_FMT_F16 ? clremat_half_to_float(d[i]) : clremat_bf16_to_float(d[i]);
             ck_assert_msg(f2u(out[i]) == f2u(fmt == CLREMAT_FMT_F16 ? clremat_half_to_float(clremat_float_to_half(want))
@@ -199,7 +202,7 @@ static void check_device_conversion(int fmt)
                           "scaled accumulate %d: %g", i, (double)out[i]);
         }
         if (fmt == CLREMAT_FMT_F16) /* 65504 * 4 overflows binary16: infinity, as IEEE says */
-            ck_assert(isinf(out[1]));
+            ck_assert(isinf(out[1]) && isinf(out[9]));
     }
     clremat_pool_release(ctx->pool, a);
     clremat_pool_release(ctx->pool, b);
