@@ -1835,12 +1835,16 @@ void clremat_opt_run8(const int kind, const float8 hp, const int n, const int i0
         clremat_store8(s1, i0, n, b);
 }
 
-/* SGD with momentum over n floats, eight per work-item (ceil(n / 8) items). */
+/* SGD with momentum over n floats, eight per work-item (ceil(n / 8) items).
+ * skip (may be NULL): a count of non-finite gradients (mixed_float16's
+ * loss scaling); not zero, the step changes nothing (clremat_opt_step_unless).
+ * The same for Adam below. */
 __kernel void clremat_sgd_step(const int n, const float lr, const float momentum, const float wd,
-                               __global float *p, __global const float *g, __global float *v)
+                               __global float *p, __global const float *g, __global float *v,
+                               __global const int *skip)
 {
     const int i0 = get_global_id(0) * 8;
-    if (i0 < n)
+    if (i0 < n && !(skip && *skip))
         clremat_opt_run8(0, (float8)(lr, momentum, 0.0f, 0.0f, wd, 1.0f, 1.0f, 0.0f), n, i0, p, g, v, v);
 }
 
@@ -1848,10 +1852,10 @@ __kernel void clremat_sgd_step(const int n, const float lr, const float momentum
 __kernel void clremat_adam_step(const int n, const float lr, const float b1, const float b2, const float eps,
                                 const float wd, const int decoupled, const float bc1, const float bc2,
                                 __global float *p, __global const float *g, __global float *m,
-                                __global float *v)
+                                __global float *v, __global const int *skip)
 {
     const int i0 = get_global_id(0) * 8;
-    if (i0 < n)
+    if (i0 < n && !(skip && *skip))
         clremat_opt_run8(decoupled ? 2 : 1, (float8)(lr, b1, b2, eps, wd, bc1, bc2, 0.0f), n, i0, p, g, m, v);
 }
 

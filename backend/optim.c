@@ -120,8 +120,15 @@ int clremat_opt_state_count(clremat_opt_kind kind)
 int clremat_opt_step(clremat_ctx *ctx, const clremat_opt_config *cfg, int64_t t, clremat_buf *param,
                      const clremat_buf *grad, clremat_buf *const state[2], int64_t n)
 {
+    return clremat_opt_step_unless(ctx, cfg, t, param, grad, state, n, NULL);
+}
+
+int clremat_opt_step_unless(clremat_ctx *ctx, const clremat_opt_config *cfg, int64_t t, clremat_buf *param,
+                            const clremat_buf *grad, clremat_buf *const state[2], int64_t n,
+                            const clremat_buf *skip)
+{
     cl_int in = (cl_int)n;
-    cl_mem mp, mg, m0, m1;
+    cl_mem mp, mg, m0, m1, ms = skip ? clremat_mem(skip) : NULL; /* a NULL buffer argument: no skip */
     int st;
     if (!cfg || !state)
         return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "optimizer step: no config or state");
@@ -138,7 +145,7 @@ int clremat_opt_step(clremat_ctx *ctx, const clremat_opt_config *cfg, int64_t t,
     case CLREMAT_OPT_SGD:
         return clremat_run1d(ctx, "clremat_sgd_step", (n + 7) / 8, sizeof in, &in, sizeof cfg->lr, &cfg->lr,
                              sizeof cfg->momentum, &cfg->momentum, sizeof cfg->weight_decay, &cfg->weight_decay,
-                             sizeof mp, &mp, sizeof mg, &mg, sizeof m0, &m0, (size_t)0);
+                             sizeof mp, &mp, sizeof mg, &mg, sizeof m0, &m0, sizeof ms, &ms, (size_t)0);
     case CLREMAT_OPT_ADAM:
     case CLREMAT_OPT_ADAMW: {
         cl_int decoupled = cfg->kind == CLREMAT_OPT_ADAMW;
@@ -155,7 +162,7 @@ int clremat_opt_step(clremat_ctx *ctx, const clremat_opt_config *cfg, int64_t t,
                              sizeof cfg->beta1, &cfg->beta1, sizeof cfg->beta2, &cfg->beta2, sizeof cfg->eps,
                              &cfg->eps, sizeof cfg->weight_decay, &cfg->weight_decay, sizeof decoupled, &decoupled,
                              sizeof bc1, &bc1, sizeof bc2, &bc2, sizeof mp, &mp, sizeof mg, &mg, sizeof m0, &m0,
-                             sizeof m1, &m1, (size_t)0);
+                             sizeof m1, &m1, sizeof ms, &ms, (size_t)0);
     }
     }
     return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "unknown optimizer kind %d", (int)cfg->kind);

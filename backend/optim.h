@@ -16,4 +16,14 @@ int clremat_opt_state_count(clremat_opt_kind kind);
 int clremat_opt_step(clremat_ctx *ctx, const clremat_opt_config *cfg, int64_t t, clremat_buf *param,
                      const clremat_buf *grad, clremat_buf *const state[2], int64_t n);
 
+/** clremat_opt_step decided on the device: the update runs, or changes
+ * nothing, as the int in skip (a counter of clremat_counter_new) is zero
+ * or not when the kernel runs; skip NULL: always. mixed_float16's loss
+ * scaling enqueues its updates with the count of non-finite gradients,
+ * so the host need not wait for the backward to end before enqueueing
+ * them. */
+int clremat_opt_step_unless(clremat_ctx *ctx, const clremat_opt_config *cfg, int64_t t, clremat_buf *param,
+                            const clremat_buf *grad, clremat_buf *const state[2], int64_t n,
+                            const clremat_buf *skip);
+
 #endif

@@ -970,7 +970,7 @@ static int run_backward(clremat_trainer *t, const clremat_action *a)
     return st;
 }
 
-static int run_update(clremat_trainer *t)
+static int run_update(clremat_trainer *t, const clremat_buf *skip)
 {
     int st = CLREMAT_OK;
     clremat_ctx_set_label(t->ctx, -1, CLREMAT_PHASE_UPDATE);
@@ -982,8 +982,9 @@ static int run_update(clremat_trainer *t)
             if (L->params[p].frozen || fused_param(t, l, p)) /* frozen: no update; fused: in its backward */
                 continue;
             /* with accumulation, the gradient summed over the micro-batches */
-            st = clremat_opt_step(t->ctx, &t->opt, opt_step_no(t), t->params[l][p],
-                                  t->accumulate > 1 ? t->accum[l][p] : t->grads[l][p], state, L->params[p].elems);
+            st = clremat_opt_step_unless(t->ctx, &t->opt, opt_step_no(t), t->params[l][p],
+                                         t->accumulate > 1 ? t->accum[l][p] : t->grads[l][p], state,
+                                         L->params[p].elems, skip);
         }
     }
     return st;
@@ -1008,20 +1009,22 @@ static int read_output(clremat_trainer *t, const clremat_graph *g, const clremat
     return st;
 }
 
-/* mixed_float16, before the update: the step's parameter gradients (scaled
- * by the loss scale) are checked and unscaled in place in one pass each
- * (clremat_op_unscale_check); all finite: the scale doubles after
- * CLREMAT_LOSS_SCALE_GROWTH_STEPS finite steps in a row; else *finite = 0,
- * the update is skipped (the unscaled gradients are discarded) and the
- * scale halves. */
-static int loss_scale_check(clremat_trainer *t, int *finite)
+/* mixed_float16's update: the step's parameter gradients (scaled by the
+ * loss scale) are checked and unscaled in place in one pass each
+ * (clremat_op_unscale_check) into one count of non-finite values, and the
+ * updates are enqueued behind them with that count as their skip
+ * (clremat_opt_step_unless: the device skips them when it is not zero), so
+ * the host enqueues the whole update without waiting for the backward;
+ * then one blocking read of the count. All finite: the scale doubles after
+ * CLREMAT_LOSS_SCALE_GROWTH_STEPS finite steps in a row; else the update
+ * was skipped (the unscaled gradients are discarded), the step is counted
+ * as skipped and the scale halves. */
+static int loss_scaled_update(clremat_trainer *t)
 {
     clremat_buf *cnt;
     const float inv = 1.0f / t->loss_scale;
     int st;
     int64_t bad = 0;
-    *finite = 1;
-    /* one counter over every trained gradient, one blocking read a step */
     if ((st = clremat_counter_new(t->ctx, &cnt)) != CLREMAT_OK)
         return st;
     for (int l = 0; l < t->g->n_layers && st == CLREMAT_OK; l++)
@@ -1030,6 +1033,8 @@ static int loss_scale_check(clremat_trainer *t, int *finite)
             if (!t->g->layers[l].params[p].frozen && gb)
                 st = clremat_op_unscale_check(t->ctx, gb, t->g->layers[l].params[p].elems, inv, cnt);
         }
+    if (st == CLREMAT_OK)
+        st = run_update(t, cnt);
     if (st != CLREMAT_OK) {
         clremat_pool_release(t->ctx->pool, cnt);
         return st;
@@ -1037,7 +1042,6 @@ static int loss_scale_check(clremat_trainer *t, int *finite)
     if ((st = clremat_counter_take(t->ctx, cnt, &bad)) != CLREMAT_OK)
         return st;
     if (bad) {
-        *finite = 0;
         t->last_skipped = 1;
         t->skipped_steps++;
         t->scale_good_steps = 0;
@@ -1462,12 +1466,11 @@ static int run_actions(clremat_trainer *t, int m, float result[2], int *nonfinit
                 if (t->accumulate > 1)
                     st = accumulate_grads(t, m);
                 if (st == CLREMAT_OK && m == t->accumulate - 1) {
-                    int finite = 1;
                     t->update_started = 1;
                     if (g->precision == CLREMAT_PREC_MIXED_FLOAT16) /* check and unscale the gradients */
-                        st = loss_scale_check(t, &finite);
-                    if (st == CLREMAT_OK && finite)
-                        st = run_update(t);
+                        st = loss_scaled_update(t);
+                    else
+                        st = run_update(t, NULL);
                     /* the moving statistics move even on a skipped step, as without
                      * accumulation (there the backward moves them) */
                     if (st == CLREMAT_OK && t->accum) /* several batches a step */

@@ -1,7 +1,8 @@
 /* test_optim.c: optimizer defaults and SGD/Adam/AdamW steps on the device
  * against a double-precision host reference over several steps (with and
- * without weight decay), plus the executor's elementwise ops (add_inplace,
- * count_nonfinite). Skips (77) without a device. */
+ * without weight decay), the step the device skips on a non-finite count
+ * (clremat_opt_step_unless), plus the executor's elementwise ops
+ * (add_inplace, count_nonfinite). Skips (77) without a device. */
 #include "testutil.h"
 #include "layers.h"
 #include "optim.h"
@@ -226,6 +227,71 @@ START_TEST(test_elementwise)
 }
 END_TEST
 
+/* clremat_opt_step_unless: with the skip count at zero, the bits of
+ * clremat_opt_step; at any other value, parameters and states untouched. */
+START_TEST(test_step_unless)
+{
+    static const char *const names[3] = {"sgd", "adam", "adamw"};
+    clremat_ctx *ctx;
+    TEST_OPEN_CTX(ctx, 0);
+    for (int o = 0; o < 3; o++) {
+        clremat_opt_config cfg;
+        clremat_buf *bp[2], *bg, *st[2][2] = {{NULL, NULL}, {NULL, NULL}}, *cnt;
+        static float hp[N], hg[N], hs[N], a[N], b[N];
+        const int ns = (clremat_opt_defaults(names[o], &cfg), clremat_opt_state_count(cfg.kind));
+        for (int i = 0; i < N; i++) {
+            hp[i] = sinf((float)i * 0.37f);
+            hg[i] = cosf((float)i * 0.11f);
+            hs[i] = hg[i] * hg[i] + 0.5f; /* states as after some steps (a second moment is positive) */
+        }
+        ck_assert_int_eq(clremat_pool_alloc(ctx->pool, sizeof hg, "g", &bg), CLREMAT_OK);
+        ck_assert_int_eq(clremat_write(ctx, bg, 0, sizeof hg, hg), CLREMAT_OK);
+        for (int k = 0; k < 2; k++) { /* k 0: clremat_opt_step, k 1: _unless */
+            ck_assert_int_eq(clremat_pool_alloc(ctx->pool, sizeof hp, "p", &bp[k]), CLREMAT_OK);
+            ck_assert_int_eq(clremat_write(ctx, bp[k], 0, sizeof hp, hp), CLREMAT_OK);
+            for (int s = 0; s < ns; s++) {
+                ck_assert_int_eq(clremat_pool_alloc(ctx->pool, sizeof hp, "state", &st[k][s]), CLREMAT_OK);
+                ck_assert_int_eq(clremat_write(ctx, st[k][s], 0, sizeof hs, hs), CLREMAT_OK);
+            }
+        }
+        ck_assert_int_eq(clremat_counter_new(ctx, &cnt), CLREMAT_OK);
+        /* skip count 0: steps 1 and 2 as clremat_opt_step takes them */
+        for (int t = 1; t <= 2; t++) {
+            ck_assert_int_eq(clremat_opt_step(ctx, &cfg, t, bp[0], bg, st[0], N), CLREMAT_OK);
+            ck_assert_int_eq(clremat_opt_step_unless(ctx, &cfg, t, bp[1], bg, st[1], N, cnt), CLREMAT_OK);
+        }
+        for (int s = -1; s < ns; s++) {
+            ck_assert_int_eq(clremat_read(ctx, s < 0 ? bp[0] : st[0][s], 0, sizeof a, a), CLREMAT_OK);
+            ck_assert_int_eq(clremat_read(ctx, s < 0 ? bp[1] : st[1][s], 0, sizeof b, b), CLREMAT_OK);
+            ck_assert_msg(memcmp(a, b, sizeof a) == 0, "%s: skip count 0 changed %s %d", names[o],
+                          s < 0 ? "the parameters" : "state", s);
+            ck_assert_msg(memcmp(a, s < 0 ? hp : hs, sizeof a) != 0, "%s: no update of %s %d", names[o],
+                          s < 0 ? "the parameters" : "state", s);
+        }
+        /* skip count 2: nothing changes */
+        {
+            const cl_int two = 2;
+            ck_assert_int_eq(clremat_write(ctx, cnt, 0, sizeof two, &two), CLREMAT_OK);
+        }
+        ck_assert_int_eq(clremat_opt_step_unless(ctx, &cfg, 3, bp[1], bg, st[1], N, cnt), CLREMAT_OK);
+        for (int s = -1; s < ns; s++) {
+            ck_assert_int_eq(clremat_read(ctx, s < 0 ? bp[0] : st[0][s], 0, sizeof a, a), CLREMAT_OK);
+            ck_assert_int_eq(clremat_read(ctx, s < 0 ? bp[1] : st[1][s], 0, sizeof b, b), CLREMAT_OK);
+            ck_assert_msg(memcmp(a, b, sizeof a) == 0, "%s: a skipped step changed %s %d", names[o],
+                          s < 0 ? "the parameters" : "state", s);
+        }
+        clremat_pool_release(ctx->pool, cnt);
+        clremat_pool_release(ctx->pool, bg);
+        for (int k = 0; k < 2; k++) {
+            clremat_pool_release(ctx->pool, bp[k]);
+            for (int s = 0; s < ns; s++)
+                clremat_pool_release(ctx->pool, st[k][s]);
+        }
+    }
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
 int main(void)
 {
     TCase *tc;
@@ -237,5 +303,6 @@ int main(void)
     tcase_add_test(tc, test_nondefault_hparams);
     tcase_add_test(tc, test_apply_refusals);
     tcase_add_test(tc, test_elementwise);
+    tcase_add_test(tc, test_step_unless);
     return test_run_device_suite(s);
 }
