@@ -1078,9 +1078,10 @@ ushort8 gc16_bf16x8(const float8 v)
 
 /* Stores round(v) into p[i, i+8) of format fmt. bfloat16 where the
  * address is 16-byte aligned (the elementwise kernels' blocks of eight on
- * an aligned buffer): one ushort8 store, as PoCL lowers vstore8 of ushort
+ * an aligned buffer; GEMM rows at a stride and column of multiples of 8):
+ * one ushort8 store, as PoCL lowers vstore8 of ushort
  * (2-byte alignment) to eight 16-bit stores (a GELU forward in bfloat16
- * took 1.4-1.9 times the float32 one, bench/stream_bench); else vstore8. */
+ * took 1.7-1.9 times the float32 one, bench/stream_bench); else vstore8. */
 void gc16_st8(__global uchar *p, const int fmt, const long i, const float8 v)
 {
     if (fmt == 1) {
@@ -3659,11 +3660,27 @@ __kernel void ln_backward_params_act(const int rows, const int D, __global const
  * bfloat16), widened exactly on load, the float32 arithmetic of the float32
  * kernel on the same floats, rounded once on store. Eight elements per
  * work-item (launch ceil(n / 8)); lanes past n are zero and not stored. */
+
+/* Elements [i0, i0 + 8) of format fmt, all of them there: the whole-block
+ * load and store of clremat_ldf8 / clremat_stf8. */
+float8 clremat_ld8_fmt(__global const uchar *p, const int fmt, const int i0)
+{
+    return fmt ? gc16_ld8(p, fmt, i0) : vload8(0, (__global const float *)p + i0);
+}
+
+void clremat_st8_fmt(__global uchar *p, const int fmt, const int i0, const float8 v)
+{
+    if (fmt)
+        gc16_st8(p, fmt, i0, v);
+    else
+        vstore8(v, 0, (__global float *)p + i0);
+}
+
 float8 clremat_ldf8(__global const uchar *p, const int fmt, const int i0, const int n)
 {
     float t[8];
     if (i0 + 8 <= n)
-        return fmt ? gc16_ld8(p, fmt, i0) : vload8(0, (__global const float *)p + i0);
+        return clremat_ld8_fmt(p, fmt, i0);
     for (int j = 0; j < 8; j++)
         t[j] = i0 + j < n ? (fmt ? gc16_ld(p, fmt, i0 + j) : ((__global const float *)p)[i0 + j]) : 0.0f;
     return vload8(0, t);
@@ -3673,10 +3690,7 @@ void clremat_stf8(__global uchar *p, const int fmt, const int i0, const int n, c
 {
     float t[8];
     if (i0 + 8 <= n) {
-        if (fmt)
-            gc16_st8(p, fmt, i0, v);
-        else
-            vstore8(v, 0, (__global float *)p + i0);
+        clremat_st8_fmt(p, fmt, i0, v);
         return;
     }
     vstore8(v, 0, t);
@@ -3904,23 +3918,20 @@ __kernel void ln_backward_params16(const int rows, const int D, const int fx_, _
  * floats (clremat_act8 is clremat_act1 lane by lane), contiguous loads and
  * stores; the conversion every staged layer and fused add / dropout use.
  * Whole blocks of eight take a path of their own, without the partial
- * block's element loops (PoCL compiled the shared form about 10% slower
- * on a GELU, bench/stream_bench). */
+ * block's element loops (PoCL ran the shared form 8-15% slower on a
+ * GELU, bench/stream_bench). */
 __kernel void clremat_cvt16x8(const int n, const int act, const float scale, const int acc, const int sfmt,
                               __global const uchar *src, const int dfmt, __global uchar *dst)
 {
     const int i0 = get_global_id(0) * 8;
     if (i0 + 8 <= n) {
-        float8 v = sfmt ? gc16_ld8(src, sfmt, i0) : vload8(0, (__global const float *)src + i0);
+        float8 v = clremat_ld8_fmt(src, sfmt, i0);
         if (act)
             v = clremat_act8(act, v);
         v *= scale;
         if (acc)
-            v = (dfmt ? gc16_ld8(dst, dfmt, i0) : vload8(0, (__global const float *)dst + i0)) + v;
-        if (dfmt)
-            gc16_st8(dst, dfmt, i0, v);
-        else
-            vstore8(v, 0, (__global float *)dst + i0);
+            v = clremat_ld8_fmt(dst, dfmt, i0) + v;
+        clremat_st8_fmt(dst, dfmt, i0, v);
     } else if (i0 < n) {
         float8 v = clremat_ldf8(src, sfmt, i0, n);
         if (act)

@@ -1467,7 +1467,7 @@ static int run_actions(clremat_trainer *t, int m, float result[2], int *nonfinit
                     st = accumulate_grads(t, m);
                 if (st == CLREMAT_OK && m == t->accumulate - 1) {
                     t->update_started = 1;
-                    if (g->precision == CLREMAT_PREC_MIXED_FLOAT16) /* check and unscale the gradients */
+                    if (g->precision == CLREMAT_PREC_MIXED_FLOAT16) /* check, unscale, update unless not finite */
                         st = loss_scaled_update(t);
                     else
                         st = run_update(t, NULL);

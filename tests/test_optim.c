@@ -238,12 +238,14 @@ START_TEST(test_step_unless)
         clremat_opt_config cfg;
         clremat_buf *bp[2], *bg, *st[2][2] = {{NULL, NULL}, {NULL, NULL}}, *cnt;
         static float hp[N], hg[N], hs[N], a[N], b[N];
-        const int ns = (clremat_opt_defaults(names[o], &cfg), clremat_opt_state_count(cfg.kind));
+        int ns;
         for (int i = 0; i < N; i++) {
             hp[i] = sinf((float)i * 0.37f);
             hg[i] = cosf((float)i * 0.11f);
             hs[i] = hg[i] * hg[i] + 0.5f; /* states as after some steps (a second moment is positive) */
         }
+        ck_assert_int_eq(clremat_opt_defaults(names[o], &cfg), 0);
+        ns = clremat_opt_state_count(cfg.kind);
         ck_assert_int_eq(clremat_pool_alloc(ctx->pool, sizeof hg, "g", &bg), CLREMAT_OK);
         ck_assert_int_eq(clremat_write(ctx, bg, 0, sizeof hg, hg), CLREMAT_OK);
         for (int k = 0; k < 2; k++) { /* k 0: clremat_opt_step, k 1: _unless */

@@ -156,7 +156,7 @@ START_TEST(test_soak)
                 *rm = r < *rm ? r : *rm;
             }
             if ((k + 1) % (steps / 4 > 0 ? steps / 4 : 1) == 0)
-                fprintf(stderr, "%s %s: step %lld: heap in use %zu bytes, resident %ld pages\n", c->model, c->mode,
+                fprintf(stderr, "%s %s: step %lld: heap in use %zu bytes, resident beyond it %ld pages\n", c->model, c->mode,
                         (long long)(k + 1), h, r);
         }
         last_loss = loss;
