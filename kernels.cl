@@ -903,27 +903,6 @@ __kernel void clremat_act_bwd8(const int n, const int act, const int acc, __glob
     }
 }
 
-/* y[c] = sum over r of x[r * cols + c], r in order, for eight columns per
- * work-item (launch ceil(cols / 8)): the same sums, bit for bit, as
- * clremat_colsum, with contiguous vector loads. */
-__kernel void clremat_colsum8(const int rows, const int cols, __global const float *x, __global float *y)
-{
-    const int c0 = get_global_id(0) * 8;
-    if (c0 + 8 <= cols) {
-        float8 s = 0.0f;
-        for (int r = 0; r < rows; r++)
-            s += vload8(0, x + (long)r * cols + c0);
-        vstore8(s, 0, y + c0);
-    } else {
-        for (int c = c0; c < cols; c++) {
-            float s = 0.0f;
-            for (int r = 0; r < rows; r++)
-                s += x[(long)r * cols + c];
-            y[c] = s;
-        }
-    }
-}
-
 /* Dense epilogue as a pass (CLBlast path), eight per item: pre += bias
  * (use_bias), out = act(pre) (act != NONE). */
 __kernel void clremat_bias_act8(const int n, const int units, const int use_bias, const int act,
@@ -1858,28 +1837,6 @@ __kernel void clremat_adam_step(const int n, const float lr, const float b1, con
     const int i0 = get_global_id(0) * 8;
     if (i0 < n && !(skip && *skip))
         clremat_opt_run8(decoupled ? 2 : 1, (float8)(lr, b1, b2, eps, wd, bc1, bc2, 0.0f), n, i0, p, g, m, v);
-}
-
-/* The bias gradient's column sums (the sums of clremat_colsum8, bit for
- * bit) consumed at once by the optimizer update of the bias p and its
- * states: the gradient is never stored. Eight columns per work-item. */
-__kernel void clremat_colsum8_upd(const int rows, const int cols, __global const float *x, __global float *p,
-                                  __global float *s0, __global float *s1, const float8 hp, const int kind)
-{
-    const int c0 = get_global_id(0) * 8;
-    if (c0 + 8 <= cols) {
-        float8 s = 0.0f;
-        for (int r = 0; r < rows; r++)
-            s += vload8(0, x + (long)r * cols + c0);
-        clremat_opt_cols8(kind, hp, s, p, s0, s1, c0);
-    } else {
-        for (int c = c0; c < cols; c++) {
-            float s = 0.0f;
-            for (int r = 0; r < rows; r++)
-                s += x[(long)r * cols + c];
-            clremat_opt1(kind, hp, s, p, s0, s1, c);
-        }
-    }
 }
 
 /* ======================================================================
@@ -3375,52 +3332,128 @@ __kernel void clremat_cvt16(const int n, const int act, const float scale, const
     }
 }
 
-/* The column sums of clremat_colsum8 (the same floats in the same order)
- * over a 16-bit x (format fmt): eight columns from c0, or column c. */
-inline float8 clremat_colsum8_16_at(const int rows, const int cols, const int fmt, __global const uchar *x,
-                                    const int c0)
+/* ======================================================================
+ * Column sums: the bias gradient db[c] = sum over r of dZ[r * cols + c], r
+ * in order, summed in float32 whatever dZ's format (fmt: 0 float32, 1
+ * binary16, 2 bfloat16, widened exactly on load), stored (clremat_colsum8,
+ * clremat_colsum8_16) or consumed at once by the optimizer update of the
+ * bias and its states (clremat_colsum8_upd, clremat_colsum8_upd16: the
+ * gradient is never stored). A work-item sums `blocks` blocks of eight
+ * columns from c0 = id * 8 * blocks (launch ceil(cols / (8 * blocks)),
+ * backend/colsum.c chooses blocks per device: 8 on CPUs, where one item
+ * then walks the rows once for 64 columns with eight vector accumulators
+ * instead of eight items walking them for 8 each, 1 on GPUs, where
+ * neighbouring items read neighbouring bytes). Each column's sum adds the
+ * same floats in the same order whatever blocks is: the same bits on every
+ * path, fused or stored.
+ * ====================================================================== */
+#define CLREMAT_COLSUM_WIDE 8
+
+inline float8 clremat_colsum_ld8(__global const uchar *x, const int fmt, const long i)
 {
-    float8 s = 0.0f;
-    for (int r = 0; r < rows; r++)
-        s += gc16_ld8(x, fmt, (long)r * cols + c0);
-    return s;
+    return fmt ? gc16_ld8(x, fmt, i) : vload8(0, (__global const float *)x + i);
 }
 
-inline float clremat_colsum1_16_at(const int rows, const int cols, const int fmt, __global const uchar *x,
-                                   const int c)
+/* The sums of the nb whole blocks of eight columns from c0 into s[0..nb). */
+inline void clremat_colsum_blocks(const int rows, const int cols, const int fmt, __global const uchar *x,
+                                  const int c0, const int nb, float8 *s)
 {
-    float s = 0.0f;
-    for (int r = 0; r < rows; r++)
-        s += clremat_ld16(x, fmt, (long)r * cols + c);
-    return s;
-}
-
-/* clremat_colsum8 of a 16-bit x: y = its column sums (float32). */
-__kernel void clremat_colsum8_16(const int rows, const int cols, const int fmt, __global const uchar *x,
-                                 __global float *y)
-{
-    const int c0 = get_global_id(0) * 8;
-    if (c0 + 8 <= cols) {
-        vstore8(clremat_colsum8_16_at(rows, cols, fmt, x, c0), 0, y + c0);
-    } else {
-        for (int c = c0; c < cols; c++)
-            y[c] = clremat_colsum1_16_at(rows, cols, fmt, x, c);
+    if (nb == CLREMAT_COLSUM_WIDE) { /* rows outer, one walk for 64 columns */
+        float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, a5 = 0.0f, a6 = 0.0f, a7 = 0.0f;
+        for (int r = 0; r < rows; r++) {
+            const long o = (long)r * cols + c0;
+            a0 += clremat_colsum_ld8(x, fmt, o);
+            a1 += clremat_colsum_ld8(x, fmt, o + 8);
+            a2 += clremat_colsum_ld8(x, fmt, o + 16);
+            a3 += clremat_colsum_ld8(x, fmt, o + 24);
+            a4 += clremat_colsum_ld8(x, fmt, o + 32);
+            a5 += clremat_colsum_ld8(x, fmt, o + 40);
+            a6 += clremat_colsum_ld8(x, fmt, o + 48);
+            a7 += clremat_colsum_ld8(x, fmt, o + 56);
+        }
+        s[0] = a0, s[1] = a1, s[2] = a2, s[3] = a3, s[4] = a4, s[5] = a5, s[6] = a6, s[7] = a7;
+        return;
+    }
+    for (int b = 0; b < nb; b++) {
+        float8 a = 0.0f;
+        for (int r = 0; r < rows; r++)
+            a += clremat_colsum_ld8(x, fmt, (long)r * cols + c0 + 8 * b);
+        s[b] = a;
     }
 }
 
-/* clremat_colsum8_upd of a 16-bit x: the column sums consumed at once by
- * the optimizer update of the bias p and its states. */
-__kernel void clremat_colsum8_upd16(const int rows, const int cols, const int fmt, __global const uchar *x,
-                                    __global float *p, __global float *s0, __global float *s1, const float8 hp,
-                                    const int kind)
+/* The sum of column c alone. */
+inline float clremat_colsum_one(const int rows, const int cols, const int fmt, __global const uchar *x, const int c)
 {
-    const int c0 = get_global_id(0) * 8;
-    if (c0 + 8 <= cols) {
-        clremat_opt_cols8(kind, hp, clremat_colsum8_16_at(rows, cols, fmt, x, c0), p, s0, s1, c0);
-    } else {
-        for (int c = c0; c < cols; c++)
-            clremat_opt1(kind, hp, clremat_colsum1_16_at(rows, cols, fmt, x, c), p, s0, s1, c);
+    float a = 0.0f;
+    for (int r = 0; r < rows; r++) {
+        const long i = (long)r * cols + c;
+        a += fmt ? clremat_ld16(x, fmt, i) : ((__global const float *)x)[i];
     }
+    return a;
+}
+
+/* The work-item's columns: the first c0, its whole blocks *nb, its end. */
+inline int clremat_colsum_span(const int cols, const int blocks, int *nb, int *end)
+{
+    const int c0 = get_global_id(0) * 8 * blocks;
+    const int whole = c0 < cols ? (cols - c0) / 8 : 0;
+    *nb = min(min(blocks, CLREMAT_COLSUM_WIDE), whole);
+    *end = min(cols, c0 + 8 * min(blocks, CLREMAT_COLSUM_WIDE));
+    return c0;
+}
+
+inline void clremat_colsum_store(const int rows, const int cols, const int blocks, const int fmt,
+                                 __global const uchar *x, __global float *y)
+{
+    float8 s[CLREMAT_COLSUM_WIDE];
+    int nb, end;
+    const int c0 = clremat_colsum_span(cols, blocks, &nb, &end);
+    clremat_colsum_blocks(rows, cols, fmt, x, c0, nb, s);
+    for (int b = 0; b < nb; b++)
+        vstore8(s[b], 0, y + c0 + 8 * b);
+    for (int c = c0 + 8 * nb; c < end; c++)
+        y[c] = clremat_colsum_one(rows, cols, fmt, x, c);
+}
+
+inline void clremat_colsum_upd(const int rows, const int cols, const int blocks, const int fmt,
+                               __global const uchar *x, __global float *p, __global float *s0, __global float *s1,
+                               const float8 hp, const int kind)
+{
+    float8 s[CLREMAT_COLSUM_WIDE];
+    int nb, end;
+    const int c0 = clremat_colsum_span(cols, blocks, &nb, &end);
+    clremat_colsum_blocks(rows, cols, fmt, x, c0, nb, s);
+    for (int b = 0; b < nb; b++)
+        clremat_opt_cols8(kind, hp, s[b], p, s0, s1, c0 + 8 * b);
+    for (int c = c0 + 8 * nb; c < end; c++)
+        clremat_opt1(kind, hp, clremat_colsum_one(rows, cols, fmt, x, c), p, s0, s1, c);
+}
+
+__kernel void clremat_colsum8(const int rows, const int cols, const int blocks, __global const float *x,
+                              __global float *y)
+{
+    clremat_colsum_store(rows, cols, blocks, 0, (__global const uchar *)x, y);
+}
+
+__kernel void clremat_colsum8_16(const int rows, const int cols, const int blocks, const int fmt,
+                                 __global const uchar *x, __global float *y)
+{
+    clremat_colsum_store(rows, cols, blocks, fmt, x, y);
+}
+
+__kernel void clremat_colsum8_upd(const int rows, const int cols, const int blocks, __global const float *x,
+                                  __global float *p, __global float *s0, __global float *s1, const float8 hp,
+                                  const int kind)
+{
+    clremat_colsum_upd(rows, cols, blocks, 0, (__global const uchar *)x, p, s0, s1, hp, kind);
+}
+
+__kernel void clremat_colsum8_upd16(const int rows, const int cols, const int blocks, const int fmt,
+                                    __global const uchar *x, __global float *p, __global float *s0,
+                                    __global float *s1, const float8 hp, const int kind)
+{
+    clremat_colsum_upd(rows, cols, blocks, fmt, x, p, s0, s1, hp, kind);
 }
 
 /* The embedding's launches under a mixed policy (backend/layer_embedding.c):

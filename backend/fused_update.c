@@ -1,7 +1,8 @@
 /* fused_update.c: the optimizer's hyperparameters for the kernels that
  * update inside the backward, and the bias gradient's reduction fused with
- * the update (clremat_colsum8_upd of kernels.cl). */
+ * the update (clremat_colsum8_upd of kernels.cl, at colsum.c's width). */
 #include "fused_update.h"
+#include "colsum.h"
 #include "kernel_run.h"
 #include <math.h>
 
@@ -39,7 +40,7 @@ int clremat_fused_opt_make(clremat_ctx *ctx, const clremat_opt_config *cfg, int6
 int clremat_colsum_update(clremat_ctx *ctx, int64_t rows, int64_t cols, const clremat_buf *x, int fmt,
                           clremat_buf *p, clremat_buf *s0, clremat_buf *s1, const clremat_fused_opt *opt)
 {
-    cl_int ir = (cl_int)rows, ic = (cl_int)cols, kind = opt->kind, ifmt = fmt;
+    cl_int ir = (cl_int)rows, ic = (cl_int)cols, ib = clremat_colsum_blocks(ctx), kind = opt->kind, ifmt = fmt;
     cl_mem mx, mp, m0, m1;
     cl_float8 hp;
     int st;
@@ -58,10 +59,10 @@ int clremat_colsum_update(clremat_ctx *ctx, int64_t rows, int64_t cols, const cl
     m0 = clremat_mem(s0);
     m1 = clremat_mem(kind ? s1 : s0);
     if (fmt)
-        return clremat_run1d(ctx, "clremat_colsum8_upd16", (cols + 7) / 8, sizeof ir, &ir, sizeof ic, &ic,
-                             sizeof ifmt, &ifmt, sizeof mx, &mx, sizeof mp, &mp, sizeof m0, &m0, sizeof m1, &m1,
-                             sizeof hp, &hp, sizeof kind, &kind, (size_t)0);
-    return clremat_run1d(ctx, "clremat_colsum8_upd", (cols + 7) / 8, sizeof ir, &ir, sizeof ic, &ic, sizeof mx, &mx,
-                         sizeof mp, &mp, sizeof m0, &m0, sizeof m1, &m1, sizeof hp, &hp, sizeof kind, &kind,
-                         (size_t)0);
+        return clremat_run1d(ctx, "clremat_colsum8_upd16", clremat_colsum_items(ctx, cols), sizeof ir, &ir,
+                             sizeof ic, &ic, sizeof ib, &ib, sizeof ifmt, &ifmt, sizeof mx, &mx, sizeof mp, &mp,
+                             sizeof m0, &m0, sizeof m1, &m1, sizeof hp, &hp, sizeof kind, &kind, (size_t)0);
+    return clremat_run1d(ctx, "clremat_colsum8_upd", clremat_colsum_items(ctx, cols), sizeof ir, &ir, sizeof ic, &ic,
+                         sizeof ib, &ib, sizeof mx, &mx, sizeof mp, &mp, sizeof m0, &m0, sizeof m1, &m1, sizeof hp,
+                         &hp, sizeof kind, &kind, (size_t)0);
 }

@@ -18,6 +18,7 @@
  * cost is per path (conv_cost_on), so each path plans what it uses. */
 #include "layer_seq.h"
 #include "conv_geom.h"
+#include "colsum.h"
 #include "conv_direct.h"
 #include "gemm.h"
 
@@ -252,8 +253,7 @@ static int conv_backward(clremat_layer_call *c)
             return st;
     }
     if (L->use_bias && c->grad[1] &&
-        (st = clremat_run1d(c->ctx, "clremat_colsum8", (F + 7) / 8, SEQ_I(d.rows), SEQ_I(F), SEQ_M(c->dout),
-                            SEQ_M(c->grad[1]), SEQ_END)) != CLREMAT_OK)
+        (st = clremat_colsum(c->ctx, L->name, d.rows, F, c->dout, CLREMAT_FMT_F32, c->grad[1])) != CLREMAT_OK)
         return st;
     if (algo == CONV_NHWC || algo == CONV_DEPTHWISE) {
         const int dw = algo == CONV_DEPTHWISE;

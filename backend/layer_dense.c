@@ -7,6 +7,7 @@
  * the old W), then the kernel's update runs in the dW GEMM's epilogue and
  * the bias's in the column-sum kernel: neither gradient is stored. */
 #include "layer_impl.h"
+#include "colsum.h"
 #include "kernel_run.h"
 #include "gemm.h"
 #include "fused_update.h"
@@ -151,15 +152,9 @@ static int dense_backward(clremat_layer_call *c)
         (st = clremat_gemm(c->ctx, 1, 0, in, units, rows, 1.0f, c->in[0], 0, in, 0, c->dout, 0, units, 0, 0.0f,
                            c->grad[0], 0, units, 0, 1)) != CLREMAT_OK)
         return st;
-    if (L->use_bias && c->grad[1]) {
-        cl_int ir = (cl_int)rows, iu = (cl_int)units;
-        cl_mem md = clremat_mem(c->dout), mg = clremat_mem(c->grad[1]);
-        if (rows > 2147483647)
-            return clremat_fail(c->ctx, CLREMAT_ERR_TOO_LARGE, "dense layer %s: %lld rows", L->name, (long long)rows);
-        if ((st = clremat_run1d(c->ctx, "clremat_colsum8", (units + 7) / 8, sizeof ir, &ir, sizeof iu, &iu, sizeof md, &md,
-                                sizeof mg, &mg, (size_t)0)) != CLREMAT_OK)
-            return st;
-    }
+    if (L->use_bias && c->grad[1] &&
+        (st = clremat_colsum(c->ctx, L->name, rows, units, c->dout, CLREMAT_FMT_F32, c->grad[1])) != CLREMAT_OK)
+        return st;
     if (c->din[0] && !c->fuse_update)
         st = clremat_gemm(c->ctx, 0, 1, rows, in, units, 1.0f, c->dout, 0, units, 0, c->param[0], 0, units, 0,
                           c->din_accumulate[0] ? 1.0f : 0.0f, c->din[0], 0, in, 0, 1);

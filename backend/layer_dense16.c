@@ -10,6 +10,7 @@
  * layer_dense.c). The buffers are taken from the pool for the launch and
  * planned in the layer's cost (dense16_cost). */
 #include "layer_impl.h"
+#include "colsum.h"
 #include "kernel_run.h"
 #include "gemm16.h"
 #include "fused_update.h"
@@ -125,14 +126,7 @@ static int dense16_backward(clremat_layer_call *c, const clremat_layer_cost *cos
     if (c->fuse_update & 2u) {
         st = clremat_colsum_update(c->ctx, rows, units, g_z, fz, c->param[1], f->state[2], f->state[3], &f->opt);
     } else if (L->use_bias && c->grad[1]) {
-        cl_int ir = (cl_int)rows, iu = (cl_int)units, ifz = fz;
-        cl_mem md = clremat_mem(g_z), mg = clremat_mem(c->grad[1]);
-        if (fz)
-            st = clremat_run1d(c->ctx, "clremat_colsum8_16", (units + 7) / 8, sizeof ir, &ir, sizeof iu, &iu,
-                               sizeof ifz, &ifz, sizeof md, &md, sizeof mg, &mg, (size_t)0);
-        else
-            st = clremat_run1d(c->ctx, "clremat_colsum8", (units + 7) / 8, sizeof ir, &ir, sizeof iu, &iu, sizeof md,
-                               &md, sizeof mg, &mg, (size_t)0);
+        st = clremat_colsum(c->ctx, L->name, rows, units, g_z, fz, c->grad[1]);
     }
 done:
     if (scr)

@@ -7,13 +7,17 @@
  * (tanh form) computed through exp, x / (1 + exp(-2u)): within float
  * rounding of the double reference over [-30, 30] (checked against the
  * tanh form where that is accurate in double), and the forward kernel, the
- * dense bias/activation pass and the scalar kernel agree bit for bit.
+ * dense bias/activation pass and the scalar kernel agree bit for bit. The
+ * column sums of the bias gradient at both work-item widths, stored and
+ * fused with the update, bit for bit.
  * Without a device: the activations mode reads a discarded activation
  * output inside a multiply's or a layernorm's backward (the SwiGLU gates of
  * llama_tiny, the stem of resnet_mlp): no recompute pass for those. */
 #include "testutil.h"
 #include "executor.h"
 #include "kernel_run.h"
+#include "colsum.h"
+#include <stdint.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -163,6 +167,138 @@ START_TEST(test_add_copy8_bits)
 }
 END_TEST
 
+/* The column sums (the bias gradient) at both work-item widths (1 block of
+ * eight columns per item, the GPU geometry, and 8, the CPU one) on shapes
+ * with and without whole blocks and partial last items: the host's sum of
+ * each column in row order, bit for bit, for float32 and bfloat16 inputs;
+ * binary16 and the fused update (SGD and Adam: parameter and states) the
+ * same bits at both widths; clremat_colsum (the device's own width) too. */
+static const int colsum_shapes[][2] = {{1, 1}, {3, 7}, {5, 8}, {17, 63}, {33, 64}, {9, 65}, {4, 127},
+                                       {256, 130}, {7, 200}, {300, 1024}, {2, 1031}};
+#define N_COLSUM_SHAPES (sizeof colsum_shapes / sizeof colsum_shapes[0])
+
+static clremat_buf *upload_bytes(clremat_ctx *ctx, const void *h, size_t bytes)
+{
+    clremat_buf *b = NULL;
+    ck_assert_int_eq(clremat_pool_alloc(ctx->pool, bytes, "test", &b), CLREMAT_OK);
+    ck_assert_int_eq(clremat_write(ctx, b, 0, bytes, h), CLREMAT_OK);
+    return b;
+}
+
+static void colsum_run(clremat_ctx *ctx, int rows, int cols, int blocks, int fmt, clremat_buf *x, clremat_buf *y)
+{
+    cl_int ir = rows, ic = cols, ib = blocks, ifmt = fmt;
+    cl_mem mx = clremat_mem(x), my = clremat_mem(y);
+    const int64_t items = (cols + 8 * blocks - 1) / (8 * blocks);
+    if (fmt)
+        ck_assert_int_eq(clremat_run1d(ctx, "clremat_colsum8_16", items, sizeof ir, &ir, sizeof ic, &ic, sizeof ib,
+                                       &ib, sizeof ifmt, &ifmt, sizeof mx, &mx, sizeof my, &my, (size_t)0),
+                         CLREMAT_OK);
+    else
+        ck_assert_int_eq(clremat_run1d(ctx, "clremat_colsum8", items, sizeof ir, &ir, sizeof ic, &ic, sizeof ib, &ib,
+                                       sizeof mx, &mx, sizeof my, &my, (size_t)0),
+                         CLREMAT_OK);
+}
+
+/* The fused update of p (and its states, kind 0 SGD, 1 Adam) from the
+ * column sums of x at the given width; p, s0, s1 read back into out
+ * (3 x cols). */
+static void colsum_upd_run(clremat_ctx *ctx, int rows, int cols, int blocks, int fmt, int kind, clremat_buf *x,
+                           float *out)
+{
+    float *h = malloc(sizeof(float) * 3 * (size_t)cols);
+    clremat_buf *b[3];
+    cl_mem m[3], mx = clremat_mem(x);
+    cl_int ir = rows, ic = cols, ib = blocks, ifmt = fmt, ik = kind;
+    cl_float8 hp = {{0.01f, 0.9f, 0.999f, 1e-7f, 0.0f, 0.1f, 0.001f, 0.0f}};
+    const int64_t items = (cols + 8 * blocks - 1) / (8 * blocks);
+    for (int i = 0; i < 3; i++) {
+        fill(h, cols, 11 + i);
+        if (i == 2)
+            for (int c = 0; c < cols; c++)
+                h[c] = fabsf(h[c]); /* Adam's second moment */
+        b[i] = upload(ctx, h, (size_t)cols);
+        m[i] = clremat_mem(b[i]);
+    }
+    if (fmt)
+        ck_assert_int_eq(clremat_run1d(ctx, "clremat_colsum8_upd16", items, sizeof ir, &ir, sizeof ic, &ic,
+                                       sizeof ib, &ib, sizeof ifmt, &ifmt, sizeof mx, &mx, sizeof m[0], &m[0],
+                                       sizeof m[1], &m[1], sizeof m[2], &m[2], sizeof hp, &hp, sizeof ik, &ik,
+                                       (size_t)0),
+                         CLREMAT_OK);
+    else
+        ck_assert_int_eq(clremat_run1d(ctx, "clremat_colsum8_upd", items, sizeof ir, &ir, sizeof ic, &ic, sizeof ib,
+                                       &ib, sizeof mx, &mx, sizeof m[0], &m[0], sizeof m[1], &m[1], sizeof m[2],
+                                       &m[2], sizeof hp, &hp, sizeof ik, &ik, (size_t)0),
+                         CLREMAT_OK);
+    for (int i = 0; i < 3; i++) {
+        download(ctx, b[i], out + (size_t)i * (size_t)cols, (size_t)cols);
+        clremat_pool_release(ctx->pool, b[i]);
+    }
+    free(h);
+}
+
+START_TEST(test_colsum_widths_bits)
+{
+    clremat_ctx *ctx;
+    TEST_OPEN_CTX(ctx, 0);
+    for (size_t si = 0; si < N_COLSUM_SHAPES; si++)
+        for (int fmt = 0; fmt < 3; fmt++) {
+            const int rows = colsum_shapes[si][0], cols = colsum_shapes[si][1];
+            const size_t n = (size_t)rows * (size_t)cols;
+            float *hx = malloc(sizeof(float) * n), *ref = calloc((size_t)cols, sizeof(float));
+            float *r1 = malloc(sizeof(float) * (size_t)cols), *r8 = malloc(sizeof(float) * (size_t)cols);
+            float *u1 = malloc(sizeof(float) * 3 * (size_t)cols), *u8 = malloc(sizeof(float) * 3 * (size_t)cols);
+            uint16_t *h16 = malloc(sizeof(uint16_t) * n);
+            clremat_buf *x, *y = upload(ctx, ref, (size_t)cols);
+            fill(hx, (int)n, (int)si);
+            for (size_t i = 0; i < n; i++) { /* bfloat16: the float's upper half, exactly its value widened */
+                uint32_t u;
+                memcpy(&u, &hx[i], sizeof u);
+                h16[i] = (uint16_t)(u >> 16);
+                if (fmt == 2) {
+                    u &= 0xffff0000u;
+                    memcpy(&hx[i], &u, sizeof u);
+                }
+            }
+            x = fmt ? upload_bytes(ctx, h16, sizeof(uint16_t) * n) : upload(ctx, hx, n);
+            for (int r = 0; r < rows; r++)
+                for (int c = 0; c < cols; c++)
+                    ref[c] += hx[(size_t)r * (size_t)cols + (size_t)c];
+            colsum_run(ctx, rows, cols, 1, fmt, x, y);
+            download(ctx, y, r1, (size_t)cols);
+            colsum_run(ctx, rows, cols, 8, fmt, x, y);
+            download(ctx, y, r8, (size_t)cols);
+            ck_assert_msg(memcmp(r1, r8, sizeof(float) * (size_t)cols) == 0, "colsum %dx%d fmt %d: widths differ",
+                          rows, cols, fmt);
+            if (fmt != 1) /* binary16's bits are not the float's: no host reference here */
+                for (int c = 0; c < cols; c++)
+                    ck_assert_msg(r8[c] == ref[c], "colsum %dx%d fmt %d: column %d is %a, the host's %a", rows,
+                                  cols, fmt, c, (double)r8[c], (double)ref[c]);
+            ck_assert_int_eq(clremat_colsum(ctx, "test", rows, cols, x, fmt, y), CLREMAT_OK);
+            download(ctx, y, r8, (size_t)cols);
+            ck_assert_msg(memcmp(r1, r8, sizeof(float) * (size_t)cols) == 0,
+                          "clremat_colsum %dx%d fmt %d: not the kernel's sums", rows, cols, fmt);
+            for (int kind = 0; kind < 2; kind++) {
+                colsum_upd_run(ctx, rows, cols, 1, fmt, kind, x, u1);
+                colsum_upd_run(ctx, rows, cols, 8, fmt, kind, x, u8);
+                ck_assert_msg(memcmp(u1, u8, sizeof(float) * 3 * (size_t)cols) == 0,
+                              "fused bias update %dx%d fmt %d kind %d: widths differ", rows, cols, fmt, kind);
+            }
+            clremat_pool_release(ctx->pool, x);
+            clremat_pool_release(ctx->pool, y);
+            free(hx);
+            free(ref);
+            free(r1);
+            free(r8);
+            free(u1);
+            free(u8);
+            free(h16);
+        }
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
 START_TEST(test_gelu_exp_form)
 {
     enum { N = 60001 };
@@ -272,6 +408,7 @@ int main(void)
     tcase_add_test(tc, test_fused_reads_multiply_layernorm);
     tcase_add_test(tc, test_dropout8_bits);
     tcase_add_test(tc, test_add_copy8_bits);
+    tcase_add_test(tc, test_colsum_widths_bits);
     tcase_add_test(tc, test_gelu_exp_form);
     return test_run_device_suite(s);
 }
