@@ -609,33 +609,6 @@ __kernel void seq_add_bias(const int n, const int cols, __global float *C, __glo
         C[i] += b[i % cols];
 }
 
-/* dst[j] = sum over r (in order) of src[off + r * ld + j], j < cols; src
- * in format fmt (clremat_ld16; a literal 0 folds to the float32 load). */
-inline void seq_col_sum_fmt(const int rows, const int cols, const int ld, const int off, const int fmt,
-                            __global const uchar *src, __global float *dst)
-{
-    const int j = get_global_id(0);
-    if (j >= cols)
-        return;
-    float s = 0.0f;
-    for (int r = 0; r < rows; r++)
-        s += clremat_ld16(src, fmt, (long)off + (long)r * ld + j);
-    dst[j] = s;
-}
-
-__kernel void seq_col_sum(const int rows, const int cols, const int ld, const int off, __global const float *src,
-                          __global float *dst)
-{
-    seq_col_sum_fmt(rows, cols, ld, off, 0, (__global const uchar *)src, dst);
-}
-
-/* seq_col_sum of a 16-bit src (mixed precision: a 16-bit gradient's sums). */
-__kernel void seq_col_sum16(const int rows, const int cols, const int ld, const int off, const int fmt,
-                            __global const uchar *src, __global float *dst)
-{
-    seq_col_sum_fmt(rows, cols, ld, off, fmt, src, dst);
-}
-
 /* Row softmax in place over nrows rows of T scores; row r is query r % T.
  * causal: keys after the query get probability 0. fmt (a literal 0 folds
  * away): the probabilities also rounded into the 16-bit P16. */
@@ -3333,19 +3306,20 @@ __kernel void clremat_cvt16(const int n, const int act, const float scale, const
 }
 
 /* ======================================================================
- * Column sums: the bias gradient db[c] = sum over r of dZ[r * cols + c], r
- * in order, summed in float32 whatever dZ's format (fmt: 0 float32, 1
+ * Column sums: the bias gradient db[c] = sum over r of dZ[off + r * ld + c],
+ * r in order, summed in float32 whatever dZ's format (fmt: 0 float32, 1
  * binary16, 2 bfloat16, widened exactly on load), stored (clremat_colsum8,
- * clremat_colsum8_16) or consumed at once by the optimizer update of the
- * bias and its states (clremat_colsum8_upd, clremat_colsum8_upd16: the
- * gradient is never stored). A work-item sums `blocks` blocks of eight
- * columns from c0 = id * 8 * blocks (launch ceil(cols / (8 * blocks)),
- * backend/colsum.c chooses blocks per device: 8 on CPUs, where one item
- * then walks the rows once for 64 columns with eight vector accumulators
- * instead of eight items walking them for 8 each, 1 on GPUs, where
- * neighbouring items read neighbouring bytes). Each column's sum adds the
- * same floats in the same order whatever blocks is: the same bits on every
- * path, fused or stored.
+ * clremat_colsum8_16: dense, conv2d, attention's projections) or consumed
+ * at once by the optimizer update of the bias and its states
+ * (clremat_colsum8_upd, clremat_colsum8_upd16: dZ dense, ld = cols; the
+ * gradient is never stored). A work-item sums `blocks` (1 to 8) blocks of
+ * eight columns from c0 = id * 8 * blocks (launch ceil(cols / (8 *
+ * blocks))), walking the rows once with one float8 accumulator a block;
+ * backend/colsum.c chooses blocks per device and shape (on CPUs up to 8,
+ * 64 columns a walk instead of 8, as long as every compute unit gets an
+ * item; 1 on GPUs, where neighbouring items read neighbouring bytes). Each
+ * column's sum adds the same floats in the same order whatever blocks is:
+ * the same bits on every path, fused or stored.
  * ====================================================================== */
 #define CLREMAT_COLSUM_WIDE 8
 
@@ -3354,40 +3328,42 @@ inline float8 clremat_colsum_ld8(__global const uchar *x, const int fmt, const l
     return fmt ? gc16_ld8(x, fmt, i) : vload8(0, (__global const float *)x + i);
 }
 
-/* The sums of the nb whole blocks of eight columns from c0 into s[0..nb). */
-inline void clremat_colsum_blocks(const int rows, const int cols, const int fmt, __global const uchar *x,
-                                  const int c0, const int nb, float8 *s)
+/* The sums of the nb (0 to 8) whole blocks of eight columns from c0 into
+ * s[0..nb). The tests of nb are the same for every row: predicted
+ * branches on a CPU, uniform ones on a GPU. */
+inline void clremat_colsum_blocks(const int rows, const int ld, const long off, const int fmt,
+                                  __global const uchar *x, const int c0, const int nb, float8 *s)
 {
-    if (nb == CLREMAT_COLSUM_WIDE) { /* rows outer, one walk for 64 columns */
-        float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, a5 = 0.0f, a6 = 0.0f, a7 = 0.0f;
+    float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, a5 = 0.0f, a6 = 0.0f, a7 = 0.0f;
+    if (nb > 0)
         for (int r = 0; r < rows; r++) {
-            const long o = (long)r * cols + c0;
+            const long o = off + (long)r * ld + c0;
             a0 += clremat_colsum_ld8(x, fmt, o);
-            a1 += clremat_colsum_ld8(x, fmt, o + 8);
-            a2 += clremat_colsum_ld8(x, fmt, o + 16);
-            a3 += clremat_colsum_ld8(x, fmt, o + 24);
-            a4 += clremat_colsum_ld8(x, fmt, o + 32);
-            a5 += clremat_colsum_ld8(x, fmt, o + 40);
-            a6 += clremat_colsum_ld8(x, fmt, o + 48);
-            a7 += clremat_colsum_ld8(x, fmt, o + 56);
+            if (nb > 1)
+                a1 += clremat_colsum_ld8(x, fmt, o + 8);
+            if (nb > 2)
+                a2 += clremat_colsum_ld8(x, fmt, o + 16);
+            if (nb > 3)
+                a3 += clremat_colsum_ld8(x, fmt, o + 24);
+            if (nb > 4)
+                a4 += clremat_colsum_ld8(x, fmt, o + 32);
+            if (nb > 5)
+                a5 += clremat_colsum_ld8(x, fmt, o + 40);
+            if (nb > 6)
+                a6 += clremat_colsum_ld8(x, fmt, o + 48);
+            if (nb > 7)
+                a7 += clremat_colsum_ld8(x, fmt, o + 56);
         }
-        s[0] = a0, s[1] = a1, s[2] = a2, s[3] = a3, s[4] = a4, s[5] = a5, s[6] = a6, s[7] = a7;
-        return;
-    }
-    for (int b = 0; b < nb; b++) {
-        float8 a = 0.0f;
-        for (int r = 0; r < rows; r++)
-            a += clremat_colsum_ld8(x, fmt, (long)r * cols + c0 + 8 * b);
-        s[b] = a;
-    }
+    s[0] = a0, s[1] = a1, s[2] = a2, s[3] = a3, s[4] = a4, s[5] = a5, s[6] = a6, s[7] = a7;
 }
 
 /* The sum of column c alone. */
-inline float clremat_colsum_one(const int rows, const int cols, const int fmt, __global const uchar *x, const int c)
+inline float clremat_colsum_one(const int rows, const int ld, const long off, const int fmt, __global const uchar *x,
+                                const int c)
 {
     float a = 0.0f;
     for (int r = 0; r < rows; r++) {
-        const long i = (long)r * cols + c;
+        const long i = off + (long)r * ld + c;
         a += fmt ? clremat_ld16(x, fmt, i) : ((__global const float *)x)[i];
     }
     return a;
@@ -3396,24 +3372,23 @@ inline float clremat_colsum_one(const int rows, const int cols, const int fmt, _
 /* The work-item's columns: the first c0, its whole blocks *nb, its end. */
 inline int clremat_colsum_span(const int cols, const int blocks, int *nb, int *end)
 {
-    const int c0 = get_global_id(0) * 8 * blocks;
-    const int whole = c0 < cols ? (cols - c0) / 8 : 0;
-    *nb = min(min(blocks, CLREMAT_COLSUM_WIDE), whole);
-    *end = min(cols, c0 + 8 * min(blocks, CLREMAT_COLSUM_WIDE));
+    const int w = clamp(blocks, 1, CLREMAT_COLSUM_WIDE), c0 = get_global_id(0) * 8 * w;
+    *nb = c0 < cols ? min(w, (cols - c0) / 8) : 0;
+    *end = min(cols, c0 + 8 * w);
     return c0;
 }
 
-inline void clremat_colsum_store(const int rows, const int cols, const int blocks, const int fmt,
-                                 __global const uchar *x, __global float *y)
+inline void clremat_colsum_store(const int rows, const int cols, const int ld, const long off, const int blocks,
+                                 const int fmt, __global const uchar *x, __global float *y)
 {
     float8 s[CLREMAT_COLSUM_WIDE];
     int nb, end;
     const int c0 = clremat_colsum_span(cols, blocks, &nb, &end);
-    clremat_colsum_blocks(rows, cols, fmt, x, c0, nb, s);
+    clremat_colsum_blocks(rows, ld, off, fmt, x, c0, nb, s);
     for (int b = 0; b < nb; b++)
         vstore8(s[b], 0, y + c0 + 8 * b);
     for (int c = c0 + 8 * nb; c < end; c++)
-        y[c] = clremat_colsum_one(rows, cols, fmt, x, c);
+        y[c] = clremat_colsum_one(rows, ld, off, fmt, x, c);
 }
 
 inline void clremat_colsum_upd(const int rows, const int cols, const int blocks, const int fmt,
@@ -3423,23 +3398,23 @@ inline void clremat_colsum_upd(const int rows, const int cols, const int blocks,
     float8 s[CLREMAT_COLSUM_WIDE];
     int nb, end;
     const int c0 = clremat_colsum_span(cols, blocks, &nb, &end);
-    clremat_colsum_blocks(rows, cols, fmt, x, c0, nb, s);
+    clremat_colsum_blocks(rows, cols, 0, fmt, x, c0, nb, s);
     for (int b = 0; b < nb; b++)
         clremat_opt_cols8(kind, hp, s[b], p, s0, s1, c0 + 8 * b);
     for (int c = c0 + 8 * nb; c < end; c++)
-        clremat_opt1(kind, hp, clremat_colsum_one(rows, cols, fmt, x, c), p, s0, s1, c);
+        clremat_opt1(kind, hp, clremat_colsum_one(rows, cols, 0, fmt, x, c), p, s0, s1, c);
 }
 
-__kernel void clremat_colsum8(const int rows, const int cols, const int blocks, __global const float *x,
-                              __global float *y)
+__kernel void clremat_colsum8(const int rows, const int cols, const int ld, const int off, const int blocks,
+                              __global const float *x, __global float *y)
 {
-    clremat_colsum_store(rows, cols, blocks, 0, (__global const uchar *)x, y);
+    clremat_colsum_store(rows, cols, ld, off, blocks, 0, (__global const uchar *)x, y);
 }
 
-__kernel void clremat_colsum8_16(const int rows, const int cols, const int blocks, const int fmt,
-                                 __global const uchar *x, __global float *y)
+__kernel void clremat_colsum8_16(const int rows, const int cols, const int ld, const int off, const int blocks,
+                                 const int fmt, __global const uchar *x, __global float *y)
 {
-    clremat_colsum_store(rows, cols, blocks, fmt, x, y);
+    clremat_colsum_store(rows, cols, ld, off, blocks, fmt, x, y);
 }
 
 __kernel void clremat_colsum8_upd(const int rows, const int cols, const int blocks, __global const float *x,

@@ -40,7 +40,7 @@ int clremat_fused_opt_make(clremat_ctx *ctx, const clremat_opt_config *cfg, int6
 int clremat_colsum_update(clremat_ctx *ctx, int64_t rows, int64_t cols, const clremat_buf *x, int fmt,
                           clremat_buf *p, clremat_buf *s0, clremat_buf *s1, const clremat_fused_opt *opt)
 {
-    cl_int ir = (cl_int)rows, ic = (cl_int)cols, ib = clremat_colsum_blocks(ctx), kind = opt->kind, ifmt = fmt;
+    cl_int ir = (cl_int)rows, ic = (cl_int)cols, ib = clremat_colsum_blocks(ctx, cols), kind = opt->kind, ifmt = fmt;
     cl_mem mx, mp, m0, m1;
     cl_float8 hp;
     int st;

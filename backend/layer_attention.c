@@ -22,6 +22,7 @@
 #include "layer_attention.h"
 #include "layer_seq.h"
 #include "layer_rope.h"
+#include "colsum.h"
 #include "gemm.h"
 #include "gemm16.h"
 #include "mixed_precision.h"
@@ -235,19 +236,6 @@ static int attn_forward(clremat_layer_call *c)
     return clremat_attn_forward_io(c, &io);
 }
 
-/* grad[i] (n floats per row, cols columns starting at column offset off of
- * a buffer with leading dim ld, format fmt) = column sums over rows, in row
- * order. */
-static int col_sum(clremat_ctx *ctx, const clremat_buf *src, int fmt, int64_t off, int64_t ld, int64_t rows,
-                   int64_t cols, clremat_buf *dst)
-{
-    if (fmt)
-        return clremat_run1d(ctx, "seq_col_sum16", cols, SEQ_I(rows), SEQ_I(cols), SEQ_I(ld), SEQ_I(off), SEQ_I(fmt),
-                             SEQ_M(src), SEQ_M(dst), SEQ_END);
-    return clremat_run1d(ctx, "seq_col_sum", cols, SEQ_I(rows), SEQ_I(cols), SEQ_I(ld), SEQ_I(off), SEQ_M(src),
-                         SEQ_M(dst), SEQ_END);
-}
-
 int clremat_attn_backward_io(clremat_layer_call *c, const clremat_attn_io *io)
 {
     const clremat_layer *L = &c->g->layers[c->layer];
@@ -287,7 +275,8 @@ int clremat_attn_backward_io(clremat_layer_call *c, const clremat_attn_io *io)
     }
 
     /* output projection: grad bo, grad wo = ctx^T dout, dctx = dout wo^T */
-    if (a.bias && c->grad[3] && (st = col_sum(ctx, io->dout, fo, 0, D, a.rows, D, c->grad[3])) != CLREMAT_OK)
+    if (a.bias && c->grad[3] &&
+        (st = clremat_colsum(ctx, L->name, a.rows, D, D, 0, io->dout, fo, c->grad[3])) != CLREMAT_OK)
         return st;
     if (c->grad[a.iwo] && (st = clremat_gemm_fmt(ctx, 1, 0, D, D, a.rows, 1.0f, io->ctx, fs, 0, D, 0, io->dout, fo,
                                                  0, D, 0, 0.0f, c->grad[a.iwo], 0, D, 0, 1)) != CLREMAT_OK)
@@ -334,7 +323,8 @@ int clremat_attn_backward_io(clremat_layer_call *c, const clremat_attn_io *io)
     if (st != CLREMAT_OK)
         return st;
     /* input projection: grad bqkv, grad wqkv = x^T dqkv, din = dqkv wqkv^T */
-    if (a.bias && c->grad[1] && (st = col_sum(ctx, W, 0, off_dqkv, D3, a.rows, D3, c->grad[1])) != CLREMAT_OK)
+    if (a.bias && c->grad[1] &&
+        (st = clremat_colsum(ctx, L->name, a.rows, D3, D3, off_dqkv, W, 0, c->grad[1])) != CLREMAT_OK)
         return st;
     if (c->grad[0] && io->fx) { /* x widened while packing */
         clremat_gemm16_call g = {0};

@@ -253,7 +253,7 @@ static int conv_backward(clremat_layer_call *c)
             return st;
     }
     if (L->use_bias && c->grad[1] &&
-        (st = clremat_colsum(c->ctx, L->name, d.rows, F, c->dout, CLREMAT_FMT_F32, c->grad[1])) != CLREMAT_OK)
+        (st = clremat_colsum(c->ctx, L->name, d.rows, F, F, 0, c->dout, CLREMAT_FMT_F32, c->grad[1])) != CLREMAT_OK)
         return st;
     if (algo == CONV_NHWC || algo == CONV_DEPTHWISE) {
         const int dw = algo == CONV_DEPTHWISE;

@@ -126,7 +126,7 @@ static int dense16_backward(clremat_layer_call *c, const clremat_layer_cost *cos
     if (c->fuse_update & 2u) {
         st = clremat_colsum_update(c->ctx, rows, units, g_z, fz, c->param[1], f->state[2], f->state[3], &f->opt);
     } else if (L->use_bias && c->grad[1]) {
-        st = clremat_colsum(c->ctx, L->name, rows, units, g_z, fz, c->grad[1]);
+        st = clremat_colsum(c->ctx, L->name, rows, units, units, 0, g_z, fz, c->grad[1]);
     }
 done:
     if (scr)

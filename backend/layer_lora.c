@@ -8,6 +8,7 @@
  * the dense layer does). Backward, with dxa = s dZ B^T in the workspace
  * [rows, r]: grad B = s xa^T dZ, grad A = x^T dxa, din = dZ W^T + dxa A^T. */
 #include "layer_seq.h"
+#include "colsum.h"
 #include "gemm.h"
 
 typedef struct lora_dims {
@@ -139,8 +140,7 @@ static int lora_backward(clremat_layer_call *c)
                                          0, d.units, 0, 0.0f, c->grad[0], 0, d.units, 0, 1)) != CLREMAT_OK)
         return st;
     if (L->use_bias && c->grad[1] &&
-        (st = clremat_run1d(c->ctx, "seq_col_sum", d.units, SEQ_I(d.rows), SEQ_I(d.units), SEQ_I(d.units), SEQ_I(0),
-                            SEQ_M(c->dout), SEQ_M(c->grad[1]), SEQ_END)) != CLREMAT_OK)
+        (st = clremat_colsum(c->ctx, L->name, d.rows, d.units, d.units, 0, c->dout, 0, c->grad[1])) != CLREMAT_OK)
         return st;
     /* grad B = s xa^T dout */
     if (c->grad[d.ib] &&

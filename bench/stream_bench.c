@@ -207,7 +207,7 @@ static int launch(clremat_ctx *ctx, int k, cl_int n, clremat_buf *b[4], clremat_
         return clremat_run1d(ctx, "clremat_copy_acc8", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof one, &one,
                              sizeof m1, &m1, sizeof m0, &m0, (size_t)0);
     case K_COLSUM:
-        return clremat_colsum(ctx, "stream_bench", rows, cols, b[0], 0, b[1]);
+        return clremat_colsum(ctx, "stream_bench", rows, cols, cols, 0, b[0], 0, b[1]);
     case K_BN_FWD:
     case K_BN_BWD:
         return bn_launch(ctx, bn, k == K_BN_BWD, n / BN_C, b);

@@ -8,7 +8,7 @@
  * rounding of the double reference over [-30, 30] (checked against the
  * tanh form where that is accurate in double), and the forward kernel, the
  * dense bias/activation pass and the scalar kernel agree bit for bit. The
- * column sums of the bias gradient at both work-item widths, stored and
+ * column sums of the bias gradient at every work-item width, stored and
  * fused with the update, bit for bit.
  * Without a device: the activations mode reads a discarded activation
  * output inside a multiply's or a layernorm's backward (the SwiGLU gates of
@@ -167,15 +167,21 @@ START_TEST(test_add_copy8_bits)
 }
 END_TEST
 
-/* The column sums (the bias gradient) at both work-item widths (1 block of
- * eight columns per item, the GPU geometry, and 8, the CPU one) on shapes
- * with and without whole blocks and partial last items: the host's sum of
- * each column in row order, bit for bit, for float32 and bfloat16 inputs;
- * binary16 and the fused update (SGD and Adam: parameter and states) the
- * same bits at both widths; clremat_colsum (the device's own width) too. */
-static const int colsum_shapes[][2] = {{1, 1}, {3, 7}, {5, 8}, {17, 63}, {33, 64}, {9, 65}, {4, 127},
-                                       {256, 130}, {7, 200}, {300, 1024}, {2, 1031}};
+/* The column sums (the bias gradient) at every work-item width (1 to 8
+ * blocks of eight columns per item: 1 is the GPU geometry, CPUs take up
+ * to 8), on shapes with and without whole blocks and partial last items,
+ * and within a wider matrix (leading dimension and offset, as attention's
+ * projections sum part of a row): the host's sum of each column in row
+ * order, bit for bit, for float32 and bfloat16 inputs; binary16 and the
+ * fused update (SGD and Adam: parameter and states) the same bits at every
+ * width; clremat_colsum (the device's own width) too. */
+static const int colsum_shapes[][4] = { /* rows, cols, ld - cols, off */
+    {1, 1, 0, 0},    {3, 7, 0, 0},     {5, 8, 0, 0},   {17, 63, 0, 0}, {33, 64, 0, 0},  {9, 65, 0, 0},
+    {4, 127, 0, 0},  {256, 130, 0, 0}, {7, 200, 0, 0}, {64, 192, 0, 0}, {300, 1024, 0, 0}, {2, 1031, 0, 0},
+    {20, 64, 128, 64}, {6, 67, 5, 3}};
+static const int colsum_widths[] = {1, 2, 3, 5, 8};
 #define N_COLSUM_SHAPES (sizeof colsum_shapes / sizeof colsum_shapes[0])
+#define N_COLSUM_WIDTHS (sizeof colsum_widths / sizeof colsum_widths[0])
 
 static clremat_buf *upload_bytes(clremat_ctx *ctx, const void *h, size_t bytes)
 {
@@ -185,24 +191,25 @@ static clremat_buf *upload_bytes(clremat_ctx *ctx, const void *h, size_t bytes)
     return b;
 }
 
-static void colsum_run(clremat_ctx *ctx, int rows, int cols, int blocks, int fmt, clremat_buf *x, clremat_buf *y)
+static void colsum_run(clremat_ctx *ctx, const int shape[4], int blocks, int fmt, clremat_buf *x, clremat_buf *y)
 {
-    cl_int ir = rows, ic = cols, ib = blocks, ifmt = fmt;
+    cl_int ir = shape[0], ic = shape[1], ild = shape[1] + shape[2], ioff = shape[3], ib = blocks, ifmt = fmt;
     cl_mem mx = clremat_mem(x), my = clremat_mem(y);
-    const int64_t items = (cols + 8 * blocks - 1) / (8 * blocks);
+    const int64_t items = (ic + 8 * blocks - 1) / (8 * blocks);
     if (fmt)
-        ck_assert_int_eq(clremat_run1d(ctx, "clremat_colsum8_16", items, sizeof ir, &ir, sizeof ic, &ic, sizeof ib,
-                                       &ib, sizeof ifmt, &ifmt, sizeof mx, &mx, sizeof my, &my, (size_t)0),
+        ck_assert_int_eq(clremat_run1d(ctx, "clremat_colsum8_16", items, sizeof ir, &ir, sizeof ic, &ic, sizeof ild,
+                                       &ild, sizeof ioff, &ioff, sizeof ib, &ib, sizeof ifmt, &ifmt, sizeof mx, &mx,
+                                       sizeof my, &my, (size_t)0),
                          CLREMAT_OK);
     else
-        ck_assert_int_eq(clremat_run1d(ctx, "clremat_colsum8", items, sizeof ir, &ir, sizeof ic, &ic, sizeof ib, &ib,
-                                       sizeof mx, &mx, sizeof my, &my, (size_t)0),
+        ck_assert_int_eq(clremat_run1d(ctx, "clremat_colsum8", items, sizeof ir, &ir, sizeof ic, &ic, sizeof ild, &ild,
+                                       sizeof ioff, &ioff, sizeof ib, &ib, sizeof mx, &mx, sizeof my, &my, (size_t)0),
                          CLREMAT_OK);
 }
 
 /* The fused update of p (and its states, kind 0 SGD, 1 Adam) from the
- * column sums of x at the given width; p, s0, s1 read back into out
- * (3 x cols). */
+ * column sums of x (rows x cols) at the given width; p, s0, s1 read back
+ * into out (3 x cols). */
 static void colsum_upd_run(clremat_ctx *ctx, int rows, int cols, int blocks, int fmt, int kind, clremat_buf *x,
                            float *out)
 {
@@ -244,11 +251,12 @@ START_TEST(test_colsum_widths_bits)
     TEST_OPEN_CTX(ctx, 0);
     for (size_t si = 0; si < N_COLSUM_SHAPES; si++)
         for (int fmt = 0; fmt < 3; fmt++) {
-            const int rows = colsum_shapes[si][0], cols = colsum_shapes[si][1];
-            const size_t n = (size_t)rows * (size_t)cols;
+            const int *sh = colsum_shapes[si], rows = sh[0], cols = sh[1], ld = sh[1] + sh[2], off = sh[3];
+            const int dense = ld == cols && off == 0; /* the fused update's layout */
+            const size_t n = (size_t)off + (size_t)rows * (size_t)ld;
             float *hx = malloc(sizeof(float) * n), *ref = calloc((size_t)cols, sizeof(float));
-            float *r1 = malloc(sizeof(float) * (size_t)cols), *r8 = malloc(sizeof(float) * (size_t)cols);
-            float *u1 = malloc(sizeof(float) * 3 * (size_t)cols), *u8 = malloc(sizeof(float) * 3 * (size_t)cols);
+            float *r1 = malloc(sizeof(float) * (size_t)cols), *rw = malloc(sizeof(float) * (size_t)cols);
+            float *u1 = malloc(sizeof(float) * 3 * (size_t)cols), *uw = malloc(sizeof(float) * 3 * (size_t)cols);
             uint16_t *h16 = malloc(sizeof(uint16_t) * n);
             clremat_buf *x, *y = upload(ctx, ref, (size_t)cols);
             fill(hx, (int)n, (int)si);
@@ -264,35 +272,42 @@ START_TEST(test_colsum_widths_bits)
             x = fmt ? upload_bytes(ctx, h16, sizeof(uint16_t) * n) : upload(ctx, hx, n);
             for (int r = 0; r < rows; r++)
                 for (int c = 0; c < cols; c++)
-                    ref[c] += hx[(size_t)r * (size_t)cols + (size_t)c];
-            colsum_run(ctx, rows, cols, 1, fmt, x, y);
+                    ref[c] += hx[(size_t)off + (size_t)r * (size_t)ld + (size_t)c];
+            colsum_run(ctx, sh, 1, fmt, x, y);
             download(ctx, y, r1, (size_t)cols);
-            colsum_run(ctx, rows, cols, 8, fmt, x, y);
-            download(ctx, y, r8, (size_t)cols);
-            ck_assert_msg(memcmp(r1, r8, sizeof(float) * (size_t)cols) == 0, "colsum %dx%d fmt %d: widths differ",
-                          rows, cols, fmt);
             if (fmt != 1) /* binary16's bits are not the float's: no host reference here */
                 for (int c = 0; c < cols; c++)
-                    ck_assert_msg(r8[c] == ref[c], "colsum %dx%d fmt %d: column %d is %a, the host's %a", rows,
-                                  cols, fmt, c, (double)r8[c], (double)ref[c]);
-            ck_assert_int_eq(clremat_colsum(ctx, "test", rows, cols, x, fmt, y), CLREMAT_OK);
-            download(ctx, y, r8, (size_t)cols);
-            ck_assert_msg(memcmp(r1, r8, sizeof(float) * (size_t)cols) == 0,
-                          "clremat_colsum %dx%d fmt %d: not the kernel's sums", rows, cols, fmt);
-            for (int kind = 0; kind < 2; kind++) {
+                    ck_assert_msg(r1[c] == ref[c], "colsum %dx%d (ld %d, off %d) fmt %d: column %d is %a, the host's %a",
+                                  rows, cols, ld, off, fmt, c, (double)r1[c], (double)ref[c]);
+            for (size_t wi = 1; wi < N_COLSUM_WIDTHS; wi++) {
+                const int w = colsum_widths[wi];
+                colsum_run(ctx, sh, w, fmt, x, y);
+                download(ctx, y, rw, (size_t)cols);
+                ck_assert_msg(memcmp(r1, rw, sizeof(float) * (size_t)cols) == 0,
+                              "colsum %dx%d (ld %d, off %d) fmt %d: width %d differs from width 1", rows, cols, ld, off,
+                              fmt, w);
+            }
+            ck_assert_int_eq(clremat_colsum(ctx, "test", rows, cols, ld, off, x, fmt, y), CLREMAT_OK);
+            download(ctx, y, rw, (size_t)cols);
+            ck_assert_msg(memcmp(r1, rw, sizeof(float) * (size_t)cols) == 0,
+                          "clremat_colsum %dx%d (ld %d, off %d) fmt %d: not the kernel's sums", rows, cols, ld, off, fmt);
+            for (int kind = 0; dense && kind < 2; kind++) {
                 colsum_upd_run(ctx, rows, cols, 1, fmt, kind, x, u1);
-                colsum_upd_run(ctx, rows, cols, 8, fmt, kind, x, u8);
-                ck_assert_msg(memcmp(u1, u8, sizeof(float) * 3 * (size_t)cols) == 0,
-                              "fused bias update %dx%d fmt %d kind %d: widths differ", rows, cols, fmt, kind);
+                for (size_t wi = 1; wi < N_COLSUM_WIDTHS; wi++) {
+                    colsum_upd_run(ctx, rows, cols, colsum_widths[wi], fmt, kind, x, uw);
+                    ck_assert_msg(memcmp(u1, uw, sizeof(float) * 3 * (size_t)cols) == 0,
+                                  "fused bias update %dx%d fmt %d kind %d: width %d differs from width 1", rows, cols,
+                                  fmt, kind, colsum_widths[wi]);
+                }
             }
             clremat_pool_release(ctx->pool, x);
             clremat_pool_release(ctx->pool, y);
             free(hx);
             free(ref);
             free(r1);
-            free(r8);
+            free(rw);
             free(u1);
-            free(u8);
+            free(uw);
             free(h16);
         }
     clremat_ctx_destroy(ctx);
