@@ -1216,26 +1216,54 @@ void gc_pack_a16(__local float *Ap, __global const uchar *A, const int fmt, cons
     }
 }
 
-/* gc_pack_b of a 16-bit B: the same layout and padding as gc_pack_b. */
+/* gc_pack_b of a 16-bit B: the same layout and padding as gc_pack_b, and
+ * its order of reads. B (:n): k outer, each k one contiguous row segment
+ * across the whole panels (streams); B^T (:t): eight rows of B^T widened as
+ * float8 and stored transposed, eight k at a time. The rest (partial
+ * panels, the last k) one element at a time. */
 void gc_pack_b16(__local float *Bp, __global const uchar *B, const int fmt, const int tB, const long ldb,
                  const int N, const int n0, const int nc, const int k0, const int kc)
 {
     const int np = (nc + GC_NR - 1) / GC_NR;
+    int nfull = 0;
+    while (nfull < np && n0 + (nfull + 1) * GC_NR <= N && (nfull + 1) * GC_NR <= nc)
+        nfull++;
+    if (!tB)
+        for (int k = 0; k < kc; k++) {
+            const long s = (long)(k0 + k) * ldb + n0;
+            for (int p = 0; p < nfull; p++)
+                for (int j = 0; j < GC_NR; j += 8)
+                    vstore8(gc16_ld8(B, fmt, s + p * GC_NR + j), 0, Bp + (p * GC_KC + k) * GC_NR + j);
+        }
     for (int p = 0; p < np; p++) {
         __local float *dst = Bp + p * GC_KC * GC_NR;
         const int nb = n0 + p * GC_NR, w = max(0, min(GC_NR, min(N - nb, nc - p * GC_NR)));
-        for (int k = 0; k < kc; k++) {
-            if (!tB && w == GC_NR) {
-                const long s = (long)(k0 + k) * ldb + nb;
-                for (int j = 0; j < GC_NR; j += 8)
-                    vstore8(gc16_ld8(B, fmt, s + j), 0, dst + k * GC_NR + j);
-                continue;
-            }
+        int k = 0;
+        if (p < nfull && !tB)
+            continue;
+        if (p < nfull) /* B^T: 8 x 8 blocks */
+            for (; k + 8 <= kc; k += 8)
+                for (int jj = 0; jj < GC_NR; jj += 8) {
+                    const long s = (long)(nb + jj) * ldb + k0 + k;
+                    const float8 r0 = gc16_ld8(B, fmt, s), r1 = gc16_ld8(B, fmt, s + ldb),
+                                 r2 = gc16_ld8(B, fmt, s + 2 * ldb), r3 = gc16_ld8(B, fmt, s + 3 * ldb),
+                                 r4 = gc16_ld8(B, fmt, s + 4 * ldb), r5 = gc16_ld8(B, fmt, s + 5 * ldb),
+                                 r6 = gc16_ld8(B, fmt, s + 6 * ldb), r7 = gc16_ld8(B, fmt, s + 7 * ldb);
+                    __local float *d = dst + k * GC_NR + jj;
+                    vstore8((float8)(r0.s0, r1.s0, r2.s0, r3.s0, r4.s0, r5.s0, r6.s0, r7.s0), 0, d);
+                    vstore8((float8)(r0.s1, r1.s1, r2.s1, r3.s1, r4.s1, r5.s1, r6.s1, r7.s1), 0, d + GC_NR);
+                    vstore8((float8)(r0.s2, r1.s2, r2.s2, r3.s2, r4.s2, r5.s2, r6.s2, r7.s2), 0, d + 2 * GC_NR);
+                    vstore8((float8)(r0.s3, r1.s3, r2.s3, r3.s3, r4.s3, r5.s3, r6.s3, r7.s3), 0, d + 3 * GC_NR);
+                    vstore8((float8)(r0.s4, r1.s4, r2.s4, r3.s4, r4.s4, r5.s4, r6.s4, r7.s4), 0, d + 4 * GC_NR);
+                    vstore8((float8)(r0.s5, r1.s5, r2.s5, r3.s5, r4.s5, r5.s5, r6.s5, r7.s5), 0, d + 5 * GC_NR);
+                    vstore8((float8)(r0.s6, r1.s6, r2.s6, r3.s6, r4.s6, r5.s6, r6.s6, r7.s6), 0, d + 6 * GC_NR);
+                    vstore8((float8)(r0.s7, r1.s7, r2.s7, r3.s7, r4.s7, r5.s7, r6.s7, r7.s7), 0, d + 7 * GC_NR);
+                }
+        for (; k < kc; k++)
             for (int j = 0; j < GC_NR; j++)
                 dst[k * GC_NR + j] = j >= w ? 0.0f
                                             : gc16_ld(B, fmt, tB ? (long)(nb + j) * ldb + k0 + k
                                                                  : (long)(k0 + k) * ldb + nb + j);
-        }
     }
 }
 
