@@ -1216,6 +1216,22 @@ void gc_pack_a16(__local float *Ap, __global const uchar *A, const int fmt, cons
     }
 }
 
+/* Eight rows r0..r7 of B^T (eight k each) stored transposed into a packed
+ * B panel at d: row k of the panel (GC_NR floats apart) gets lane k of
+ * each. gc_pack_b and gc_pack_b16's 8 x 8 blocks. */
+void gc_store_b8x8_t(__local float *d, const float8 r0, const float8 r1, const float8 r2, const float8 r3,
+                     const float8 r4, const float8 r5, const float8 r6, const float8 r7)
+{
+    vstore8((float8)(r0.s0, r1.s0, r2.s0, r3.s0, r4.s0, r5.s0, r6.s0, r7.s0), 0, d);
+    vstore8((float8)(r0.s1, r1.s1, r2.s1, r3.s1, r4.s1, r5.s1, r6.s1, r7.s1), 0, d + GC_NR);
+    vstore8((float8)(r0.s2, r1.s2, r2.s2, r3.s2, r4.s2, r5.s2, r6.s2, r7.s2), 0, d + 2 * GC_NR);
+    vstore8((float8)(r0.s3, r1.s3, r2.s3, r3.s3, r4.s3, r5.s3, r6.s3, r7.s3), 0, d + 3 * GC_NR);
+    vstore8((float8)(r0.s4, r1.s4, r2.s4, r3.s4, r4.s4, r5.s4, r6.s4, r7.s4), 0, d + 4 * GC_NR);
+    vstore8((float8)(r0.s5, r1.s5, r2.s5, r3.s5, r4.s5, r5.s5, r6.s5, r7.s5), 0, d + 5 * GC_NR);
+    vstore8((float8)(r0.s6, r1.s6, r2.s6, r3.s6, r4.s6, r5.s6, r6.s6, r7.s6), 0, d + 6 * GC_NR);
+    vstore8((float8)(r0.s7, r1.s7, r2.s7, r3.s7, r4.s7, r5.s7, r6.s7, r7.s7), 0, d + 7 * GC_NR);
+}
+
 /* gc_pack_b of a 16-bit B: the same layout and padding as gc_pack_b, and
  * its order of reads. B (:n): k outer, each k one contiguous row segment
  * across the whole panels (streams); B^T (:t): eight rows of B^T widened as
@@ -1249,15 +1265,7 @@ void gc_pack_b16(__local float *Bp, __global const uchar *B, const int fmt, cons
                                  r2 = gc16_ld8(B, fmt, s + 2 * ldb), r3 = gc16_ld8(B, fmt, s + 3 * ldb),
                                  r4 = gc16_ld8(B, fmt, s + 4 * ldb), r5 = gc16_ld8(B, fmt, s + 5 * ldb),
                                  r6 = gc16_ld8(B, fmt, s + 6 * ldb), r7 = gc16_ld8(B, fmt, s + 7 * ldb);
-                    __local float *d = dst + k * GC_NR + jj;
-                    vstore8((float8)(r0.s0, r1.s0, r2.s0, r3.s0, r4.s0, r5.s0, r6.s0, r7.s0), 0, d);
-                    vstore8((float8)(r0.s1, r1.s1, r2.s1, r3.s1, r4.s1, r5.s1, r6.s1, r7.s1), 0, d + GC_NR);
-                    vstore8((float8)(r0.s2, r1.s2, r2.s2, r3.s2, r4.s2, r5.s2, r6.s2, r7.s2), 0, d + 2 * GC_NR);
-                    vstore8((float8)(r0.s3, r1.s3, r2.s3, r3.s3, r4.s3, r5.s3, r6.s3, r7.s3), 0, d + 3 * GC_NR);
-                    vstore8((float8)(r0.s4, r1.s4, r2.s4, r3.s4, r4.s4, r5.s4, r6.s4, r7.s4), 0, d + 4 * GC_NR);
-                    vstore8((float8)(r0.s5, r1.s5, r2.s5, r3.s5, r4.s5, r5.s5, r6.s5, r7.s5), 0, d + 5 * GC_NR);
-                    vstore8((float8)(r0.s6, r1.s6, r2.s6, r3.s6, r4.s6, r5.s6, r6.s6, r7.s6), 0, d + 6 * GC_NR);
-                    vstore8((float8)(r0.s7, r1.s7, r2.s7, r3.s7, r4.s7, r5.s7, r6.s7, r7.s7), 0, d + 7 * GC_NR);
+                    gc_store_b8x8_t(dst + k * GC_NR + jj, r0, r1, r2, r3, r4, r5, r6, r7);
                 }
         for (; k < kc; k++)
             for (int j = 0; j < GC_NR; j++)
@@ -1518,15 +1526,7 @@ void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const l
                                  r3 = vload8(0, src + 3 * ldb), r4 = vload8(0, src + 4 * ldb),
                                  r5 = vload8(0, src + 5 * ldb), r6 = vload8(0, src + 6 * ldb),
                                  r7 = vload8(0, src + 7 * ldb);
-                    __local float *d = dst + k * GC_NR + jj;
-                    vstore8((float8)(r0.s0, r1.s0, r2.s0, r3.s0, r4.s0, r5.s0, r6.s0, r7.s0), 0, d);
-                    vstore8((float8)(r0.s1, r1.s1, r2.s1, r3.s1, r4.s1, r5.s1, r6.s1, r7.s1), 0, d + GC_NR);
-                    vstore8((float8)(r0.s2, r1.s2, r2.s2, r3.s2, r4.s2, r5.s2, r6.s2, r7.s2), 0, d + 2 * GC_NR);
-                    vstore8((float8)(r0.s3, r1.s3, r2.s3, r3.s3, r4.s3, r5.s3, r6.s3, r7.s3), 0, d + 3 * GC_NR);
-                    vstore8((float8)(r0.s4, r1.s4, r2.s4, r3.s4, r4.s4, r5.s4, r6.s4, r7.s4), 0, d + 4 * GC_NR);
-                    vstore8((float8)(r0.s5, r1.s5, r2.s5, r3.s5, r4.s5, r5.s5, r6.s5, r7.s5), 0, d + 5 * GC_NR);
-                    vstore8((float8)(r0.s6, r1.s6, r2.s6, r3.s6, r4.s6, r5.s6, r6.s6, r7.s6), 0, d + 6 * GC_NR);
-                    vstore8((float8)(r0.s7, r1.s7, r2.s7, r3.s7, r4.s7, r5.s7, r6.s7, r7.s7), 0, d + 7 * GC_NR);
+                    gc_store_b8x8_t(dst + k * GC_NR + jj, r0, r1, r2, r3, r4, r5, r6, r7);
                 }
             for (; k < kc; k++)
                 for (int j = 0; j < GC_NR; j++)
