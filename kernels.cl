@@ -3982,12 +3982,12 @@ __kernel void clremat_cvt16x8(const int n, const int act, const float scale, con
 /* float16 loss scaling in one pass per gradient (issue 16): counts the
  * non-finite values of the scaled gradient g into *count (one atomic per
  * work-item that saw any, so a finite gradient costs no atomic) and
- * unscales it in place, g[i] * inv (one float32 product). Eight
- * elements per work-item (launch ceil(n / 8)). A skipped step discards the
- * gradient, so unscaling it before the count is known changes nothing. */
-__kernel void clremat_unscale_check8(const int n, const float inv, __global float *g, __global int *count)
+ * unscales it in place, g[i] * inv (one float32 product). Eight elements
+ * [i0, i0 + 8) of g's n per call. A skipped step discards the gradient,
+ * so unscaling it before the count is known changes nothing. */
+inline void clremat_unscale_check_at(const int n, const float inv, __global float *g, __global int *count,
+                                     const int i0)
 {
-    const int i0 = get_global_id(0) * 8;
     if (i0 + 8 <= n) {
         const float8 v = vload8(0, g + i0);
         vstore8(v * inv, 0, g + i0);
@@ -4004,6 +4004,35 @@ __kernel void clremat_unscale_check8(const int n, const float inv, __global floa
         if (c)
             atomic_add(count, c);
     }
+}
+
+/* clremat_unscale_check_at over up to eight gradients in one launch (a
+ * step's gradients in a few launches, not one each): gradient j has n_j
+ * floats at g_j; work-items cover ceil(n_0 / 8) + ... + ceil(n_7 / 8)
+ * blocks of eight, gradient by gradient; an unused slot has n = 0. */
+__kernel void clremat_unscale_check8_multi(const int8 n, const float inv, __global float *g0, __global float *g1,
+                                           __global float *g2, __global float *g3, __global float *g4,
+                                           __global float *g5, __global float *g6, __global float *g7,
+                                           __global int *count)
+{
+    int b = get_global_id(0);
+    const int8 nb = (n + 7) / 8;
+    if (b < nb.s0)
+        clremat_unscale_check_at(n.s0, inv, g0, count, b * 8);
+    else if ((b -= nb.s0) < nb.s1)
+        clremat_unscale_check_at(n.s1, inv, g1, count, b * 8);
+    else if ((b -= nb.s1) < nb.s2)
+        clremat_unscale_check_at(n.s2, inv, g2, count, b * 8);
+    else if ((b -= nb.s2) < nb.s3)
+        clremat_unscale_check_at(n.s3, inv, g3, count, b * 8);
+    else if ((b -= nb.s3) < nb.s4)
+        clremat_unscale_check_at(n.s4, inv, g4, count, b * 8);
+    else if ((b -= nb.s4) < nb.s5)
+        clremat_unscale_check_at(n.s5, inv, g5, count, b * 8);
+    else if ((b -= nb.s5) < nb.s6)
+        clremat_unscale_check_at(n.s6, inv, g6, count, b * 8);
+    else if ((b -= nb.s6) < nb.s7)
+        clremat_unscale_check_at(n.s7, inv, g7, count, b * 8);
 }
 
 /* clremat_cvt16x8 (no activation, scale (the host passes 1), no

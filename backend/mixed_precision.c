@@ -396,24 +396,39 @@ int clremat_op_mul_dact(clremat_ctx *ctx, int64_t n, int act, const clremat_buf 
                          sizeof mz, &mz, (size_t)0);
 }
 
-int clremat_op_unscale_check(clremat_ctx *ctx, clremat_buf *g, int64_t n, float inv, clremat_buf *cnt)
+int clremat_op_unscale_check(clremat_ctx *ctx, clremat_buf *const *g, const int64_t *n, int count, float inv,
+                             clremat_buf *cnt)
 {
-    cl_int in = (cl_int)n;
-    cl_float fi = inv;
-    cl_mem mg, mc;
+    const cl_float fi = inv;
+    const cl_mem mc = cnt ? clremat_mem(cnt) : NULL;
     int st;
-    if (n <= 0)
-        return CLREMAT_OK;
-    if (n > 2147483647)
-        return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "unscale: %lld floats exceed 2^31", (long long)n);
-    if ((st = clremat_check_buf(ctx, "unscale", "gradient", g, n)) != CLREMAT_OK)
-        return st;
     if (!cnt)
         return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "unscale: counter buffer missing");
-    mg = clremat_mem(g);
-    mc = clremat_mem(cnt);
-    return clremat_run1d(ctx, "clremat_unscale_check8", (n + 7) / 8, sizeof in, &in, sizeof fi, &fi, sizeof mg, &mg,
-                         sizeof mc, &mc, (size_t)0);
+    for (int first = 0; first < count; first += 8) { /* eight gradients a launch */
+        cl_int8 n8 = {{0}};
+        cl_mem m[8];
+        int64_t blocks = 0;
+        for (int j = 0; j < 8; j++) {
+            const int i = first + j;
+            m[j] = clremat_mem(g[first]); /* an unused slot: any buffer, n = 0 */
+            if (i >= count || n[i] <= 0)
+                continue;
+            if (n[i] > 2147483647 - 7)
+                return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "unscale: %lld floats exceed 2^31", (long long)n[i]);
+            if ((st = clremat_check_buf(ctx, "unscale", "gradient", g[i], n[i])) != CLREMAT_OK)
+                return st;
+            n8.s[j] = (cl_int)n[i];
+            m[j] = clremat_mem(g[i]);
+            blocks += (n[i] + 7) / 8;
+        }
+        if (blocks > 0 &&
+            (st = clremat_run1d(ctx, "clremat_unscale_check8_multi", blocks, sizeof n8, &n8, sizeof fi, &fi, sizeof m[0],
+                                &m[0], sizeof m[1], &m[1], sizeof m[2], &m[2], sizeof m[3], &m[3], sizeof m[4], &m[4],
+                                sizeof m[5], &m[5], sizeof m[6], &m[6], sizeof m[7], &m[7], sizeof mc, &mc,
+                                (size_t)0)) != CLREMAT_OK)
+            return st;
+    }
+    return CLREMAT_OK;
 }
 
 int clremat_op_count_nonfinite_fmt(clremat_ctx *ctx, const clremat_buf *buf, int64_t n, int fmt, int64_t *count)

@@ -71,11 +71,13 @@ int clremat_op_convert(clremat_ctx *ctx, const clremat_buf *src, int sfmt, clrem
 int clremat_op_mul_dact(clremat_ctx *ctx, int64_t n, int act, const clremat_buf *x, int fx, const clremat_buf *dy,
                         int fdy, clremat_buf *z, int fz, int acc);
 
-/** float16 loss scaling, one pass over a float32 gradient of n floats:
- * adds the count of its non-finite values to the pool counter cnt
- * (clremat_counter_new) and multiplies it in place by inv (one float32
+/** float16 loss scaling, one pass over count float32 gradients (g[i] of
+ * n[i] floats; n[i] <= 0: skipped), eight gradients a launch: adds the
+ * count of their non-finite values to the pool counter cnt
+ * (clremat_counter_new) and multiplies each in place by inv (one float32
  * product an element), whatever the count. */
-int clremat_op_unscale_check(clremat_ctx *ctx, clremat_buf *g, int64_t n, float inv, clremat_buf *cnt);
+int clremat_op_unscale_check(clremat_ctx *ctx, clremat_buf *const *g, const int64_t *n, int count, float inv,
+                             clremat_buf *cnt);
 
 /** clremat_op_count_nonfinite over n elements of format fmt. */
 int clremat_op_count_nonfinite_fmt(clremat_ctx *ctx, const clremat_buf *buf, int64_t n, int fmt, int64_t *count);

@@ -1010,8 +1010,9 @@ static int read_output(clremat_trainer *t, const clremat_graph *g, const clremat
 }
 
 /* mixed_float16's update: the step's parameter gradients (scaled by the
- * loss scale) are checked and unscaled in place in one pass each
- * (clremat_op_unscale_check) into one count of non-finite values, and the
+ * loss scale) are checked and unscaled in place in one pass, eight
+ * gradients a launch (clremat_op_unscale_check), into one count of
+ * non-finite values, and the
  * updates are enqueued behind them with that count as their skip
  * (clremat_opt_step_unless: the device skips them when it is not zero), so
  * the host enqueues the whole update without waiting for the backward;
@@ -1021,22 +1022,35 @@ static int read_output(clremat_trainer *t, const clremat_graph *g, const clremat
  * as skipped and the scale halves. */
 static int loss_scaled_update(clremat_trainer *t)
 {
-    clremat_buf *cnt;
+    clremat_buf *cnt, **grads;
+    int64_t *elems, bad = 0;
     const float inv = 1.0f / t->loss_scale;
-    int st;
-    int64_t bad = 0;
-    if ((st = clremat_counter_new(t->ctx, &cnt)) != CLREMAT_OK)
-        return st;
-    for (int l = 0; l < t->g->n_layers && st == CLREMAT_OK; l++)
-        for (int p = 0; p < t->g->layers[l].n_params && st == CLREMAT_OK; p++) {
+    int st, count = 0;
+    grads = malloc(sizeof *grads * (size_t)t->g->n_layers * CLREMAT_MAX_PARAMS);
+    elems = malloc(sizeof *elems * (size_t)t->g->n_layers * CLREMAT_MAX_PARAMS);
+    if (!grads || !elems) {
+        free(grads);
+        free(elems);
+        return clremat_fail(t->ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+    }
+    for (int l = 0; l < t->g->n_layers; l++)
+        for (int p = 0; p < t->g->layers[l].n_params; p++) {
             clremat_buf *gb = t->accumulate > 1 ? t->accum[l][p] : t->grads[l][p];
-            if (!t->g->layers[l].params[p].frozen && gb)
-                st = clremat_op_unscale_check(t->ctx, gb, t->g->layers[l].params[p].elems, inv, cnt);
+            if (!t->g->layers[l].params[p].frozen && gb) {
+                grads[count] = gb;
+                elems[count++] = t->g->layers[l].params[p].elems;
+            }
         }
-    if (st == CLREMAT_OK)
-        st = run_update(t, cnt);
+    if ((st = clremat_counter_new(t->ctx, &cnt)) == CLREMAT_OK) {
+        st = clremat_op_unscale_check(t->ctx, grads, elems, count, inv, cnt);
+        if (st == CLREMAT_OK)
+            st = run_update(t, cnt);
+    }
+    free(grads);
+    free(elems);
     if (st != CLREMAT_OK) {
-        clremat_pool_release(t->ctx->pool, cnt);
+        if (cnt)
+            clremat_pool_release(t->ctx->pool, cnt);
         return st;
     }
     if ((st = clremat_counter_take(t->ctx, cnt, &bad)) != CLREMAT_OK)

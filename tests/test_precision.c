@@ -7,7 +7,8 @@
  * every remat mode at both mixed precisions, with losses and parameters
  * bitwise identical to none's and about half the kept activation bytes of
  * float32; dynamic loss scaling (a forced overflow skips the step and halves
- * the scale; 2000 finite steps double it); the bundled MLP and transformer
+ * the scale; 2000 finite steps double it; the unscale-and-count pass over
+ * a list of gradients, eight a launch, exact); the bundled MLP and transformer
  * train to float32's validation accuracy; and the model field and the
  * --precision option refuse bad values. */
 #include "testutil.h"
@@ -649,6 +650,64 @@ END_TEST
 
 /* bfloat16 has float32's exponent range: no loss scaling (as in Keras),
  * and so the fused update still applies. */
+/* The unscale-and-count pass over a step's gradients, eight a launch:
+ * 19 gradients (three launches, the last partly used) of lengths with and
+ * without whole blocks of eight, one empty, infinities and NaNs placed in
+ * some: every element is g * inv exactly (the float product), the count is
+ * the number of non-finite elements of all of them, and the gradients'
+ * neighbours in the pool are untouched (each buffer one float longer than
+ * its n, that float checked). */
+START_TEST(unscale_check_list)
+{
+    enum { NG = 19 };
+    static const int64_t lens[NG] = {1, 7, 8, 9, 16, 0, 100, 3, 64, 65, 5, 1000, 2, 31, 8, 17, 250, 4, 12};
+    clremat_ctx *ctx;
+    clremat_buf *g[NG], *cnt;
+    float *h[NG];
+    const float inv = 1.0f / 1024.0f, guard = 12345.0f;
+    int64_t want = 0, got = -1;
+    TEST_OPEN_CTX(ctx, 0);
+    for (int i = 0; i < NG; i++) {
+        const size_t n = (size_t)lens[i] + 1;
+        h[i] = malloc(sizeof(float) * n);
+        for (size_t k = 0; k < (size_t)lens[i]; k++)
+            h[i][k] = (float)((int)((k * 7 + (size_t)i * 13) % 41) - 20) * 3.7f;
+        if (lens[i] > 3 && i % 3 == 0) { /* non-finite values in some gradients */
+            h[i][lens[i] - 1] = INFINITY;
+            h[i][1] = NAN;
+            want += 2;
+        }
+        if (i == 10) {
+            h[i][0] = -INFINITY;
+            want++;
+        }
+        h[i][lens[i]] = guard;
+        ck_assert_int_eq(clremat_pool_alloc(ctx->pool, sizeof(float) * n, "test", &g[i]), CLREMAT_OK);
+        ck_assert_int_eq(clremat_write(ctx, g[i], 0, sizeof(float) * n, h[i]), CLREMAT_OK);
+    }
+    ck_assert_int_eq(clremat_counter_new(ctx, &cnt), CLREMAT_OK);
+    ck_assert_int_eq(clremat_op_unscale_check(ctx, g, lens, NG, inv, cnt), CLREMAT_OK);
+    ck_assert_int_eq(clremat_counter_take(ctx, cnt, &got), CLREMAT_OK);
+    ck_assert_msg(got == want, "non-finite count %lld, expected %lld", (long long)got, (long long)want);
+    for (int i = 0; i < NG; i++) {
+        const size_t n = (size_t)lens[i] + 1;
+        float *r = malloc(sizeof(float) * n);
+        ck_assert_int_eq(clremat_read(ctx, g[i], 0, sizeof(float) * n, r), CLREMAT_OK);
+        for (size_t k = 0; k < (size_t)lens[i]; k++) {
+            const float e = h[i][k] * inv;
+            ck_assert_msg(memcmp(&r[k], &e, sizeof e) == 0 || (isnan(e) && isnan(r[k])),
+                          "gradient %d of %lld, element %zu: %a, expected %a", i, (long long)lens[i], k,
+                          (double)r[k], (double)e);
+        }
+        ck_assert_msg(r[lens[i]] == guard, "gradient %d: the float after it was written", i);
+        free(r);
+        free(h[i]);
+        clremat_pool_release(ctx->pool, g[i]);
+    }
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
 START_TEST(loss_scale_bf16_none)
 {
     clremat_ctx *ctx;
@@ -996,6 +1055,7 @@ int main(void)
     tcase_add_loop_test(tc, remat_bf16, 0, (int)(sizeof remat_cases / sizeof remat_cases[0]));
     tcase_add_test(tc, loss_scale_overflow);
     tcase_add_test(tc, loss_scale_bf16_none);
+    tcase_add_test(tc, unscale_check_list);
     tcase_add_test(tc, cli_refusals);
     tcase_add_loop_test(tc, fused_f16, 0, N_FUSED_CASES);
     tcase_add_loop_test(tc, fused_bf16, 0, N_FUSED_CASES);
