@@ -29,13 +29,19 @@ int clremat_colsum(clremat_ctx *ctx, const char *who, int64_t rows, int64_t cols
     cl_int ib = clremat_colsum_blocks(ctx, cols), ifmt = fmt;
     cl_mem mx, my;
     int st;
-    if (rows < 1 || cols < 1)
+    const int64_t span = rows > 0 ? off + (rows - 1) * ld + cols : 0; /* elements of x read */
+    if (cols < 1)
         return CLREMAT_OK;
-    if (rows > 2147483647 || cols > 2147483647 || ld < cols || ld > 2147483647 || off < 0 || off > 2147483647)
-        return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "%s: column sums of %lld x %lld (leading dimension %lld, offset %lld)",
-                            who, (long long)rows, (long long)cols, (long long)ld, (long long)off);
-    if ((st = clremat_check_buf_fmt(ctx, who, "column-sum input", x, off + (rows - 1) * ld + cols, fmt)) !=
-            CLREMAT_OK ||
+    if (rows < 0 || off < 0 || ld < cols)
+        return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT,
+                            "%s: column sums of %lld x %lld (leading dimension %lld, offset %lld)", who,
+                            (long long)rows, (long long)cols, (long long)ld, (long long)off);
+    if (rows > 2147483647 || cols > 2147483647 || ld > 2147483647 || off > 2147483647)
+        return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE,
+                            "%s: column sums of %lld x %lld (leading dimension %lld, offset %lld)", who,
+                            (long long)rows, (long long)cols, (long long)ld, (long long)off);
+    /* rows == 0: the kernel writes every sum as 0 */
+    if ((st = clremat_check_buf_fmt(ctx, who, "column-sum input", x, span, fmt)) != CLREMAT_OK ||
         (st = clremat_check_buf(ctx, who, "column sums", y, cols)) != CLREMAT_OK)
         return st;
     mx = clremat_mem(x);

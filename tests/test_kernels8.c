@@ -310,6 +310,22 @@ START_TEST(test_colsum_widths_bits)
             free(uw);
             free(h16);
         }
+    { /* no rows: every sum is 0; a leading dimension below cols is refused */
+        float ones[20], got[20];
+        clremat_buf *x, *y;
+        for (int c = 0; c < 20; c++)
+            ones[c] = 1.0f;
+        x = upload(ctx, ones, 20);
+        y = upload(ctx, ones, 20);
+        ck_assert_int_eq(clremat_colsum(ctx, "test", 0, 20, 20, 0, x, 0, y), CLREMAT_OK);
+        download(ctx, y, got, 20);
+        for (int c = 0; c < 20; c++)
+            ck_assert_msg(got[c] == 0.0f, "colsum of 0 rows: column %d is %g", c, (double)got[c]);
+        ck_assert_int_eq(clremat_colsum(ctx, "test", 1, 20, 19, 0, x, 0, y), CLREMAT_ERR_INVALID_ARGUMENT);
+        ck_assert_int_ne(clremat_colsum(ctx, "test", 2, 20, 20, 1, x, 0, y), CLREMAT_OK); /* past x's end */
+        clremat_pool_release(ctx->pool, x);
+        clremat_pool_release(ctx->pool, y);
+    }
     clremat_ctx_destroy(ctx);
 }
 END_TEST
