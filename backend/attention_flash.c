@@ -254,7 +254,9 @@ static int flash_backward(clremat_layer_call *c)
     scale = (float)(1.0 / sqrt((double)a.dh));
 
     /* output projection: grad bo, grad wo = ctx^T dout, dctx = dout wo^T */
-    if (a.bias && c->grad[3] && (st = clremat_colsum(ctx, c->g->layers[c->layer].name, a.rows, D, D, 0, c->dout, 0, c->grad[3])) != CLREMAT_OK)
+    if (a.bias && c->grad[3] &&
+        (st = clremat_colsum(ctx, c->g->layers[c->layer].name, a.rows, D, D, 0, c->dout, 0, c->grad[3])) !=
+            CLREMAT_OK)
         return st;
     if (c->grad[a.iwo] && (st = clremat_gemm(ctx, 1, 0, D, D, a.rows, 1.0f, c->slot[3], 0, D, 0, c->dout, 0, D, 0,
                                              0.0f, c->grad[a.iwo], 0, D, 0, 1)) != CLREMAT_OK)
@@ -291,7 +293,8 @@ static int flash_backward(clremat_layer_call *c)
         return st;
     /* input projection: grad bqkv, grad wqkv = x^T dqkv, din = dqkv wqkv^T */
     if (a.bias && c->grad[1] &&
-        (st = clremat_colsum(ctx, c->g->layers[c->layer].name, a.rows, a.W, a.W, off_dqkv, Wk, 0, c->grad[1])) != CLREMAT_OK)
+        (st = clremat_colsum(ctx, c->g->layers[c->layer].name, a.rows, a.W, a.W, off_dqkv, Wk, 0, c->grad[1])) !=
+            CLREMAT_OK)
         return st;
     if (c->grad[0] && (st = clremat_gemm(ctx, 1, 0, D, a.W, a.rows, 1.0f, c->in[0], 0, D, 0, Wk, off_dqkv, a.W, 0,
                                          0.0f, c->grad[0], 0, a.W, 0, 1)) != CLREMAT_OK)

@@ -153,7 +153,8 @@ static int dense_backward(clremat_layer_call *c)
                            c->grad[0], 0, units, 0, 1)) != CLREMAT_OK)
         return st;
     if (L->use_bias && c->grad[1] &&
-        (st = clremat_colsum(c->ctx, L->name, rows, units, units, 0, c->dout, CLREMAT_FMT_F32, c->grad[1])) != CLREMAT_OK)
+        (st = clremat_colsum(c->ctx, L->name, rows, units, units, 0, c->dout, CLREMAT_FMT_F32, c->grad[1])) !=
+            CLREMAT_OK)
         return st;
     if (c->din[0] && !c->fuse_update)
         st = clremat_gemm(c->ctx, 0, 1, rows, in, units, 1.0f, c->dout, 0, units, 0, c->param[0], 0, units, 0,

@@ -422,8 +422,8 @@ int clremat_op_unscale_check(clremat_ctx *ctx, clremat_buf *const *g, const int6
             blocks += (n[i] + 7) / 8;
         }
         if (blocks > 0 &&
-            (st = clremat_run1d(ctx, "clremat_unscale_check8_multi", blocks, sizeof n8, &n8, sizeof fi, &fi, sizeof m[0],
-                                &m[0], sizeof m[1], &m[1], sizeof m[2], &m[2], sizeof m[3], &m[3], sizeof m[4], &m[4],
+            (st = clremat_run1d(ctx, "clremat_unscale_check8_multi", blocks, sizeof n8, &n8, sizeof fi, &fi,
+                                sizeof m[0], &m[0], sizeof m[1], &m[1], sizeof m[2], &m[2], sizeof m[3], &m[3], sizeof m[4], &m[4],
                                 sizeof m[5], &m[5], sizeof m[6], &m[6], sizeof m[7], &m[7], sizeof mc, &mc,
                                 (size_t)0)) != CLREMAT_OK)
             return st;

@@ -277,8 +277,9 @@ START_TEST(test_colsum_widths_bits)
             download(ctx, y, r1, (size_t)cols);
             if (fmt != 1) /* binary16's bits are not the float's: no host reference here */
                 for (int c = 0; c < cols; c++)
-                    ck_assert_msg(r1[c] == ref[c], "colsum %dx%d (ld %d, off %d) fmt %d: column %d is %a, the host's %a",
-                                  rows, cols, ld, off, fmt, c, (double)r1[c], (double)ref[c]);
+                    ck_assert_msg(r1[c] == ref[c],
+                                  "colsum %dx%d (ld %d, off %d) fmt %d: column %d is %a, the host's %a", rows, cols,
+                                  ld, off, fmt, c, (double)r1[c], (double)ref[c]);
             for (size_t wi = 1; wi < N_COLSUM_WIDTHS; wi++) {
                 const int w = colsum_widths[wi];
                 colsum_run(ctx, sh, w, fmt, x, y);
@@ -290,7 +291,8 @@ START_TEST(test_colsum_widths_bits)
             ck_assert_int_eq(clremat_colsum(ctx, "test", rows, cols, ld, off, x, fmt, y), CLREMAT_OK);
             download(ctx, y, rw, (size_t)cols);
             ck_assert_msg(memcmp(r1, rw, sizeof(float) * (size_t)cols) == 0,
-                          "clremat_colsum %dx%d (ld %d, off %d) fmt %d: not the kernel's sums", rows, cols, ld, off, fmt);
+                          "clremat_colsum %dx%d (ld %d, off %d) fmt %d: not the kernel's sums", rows, cols, ld, off,
+                          fmt);
             for (int kind = 0; dense && kind < 2; kind++) {
                 colsum_upd_run(ctx, rows, cols, 1, fmt, kind, x, u1);
                 for (size_t wi = 1; wi < N_COLSUM_WIDTHS; wi++) {
