@@ -27,14 +27,20 @@ uint clremat_mix32(uint x)
 }
 
 /* Hash of (seed, step, layer, element) to 32 uniform bits; the 64-bit seed
- * comes in as its low and high halves. Same bits as host/rng.h. */
-uint clremat_hash(uint seed_lo, uint seed_hi, uint step, uint layer, uint elem)
+ * comes in as its low and high halves. Same bits as host/rng.h. The chain
+ * up to the layer (clremat_hash_prefix) does not depend on the element:
+ * kernels that draw many elements compute it once. */
+uint clremat_hash_prefix(uint seed_lo, uint seed_hi, uint step, uint layer)
 {
     uint h = clremat_mix32(seed_lo ^ 0x9e3779b9U);
     h = clremat_mix32(h ^ seed_hi);
     h = clremat_mix32(h ^ step);
-    h = clremat_mix32(h ^ layer);
-    return clremat_mix32(h ^ elem);
+    return clremat_mix32(h ^ layer);
+}
+
+uint clremat_hash(uint seed_lo, uint seed_hi, uint step, uint layer, uint elem)
+{
+    return clremat_mix32(clremat_hash_prefix(seed_lo, seed_hi, step, layer) ^ elem);
 }
 
 /* Uniform float in [0, 1) with 24 random bits (exact, as on the host). */
@@ -218,7 +224,8 @@ void clremat_opt1(const int kind, const float8 hp, const float g, __global float
     T NAME(const T xin)                                                                                 \
     {                                                                                                   \
         const T x = clamp(xin, -87.0f, 88.0f);                                                          \
-        const T n = rint(x * 1.44269504088896341f);                                                     \
+        const T t = x * 1.44269504088896341f;                                                           \
+        const T n = (t + 12582912.0f) - 12582912.0f; /* rint(t): |t| < 2^22, round to nearest even */ \
         const T r = (x - n * 0.693359375f) - n * -2.12194440e-4f;                                       \
         const T z = r * r;                                                                              \
         T p = 1.9875691500e-4f;                                                                         \
@@ -3579,14 +3586,29 @@ void clremat_count_nonfinite16(const int n, const int fmt, __global const uchar 
  * and writes only its own eight elements.
  * ====================================================================== */
 
-/* The keep mask of elements [i0, i0+8) (-1 kept, 0 dropped), for select. */
+/* clremat_mix32 on eight lanes (the same operations lane by lane). */
+uint8 clremat_mix32x8(uint8 x)
+{
+    x ^= x >> 16;
+    x *= 0x7feb352dU;
+    x ^= x >> 15;
+    x *= 0x846ca68bU;
+    x ^= x >> 16;
+    return x;
+}
+
+/* The keep mask of elements [i0, i0+8) (-1 kept, 0 dropped), for select:
+ * clremat_hash_prefix once, clremat_hash's last round on eight lanes, so
+ * the hash vectorizes (a scalar chain of five rounds an element held the
+ * dropout kernels at a third of the copy's bandwidth on PoCL). Same bits
+ * as clremat_hash. */
 int8 clremat_drop_keep8(const float rate, const uint seed_lo, const uint seed_hi, const uint step, const uint layer,
                         const int i0, const uint off)
 {
-    int k[8];
-    for (int j = 0; j < 8; j++)
-        k[j] = clremat_uniform(clremat_hash(seed_lo, seed_hi, step, layer, (uint)(i0 + j) + off)) >= rate ? -1 : 0;
-    return vload8(0, k);
+    const uint h = clremat_hash_prefix(seed_lo, seed_hi, step, layer);
+    const uint8 e = (uint8)((uint)i0 + off) + (uint8)(0, 1, 2, 3, 4, 5, 6, 7);
+    const float8 u = convert_float8(clremat_mix32x8((uint8)(h) ^ e) >> 8) * (1.0f / 16777216.0f);
+    return u >= rate;
 }
 
 /* clremat_dropout, eight per item: y (=, or += when acc) keep ? x * scale : 0. */
