@@ -1027,6 +1027,13 @@ float4 gc16_ld4(__global const uchar *p, const int fmt, const long i)
     return as_float4(convert_uint4(vload4(0, (__global const ushort *)p + i)) << 16);
 }
 
+float2 gc16_ld2(__global const uchar *p, const int fmt, const long i)
+{
+    if (fmt == 1)
+        return vload_half2(0, (__global const half *)p + i);
+    return as_float2(convert_uint2(vload2(0, (__global const ushort *)p + i)) << 16);
+}
+
 /* bfloat16 bits of eight floats, rounded to nearest even (NaN: quiet, sign kept). */
 ushort8 gc16_bf16x8(const float8 v)
 {
@@ -1128,8 +1135,36 @@ void gc16_epi(__global uchar *C16, __global uchar *out16, const int fmt, const i
     }
 }
 
-/* gc_pack_a of a 16-bit A (no activation: the mixed path never packs one
- * through a function). The same layout and padding as gc_pack_a. */
+/* Eight k of the GC_MR rows of a micro-panel (r[i]: row i's eight
+ * values) stored transposed into the packed panel at d (k-major, GC_MR
+ * floats a k): vector stores of a column each, for gc_pack_a and
+ * gc_pack_a16's whole panels of an untransposed A. */
+#if GC_MR != 12 && GC_MR != 6
+#error "GC_MR is 6 or 12 (backend/program.c)"
+#endif
+void gc_store_a8_t(__local float *d, const float8 *r)
+{
+#if GC_MR == 12
+#define GC_STORE_A_COL(j)                                                                                         \
+    vstore8((float8)(r[0].s##j, r[1].s##j, r[2].s##j, r[3].s##j, r[4].s##j, r[5].s##j, r[6].s##j, r[7].s##j), 0, \
+            d + j * GC_MR);                                                                                       \
+    vstore4((float4)(r[8].s##j, r[9].s##j, r[10].s##j, r[11].s##j), 0, d + j * GC_MR + 8)
+#else
+#define GC_STORE_A_COL(j)                                                                                         \
+    vstore4((float4)(r[0].s##j, r[1].s##j, r[2].s##j, r[3].s##j), 0, d + j * GC_MR);                             \
+    vstore2((float2)(r[4].s##j, r[5].s##j), 0, d + j * GC_MR + 4)
+#endif
+    GC_STORE_A_COL(0);
+    GC_STORE_A_COL(1);
+    GC_STORE_A_COL(2);
+    GC_STORE_A_COL(3);
+    GC_STORE_A_COL(4);
+    GC_STORE_A_COL(5);
+    GC_STORE_A_COL(6);
+    GC_STORE_A_COL(7);
+#undef GC_STORE_A_COL
+}
+
 /* gc_pack_a_rows_t of a 16-bit A: the whole micro-panels of op(A) = A^T
  * (np of them), eight k at a time across the panels, so each row of A is
  * read as one contiguous stream (panel by panel with k inside, a row of A
@@ -1148,12 +1183,13 @@ void gc_pack_a16_rows_t(__local float *Ap, __global const uchar *A, const int fm
                 vstore4(gc16_ld4(A, fmt, s + 8), 0, d + 8);
 #else
                 vstore4(gc16_ld4(A, fmt, s), 0, d);
-                d[4] = gc16_ld(A, fmt, s + 4);
-                d[5] = gc16_ld(A, fmt, s + 5);
+                vstore2(gc16_ld2(A, fmt, s + 4), 0, d + 4); /* a vector load: PoCL's scalar vload_half has no F16C */
 #endif
             }
 }
 
+/* gc_pack_a of a 16-bit A (no activation: the mixed path never packs one
+ * through a function). The same layout and padding as gc_pack_a. */
 void gc_pack_a16(__local float *Ap, __global const uchar *A, const int fmt, const int tA, const long lda,
                  const int M, const int m0, const int mc, const int k0, const int kc)
 {
@@ -1169,8 +1205,7 @@ void gc_pack_a16(__local float *Ap, __global const uchar *A, const int fmt, cons
         for (int r = h; r < GC_MR; r++)
             for (int k = 0; k < kc; k++)
                 dst[k * GC_MR + r] = 0.0f;
-#if GC_MR == 12
-        if (!tA && h == GC_MR) { /* a whole panel of rows: eight k of each of the twelve rows
+        if (!tA && h == GC_MR) { /* a whole panel of rows: eight k of each of the GC_MR rows
                                   * widened as float8 and stored transposed, as gc_pack_a */
             const long s = (long)mb * lda + k0;
             int k = 0;
@@ -1179,27 +1214,13 @@ void gc_pack_a16(__local float *Ap, __global const uchar *A, const int fmt, cons
 #pragma unroll
                 for (int i = 0; i < GC_MR; i++)
                     r[i] = gc16_ld8(A, fmt, s + (long)i * lda + k);
-                __local float *d = dst + k * GC_MR;
-#define GC16_PACK_A_COL(j)                                                                                        \
-    vstore8((float8)(r[0].s##j, r[1].s##j, r[2].s##j, r[3].s##j, r[4].s##j, r[5].s##j, r[6].s##j, r[7].s##j), 0, \
-            d + j * GC_MR);                                                                                       \
-    vstore4((float4)(r[8].s##j, r[9].s##j, r[10].s##j, r[11].s##j), 0, d + j * GC_MR + 8)
-                GC16_PACK_A_COL(0);
-                GC16_PACK_A_COL(1);
-                GC16_PACK_A_COL(2);
-                GC16_PACK_A_COL(3);
-                GC16_PACK_A_COL(4);
-                GC16_PACK_A_COL(5);
-                GC16_PACK_A_COL(6);
-                GC16_PACK_A_COL(7);
-#undef GC16_PACK_A_COL
+                gc_store_a8_t(dst + k * GC_MR, r);
             }
             for (; k < kc; k++)
                 for (int i = 0; i < GC_MR; i++)
                     dst[k * GC_MR + i] = gc16_ld(A, fmt, s + (long)i * lda + k);
             continue;
         }
-#endif
         if (tA) { /* row k of A holds the panel's h values contiguously */
             for (int k = 0; k < kc; k++) {
                 const long s = (long)(k0 + k) * lda + mb;
@@ -1373,9 +1394,8 @@ void gc_pack_a(__local float *Ap, __global const float *A, const int tA, const l
     }
     for (int p = p0; p < np; p++) {
         __local float *dst = Ap + p * GC_KC * GC_MR;
-#if GC_MR == 12
         if (!tA && act == CLREMAT_ACT_NONE && m0 + p * GC_MR + GC_MR <= M && p * GC_MR + GC_MR <= mc) {
-            /* a whole panel of rows: eight k of each of the twelve rows
+            /* a whole panel of rows: eight k of each of the GC_MR rows
              * loaded as float8 and stored transposed (the same floats as
              * the scalar loop below) */
             __global const float *src = A + (long)(m0 + p * GC_MR) * lda + k0;
@@ -1385,27 +1405,13 @@ void gc_pack_a(__local float *Ap, __global const float *A, const int tA, const l
 #pragma unroll
                 for (int i = 0; i < GC_MR; i++)
                     r[i] = vload8(0, src + (long)i * lda + k);
-                __local float *d = dst + k * GC_MR;
-#define GC_PACK_A_COL(j)                                                                                          \
-    vstore8((float8)(r[0].s##j, r[1].s##j, r[2].s##j, r[3].s##j, r[4].s##j, r[5].s##j, r[6].s##j, r[7].s##j), 0, \
-            d + j * GC_MR);                                                                                       \
-    vstore4((float4)(r[8].s##j, r[9].s##j, r[10].s##j, r[11].s##j), 0, d + j * GC_MR + 8)
-                GC_PACK_A_COL(0);
-                GC_PACK_A_COL(1);
-                GC_PACK_A_COL(2);
-                GC_PACK_A_COL(3);
-                GC_PACK_A_COL(4);
-                GC_PACK_A_COL(5);
-                GC_PACK_A_COL(6);
-                GC_PACK_A_COL(7);
-#undef GC_PACK_A_COL
+                gc_store_a8_t(dst + k * GC_MR, r);
             }
             for (; k < kc; k++)
                 for (int i = 0; i < GC_MR; i++)
                     dst[k * GC_MR + i] = src[(long)i * lda + k];
             continue;
         }
-#endif
         for (int r = 0; r < GC_MR; r++) {
             const int m = m0 + p * GC_MR + r;
             if (m < M && p * GC_MR + r < mc) {

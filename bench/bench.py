@@ -164,9 +164,9 @@ def gemm_section(rounds, reps):
             out = run([GEMM, "--gemm", path, "--reps", str(reps)] + shapes)
             for line in out.splitlines():
                 f = line.split()
-                res[f[0]][path].append(float(f[3]))
+                res[f[0]][path].append(float(f[4]))
                 if path == "native":
-                    res[f[0]]["native_cpu"].append(float(f[9]))
+                    res[f[0]]["native_cpu"].append(float(f[10]))
         for s in GEMM_SHAPES:
             w, c = run([PY, "-c", NUMPY_SRC, s, str(reps)], env=numpy_env()).split()
             res[s]["numpy"].append(float(w))

@@ -1,5 +1,8 @@
 /* gemm_bench.c: times clremat_gemm on one device and GEMM path. Usage:
- *   gemm_bench [--device SEL] [--gemm native|clblast|auto] [--reps N] SHAPE...
+ *   gemm_bench [--device SEL] [--gemm native|clblast|auto] [--reps N] [--fmt float32|bfloat16|float16] SHAPE...
+ * --fmt: A and B stored in that format (16-bit: clremat_gemm_fmt, widened
+ * while packing, the native path; C float32), to compare the mixed
+ * precision GEMM with the float32 one on the same shapes.
  * SHAPE is MxNxK with an optional transpose suffix :nn, :nt, :tn or :tt
  * (A and B). Prints one line per shape: shape, path, median and best
  * GFLOP/s over N timed runs after one warm-up (host clock around clFinish),
@@ -8,6 +11,8 @@
 #include "bench_util.h"
 #include "layers.h"
 #include "gemm.h"
+#include "gemm16.h"
+#include "mixed_precision.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +21,8 @@
 
 int main(int argc, char **argv)
 {
-    const char *device = NULL, *gemm = "auto";
-    int reps = 5, first = 1;
+    const char *device = NULL, *gemm = "auto", *fmt_name = "float32";
+    int reps = 5, first = 1, fmt;
     clremat_ctx *ctx;
     clremat_gemm_path path;
     for (; first < argc && strncmp(argv[first], "--", 2) == 0; first += 2) {
@@ -29,9 +34,15 @@ int main(int argc, char **argv)
             gemm = argv[first + 1];
         else if (strcmp(argv[first], "--reps") == 0)
             reps = atoi(argv[first + 1]);
+        else if (strcmp(argv[first], "--fmt") == 0)
+            fmt_name = argv[first + 1];
     }
-    if (reps < 1 || reps > 1000 || clremat_gemm_path_parse(gemm, &path) != CLREMAT_OK) {
-        fprintf(stderr, "gemm_bench: bad --reps or --gemm\n");
+    fmt = strcmp(fmt_name, "float32") == 0    ? CLREMAT_FMT_F32
+          : strcmp(fmt_name, "bfloat16") == 0 ? CLREMAT_FMT_BF16
+          : strcmp(fmt_name, "float16") == 0  ? CLREMAT_FMT_F16
+                                              : -1;
+    if (reps < 1 || reps > 1000 || fmt < 0 || clremat_gemm_path_parse(gemm, &path) != CLREMAT_OK) {
+        fprintf(stderr, "gemm_bench: bad --reps, --gemm or --fmt (float32, bfloat16, float16)\n");
         return 2;
     }
     if (clremat_ctx_create(device, 0, &ctx) != CLREMAT_OK) {
@@ -64,12 +75,26 @@ int main(int argc, char **argv)
             fprintf(stderr, "gemm_bench: out of device memory for %s\n", argv[a]);
             return 1;
         }
+        if (fmt != CLREMAT_FMT_F32) { /* A and B rounded to the 16-bit format, in place of the float32 ones */
+            clremat_buf *A16 = NULL, *B16 = NULL;
+            if (clremat_pool_alloc(ctx->pool, (size_t)(M * K) * 2, "bench A16", &A16) != CLREMAT_OK ||
+                clremat_pool_alloc(ctx->pool, (size_t)(K * N) * 2, "bench B16", &B16) != CLREMAT_OK ||
+                clremat_op_convert(ctx, A, 0, A16, fmt, M * K, 0, 1.0f, 0) != CLREMAT_OK ||
+                clremat_op_convert(ctx, B, 0, B16, fmt, K * N, 0, 1.0f, 0) != CLREMAT_OK) {
+                fprintf(stderr, "gemm_bench: 16-bit operands for %s: %s\n", argv[a], clremat_ctx_last_error(ctx));
+                return 1;
+            }
+            clremat_pool_release(ctx->pool, A);
+            clremat_pool_release(ctx->pool, B);
+            A = A16;
+            B = B16;
+        }
         for (int r = -1; r < reps && st == CLREMAT_OK; r++) {
             double t0 = bench_now_s();
             if (r == 0)
                 c0 = bench_cpu_s();
-            st = clremat_gemm(ctx, tA, tB, M, N, K, 1.0f, A, 0, tA ? M : K, 0, B, 0, tB ? K : N, 0, 0.0f, C, 0, N, 0,
-                              1);
+            st = clremat_gemm_fmt(ctx, tA, tB, M, N, K, 1.0f, A, fmt, 0, tA ? M : K, 0, B, fmt, 0, tB ? K : N, 0, 0.0f,
+                                  C, 0, N, 0, 1);
             if (st == CLREMAT_OK)
                 st = clremat_finish(ctx);
             if (r >= 0)
@@ -81,8 +106,8 @@ int main(int argc, char **argv)
         }
         c1 = bench_cpu_s();
         qsort(t, (size_t)reps, sizeof *t, bench_cmp_d);
-        printf("%-18s %-8s median %8.2f GFLOP/s  best %8.2f GFLOP/s  cpu %8.2f GFLOP per CPU-second\n", argv[a],
-               clremat_gemm_path_name(path), 2.0 * (double)M * (double)N * (double)K / t[reps / 2] * 1e-9,
+        printf("%-18s %-8s %-8s median %8.2f GFLOP/s  best %8.2f GFLOP/s  cpu %8.2f GFLOP per CPU-second\n", argv[a],
+               fmt == CLREMAT_FMT_F32 ? clremat_gemm_path_name(path) : "native", fmt_name, 2.0 * (double)M * (double)N * (double)K / t[reps / 2] * 1e-9,
                2.0 * (double)M * (double)N * (double)K / t[0] * 1e-9,
                2.0 * (double)M * (double)N * (double)K * reps / (c1 - c0) * 1e-9);
         fflush(stdout);
