@@ -438,6 +438,22 @@ inline void clremat_st16(__global uchar *p, const int fmt, const long i, const f
         ((__global float *)p)[i] = v;
 }
 
+void gc16_st8(__global uchar *p, const int fmt, const long i, const float8 v); /* below, with the GEMM */
+float8 gc16_ld8(__global const uchar *p, const int fmt, const long i);
+
+/* P16[base, base + n) = round(p[0, n)) in format fmt (1 or 2): blocks of
+ * eight by one vector conversion (gc16_st8), the rest one by one; the same
+ * rounding either way (PoCL's scalar vstore_half_rte has no F16C). */
+inline void clremat_round_row16(__global uchar *P16, const int fmt, const long base, __global const float *p,
+                                const int n)
+{
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        gc16_st8(P16, fmt, base + j, vload8(0, p + j));
+    for (; j < n; j++)
+        clremat_st16(P16, fmt, base + j, p[j]);
+}
+
 /* ---- layernorm, embedding, attention, losses ---- */
 /* Launchers: backend/layer_layernorm.c, layer_embedding.c, layer_attention.c,
  * layer_softmax_ce.c, layer_mse.c. One work-item per row or column; every
@@ -637,16 +653,12 @@ inline void attn_softmax_fwd_fmt(const int nrows, const int T, const int causal,
         s += e;
     }
     const float inv = 1.0f / s;
-    for (int j = 0; j < lim; j++) {
+    for (int j = 0; j < lim; j++)
         p[j] *= inv;
-        if (fmt)
-            clremat_st16(P16, fmt, base + j, p[j]);
-    }
-    for (int j = lim; j < T; j++) {
+    for (int j = lim; j < T; j++)
         p[j] = 0.0f;
-        if (fmt)
-            clremat_st16(P16, fmt, base + j, 0.0f);
-    }
+    if (fmt)
+        clremat_round_row16(P16, fmt, base, p, T);
 }
 
 __kernel void attn_softmax_fwd(const int nrows, const int T, const int causal, __global float *P)
@@ -3476,13 +3488,23 @@ __kernel void clremat_colsum8_upd16(const int rows, const int cols, const int bl
  * emb_forward, emb_backward_table(_acc) and emb_backward_pos with the
  * output / its gradient in format fmt, the same float32 sums in the same
  * order (a 16-bit dout widened exactly, out rounded once). */
+/* emb_forward16: eight output elements per work-item (launch
+ * ceil(ntok * dim / 8)), a whole block rounded by one vector conversion
+ * (PoCL's scalar vstore_half_rte has no F16C). */
 __kernel void emb_forward16(const int ntok, const int dim, const int vocab, const int T, const int positions,
                             __global const float *ids, __global const float *table, __global const float *pos,
                             const int fmt, __global uchar *out)
 {
-    const int i = get_global_id(0);
-    if (i < ntok * dim)
-        clremat_st16(out, fmt, i, emb_value(i, dim, vocab, T, positions, ids, table, pos));
+    const int i0 = get_global_id(0) * 8, n = ntok * dim;
+    if (i0 + 8 <= n) {
+        float t[8];
+        for (int j = 0; j < 8; j++)
+            t[j] = emb_value(i0 + j, dim, vocab, T, positions, ids, table, pos);
+        gc16_st8(out, fmt, i0, vload8(0, t));
+    } else {
+        for (int i = i0; i < n; i++)
+            clremat_st16(out, fmt, i, emb_value(i, dim, vocab, T, positions, ids, table, pos));
+    }
 }
 
 __kernel void emb_backward_table16(const int ntok, const int dim, const int vocab, const int acc,
@@ -3499,7 +3521,10 @@ __kernel void emb_backward_table16(const int ntok, const int dim, const int voca
     for (int tok = 0; tok < ntok; tok++) {
         if (seq_clamp_id(ids[tok], vocab) != v)
             continue;
-        for (int d = 0; d < dim; d++)
+        int d = 0; /* eight columns at a time (one vector widening), each column's sum in token order */
+        for (; d + 8 <= dim; d += 8)
+            vstore8(vload8(0, g + d) + gc16_ld8(dout, fmt, (long)tok * dim + d), 0, g + d);
+        for (; d < dim; d++)
             g[d] += clremat_ld16(dout, fmt, tok * dim + d);
     }
 }
