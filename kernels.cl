@@ -15,16 +15,20 @@ __kernel void axpy(const int n, const float a, __global const float *x, __global
  * H1 core: shared counter-based RNG (bit-identical to host/rng.h)
  * ====================================================================== */
 
-/* The 32-bit finalizer of host/rng.h (clremat_mix32). */
-uint clremat_mix32(uint x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    x ^= x >> 16;
-    return x;
-}
+/* The 32-bit finalizer of host/rng.h (clremat_mix32), for one uint and,
+ * lane by lane, for a uint8 (clremat_mix32x8): one formula, the same bits. */
+#define CLREMAT_DEFINE_MIX32(NAME, T)                                                                       \
+    T NAME(T x)                                                                                             \
+    {                                                                                                       \
+        x ^= x >> 16;                                                                                       \
+        x *= 0x7feb352dU;                                                                                   \
+        x ^= x >> 15;                                                                                       \
+        x *= 0x846ca68bU;                                                                                   \
+        x ^= x >> 16;                                                                                       \
+        return x;                                                                                           \
+    }
+CLREMAT_DEFINE_MIX32(clremat_mix32, uint)
+CLREMAT_DEFINE_MIX32(clremat_mix32x8, uint8)
 
 /* Hash of (seed, step, layer, element) to 32 uniform bits; the 64-bit seed
  * comes in as its low and high halves. Same bits as host/rng.h. The chain
@@ -3616,17 +3620,6 @@ void clremat_count_nonfinite16(const int n, const int fmt, __global const uchar 
  * place (dst the same buffer as a source) is allowed: every item reads
  * and writes only its own eight elements.
  * ====================================================================== */
-
-/* clremat_mix32 on eight lanes (the same operations lane by lane). */
-uint8 clremat_mix32x8(uint8 x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    x ^= x >> 16;
-    return x;
-}
 
 /* The keep mask of elements [i0, i0+8) (-1 kept, 0 dropped), for select:
  * clremat_hash_prefix once, clremat_hash's last round on eight lanes, so
