@@ -1029,26 +1029,18 @@ float gc16_ld(__global const uchar *p, const int fmt, const long i)
     return as_float((uint)((__global const ushort *)p)[i] << 16);
 }
 
-float8 gc16_ld8(__global const uchar *p, const int fmt, const long i)
-{
-    if (fmt == 1)
-        return vload_half8(0, (__global const half *)p + i);
-    return as_float8(convert_uint8(vload8(0, (__global const ushort *)p + i)) << 16);
-}
-
-float4 gc16_ld4(__global const uchar *p, const int fmt, const long i)
-{
-    if (fmt == 1)
-        return vload_half4(0, (__global const half *)p + i);
-    return as_float4(convert_uint4(vload4(0, (__global const ushort *)p + i)) << 16);
-}
-
-float2 gc16_ld2(__global const uchar *p, const int fmt, const long i)
-{
-    if (fmt == 1)
-        return vload_half2(0, (__global const half *)p + i);
-    return as_float2(convert_uint2(vload2(0, (__global const ushort *)p + i)) << 16);
-}
+/* gc16_ld8, gc16_ld4, gc16_ld2: N elements from i widened by one vector
+ * load (binary16 by vload_halfN, bfloat16 by the shift). */
+#define GC16_DEFINE_LD(N)                                                                                  \
+    float##N gc16_ld##N(__global const uchar *p, const int fmt, const long i)                              \
+    {                                                                                                      \
+        if (fmt == 1)                                                                                      \
+            return vload_half##N(0, (__global const half *)p + i);                                         \
+        return as_float##N(convert_uint##N(vload##N(0, (__global const ushort *)p + i)) << 16);            \
+    }
+GC16_DEFINE_LD(8)
+GC16_DEFINE_LD(4)
+GC16_DEFINE_LD(2)
 
 /* bfloat16 bits of eight floats, rounded to nearest even (NaN: quiet, sign kept). */
 ushort8 gc16_bf16x8(const float8 v)
@@ -3784,42 +3776,57 @@ void clremat_stf8(__global uchar *p, const int fmt, const int i0, const int n, c
     }
 }
 
-/* The 16-bit elementwise kernels below run their body (an always-inlined
- * function of the block's first element i0) with the formats as constants
+/* The 16-bit elementwise kernels below write their body once, as an
+ * always-inlined function of the block's first element i0 whose loads and
+ * stores go through clremat_ldw8 / clremat_stw8 with a constant `whole`,
+ * and CLREMAT_EW16 expands it: whole blocks of eight on a path of their
+ * own (clremat_ld8_fmt / clremat_st8_fmt), with the formats as constants
  * where every operand is binary16 or every one bfloat16, so the format
- * tests fold away, and as given otherwise (CLREMAT_FMT3). A body takes the
- * whole blocks of eight through clremat_ld8_fmt / clremat_st8_fmt and only
- * the last, partial one through clremat_ldf8 / clremat_stf8: with the
- * tail's tests in the same path, and the formats read at run time, PoCL's
- * code ran an add of bfloat16 at half the copy's bandwidth (0.5 -> 1.0
- * with both changes, bench/stream_bench). The arithmetic is the same in
- * every expansion: the same bits. */
+ * tests fold away, else as given; the last, partial block through
+ * clremat_ldf8 / clremat_stf8. With the tail's tests in the same path and
+ * the formats read at run time, PoCL's code ran an add of bfloat16 at
+ * half the copy's bandwidth (0.5 -> 1.0 with both changes,
+ * bench/stream_bench). The arithmetic is the same in every expansion: the
+ * same bits. */
 #define EW16_INLINE inline __attribute__((always_inline))
-#define CLREMAT_FMT3(fa, fb, fc, BODY)                                          \
+
+EW16_INLINE float8 clremat_ldw8(__global const uchar *p, const int fmt, const int i0, const int n, const int whole)
+{
+    return whole ? clremat_ld8_fmt(p, fmt, i0) : clremat_ldf8(p, fmt, i0, n);
+}
+
+EW16_INLINE void clremat_stw8(__global uchar *p, const int fmt, const int i0, const int n, const int whole,
+                              const float8 v)
+{
+    if (whole)
+        clremat_st8_fmt(p, fmt, i0, v);
+    else
+        clremat_stf8(p, fmt, i0, n, v);
+}
+
+/* BODY(FA, FB, FC, WHOLE) for the block at i0 of n elements (nothing past n). */
+#define CLREMAT_EW16(i0, n, fa, fb, fc, BODY)                                    \
     do {                                                                         \
-        if ((fa) == 2 && (fb) == 2 && (fc) == 2)                                 \
-            BODY(2, 2, 2);                                                       \
-        else if ((fa) == 1 && (fb) == 1 && (fc) == 1)                            \
-            BODY(1, 1, 1);                                                       \
-        else                                                                     \
-            BODY(fa, fb, fc);                                                    \
+        if ((i0) + 8 <= (n)) {                                                   \
+            if ((fa) == 2 && (fb) == 2 && (fc) == 2)                             \
+                BODY(2, 2, 2, 1);                                                \
+            else if ((fa) == 1 && (fb) == 1 && (fc) == 1)                        \
+                BODY(1, 1, 1, 1);                                                \
+            else                                                                 \
+                BODY(fa, fb, fc, 1);                                             \
+        } else if ((i0) < (n)) {                                                 \
+            BODY(fa, fb, fc, 0);                                                 \
+        }                                                                        \
     } while (0)
 
 EW16_INLINE void clremat_act_bwd16_at(const int n, const int act, const int acc, const int fx,
                                       __global const uchar *x, const int fdy, __global const uchar *dy, const int fz,
-                                      __global uchar *z, const int i0)
+                                      __global uchar *z, const int i0, const int whole)
 {
-    if (i0 + 8 <= n) {
-        float8 g = clremat_ld8_fmt(dy, fdy, i0) * clremat_dact8(act, clremat_ld8_fmt(x, fx, i0));
-        if (acc)
-            g = clremat_ld8_fmt(z, fz, i0) + g;
-        clremat_st8_fmt(z, fz, i0, g);
-    } else if (i0 < n) {
-        float8 g = clremat_ldf8(dy, fdy, i0, n) * clremat_dact8(act, clremat_ldf8(x, fx, i0, n));
-        if (acc)
-            g = clremat_ldf8(z, fz, i0, n) + g;
-        clremat_stf8(z, fz, i0, n, g);
-    }
+    float8 g = clremat_ldw8(dy, fdy, i0, n, whole) * clremat_dact8(act, clremat_ldw8(x, fx, i0, n, whole));
+    if (acc)
+        g = clremat_ldw8(z, fz, i0, n, whole) + g;
+    clremat_stw8(z, fz, i0, n, whole, g);
 }
 
 /* z (=, or old + when acc) dy * act'(x): clremat_act_bwd8 on formats fx,
@@ -3828,18 +3835,9 @@ __kernel void clremat_act_bwd16(const int n, const int act, const int acc, const
                                 const int fdy, __global const uchar *dy, const int fz, __global uchar *z)
 {
     const int i0 = get_global_id(0) * 8;
-#define ACT_BWD16_AT(FX, FDY, FZ) clremat_act_bwd16_at(n, act, acc, FX, x, FDY, dy, FZ, z, i0)
-    CLREMAT_FMT3(fx, fdy, fz, ACT_BWD16_AT);
+#define ACT_BWD16_AT(FX, FDY, FZ, W) clremat_act_bwd16_at(n, act, acc, FX, x, FDY, dy, FZ, z, i0, W)
+    CLREMAT_EW16(i0, n, fx, fdy, fz, ACT_BWD16_AT);
 #undef ACT_BWD16_AT
-}
-
-EW16_INLINE void clremat_add16_at(const int n, const int fa, __global const uchar *a, const int fb,
-                                  __global const uchar *b, const int fy, __global uchar *y, const int i0)
-{
-    if (i0 + 8 <= n)
-        clremat_st8_fmt(y, fy, i0, clremat_ld8_fmt(a, fa, i0) + clremat_ld8_fmt(b, fb, i0));
-    else if (i0 < n)
-        clremat_stf8(y, fy, i0, n, clremat_ldf8(a, fa, i0, n) + clremat_ldf8(b, fb, i0, n));
 }
 
 /* y = a + b (clremat_add8) on formats fa, fb, fy. */
@@ -3847,25 +3845,20 @@ __kernel void clremat_add16(const int n, const int fa, __global const uchar *a, 
                             const int fy, __global uchar *y)
 {
     const int i0 = get_global_id(0) * 8;
-#define ADD16_AT(FA, FB, FY) clremat_add16_at(n, FA, a, FB, b, FY, y, i0)
-    CLREMAT_FMT3(fa, fb, fy, ADD16_AT);
+#define ADD16_AT(FA, FB, FY, W) \
+    clremat_stw8(y, FY, i0, n, W, clremat_ldw8(a, FA, i0, n, W) + clremat_ldw8(b, FB, i0, n, W))
+    CLREMAT_EW16(i0, n, fa, fb, fy, ADD16_AT);
 #undef ADD16_AT
 }
 
 EW16_INLINE void clremat_dropout16_at(const int n, const int acc, const float scale, const int8 keep, const int fx,
-                                      __global const uchar *x, const int fy, __global uchar *y, const int i0)
+                                      __global const uchar *x, const int fy, __global uchar *y, const int i0,
+                                      const int whole)
 {
-    if (i0 + 8 <= n) {
-        float8 v = select((float8)(0.0f), clremat_ld8_fmt(x, fx, i0) * scale, keep);
-        if (acc)
-            v = clremat_ld8_fmt(y, fy, i0) + v;
-        clremat_st8_fmt(y, fy, i0, v);
-    } else if (i0 < n) {
-        float8 v = select((float8)(0.0f), clremat_ldf8(x, fx, i0, n) * scale, keep);
-        if (acc)
-            v = clremat_ldf8(y, fy, i0, n) + v;
-        clremat_stf8(y, fy, i0, n, v);
-    }
+    float8 v = select((float8)(0.0f), clremat_ldw8(x, fx, i0, n, whole) * scale, keep);
+    if (acc)
+        v = clremat_ldw8(y, fy, i0, n, whole) + v;
+    clremat_stw8(y, fy, i0, n, whole, v);
 }
 
 /* clremat_dropout8 on formats fx, fy: the same mask (clremat_drop_keep8),
@@ -3878,8 +3871,9 @@ __kernel void clremat_dropout16(const int n, const int acc, const float rate, co
     if (i0 >= n)
         return;
     const int8 keep = clremat_drop_keep8(rate, seed_lo, seed_hi, step, layer, i0, off);
-#define DROPOUT16_AT(FX, FY, UNUSED) clremat_dropout16_at(n, acc, scale, keep, FX, x, FY, y, i0)
-    CLREMAT_FMT3(fx, fy, fy, DROPOUT16_AT);
+    /* two formats: y's stands in for the third */
+#define DROPOUT16_AT(FX, FY, FY_AGAIN, W) clremat_dropout16_at(n, acc, scale, keep, FX, x, FY, y, i0, W)
+    CLREMAT_EW16(i0, n, fx, fy, fy, DROPOUT16_AT);
 #undef DROPOUT16_AT
 }
 

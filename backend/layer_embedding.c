@@ -77,8 +77,8 @@ static int emb_forward_fmt(clremat_layer_call *c, int fmt)
     if (st != CLREMAT_OK)
         return st;
     if (fmt)
-        return clremat_run1d(c->ctx, "emb_forward16", (ntok * dim + 7) / 8, SEQ_I(ntok), SEQ_I(dim), SEQ_I(vocab), SEQ_I(T),
-                             SEQ_I(L->positions != 0), SEQ_M(c->in[0]), SEQ_M(c->param[0]),
+        return clremat_run1d(c->ctx, "emb_forward16", (ntok * dim + 7) / 8, SEQ_I(ntok), SEQ_I(dim), SEQ_I(vocab),
+                             SEQ_I(T), SEQ_I(L->positions != 0), SEQ_M(c->in[0]), SEQ_M(c->param[0]),
                              SEQ_M(L->positions ? c->param[1] : c->param[0]), SEQ_I(fmt), SEQ_M(c->slot[0]), SEQ_END);
     return clremat_run1d(c->ctx, "emb_forward", ntok * dim, SEQ_I(ntok), SEQ_I(dim), SEQ_I(vocab), SEQ_I(T),
                          SEQ_I(L->positions != 0), SEQ_M(c->in[0]), SEQ_M(c->param[0]),

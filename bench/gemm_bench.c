@@ -107,7 +107,8 @@ int main(int argc, char **argv)
         c1 = bench_cpu_s();
         qsort(t, (size_t)reps, sizeof *t, bench_cmp_d);
         printf("%-18s %-8s %-8s median %8.2f GFLOP/s  best %8.2f GFLOP/s  cpu %8.2f GFLOP per CPU-second\n", argv[a],
-               fmt == CLREMAT_FMT_F32 ? clremat_gemm_path_name(path) : "native", fmt_name, 2.0 * (double)M * (double)N * (double)K / t[reps / 2] * 1e-9,
+               fmt == CLREMAT_FMT_F32 ? clremat_gemm_path_name(path) : "native", fmt_name,
+               2.0 * (double)M * (double)N * (double)K / t[reps / 2] * 1e-9,
                2.0 * (double)M * (double)N * (double)K / t[0] * 1e-9,
                2.0 * (double)M * (double)N * (double)K * reps / (c1 - c0) * 1e-9);
         fflush(stdout);
