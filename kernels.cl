@@ -2787,16 +2787,29 @@ typedef float8 cd_vec;
 #define cd_vload vload8
 #endif
 /* Pixels of a forward / input-gradient register tile of nv vectors: 16
- * accumulators either way (the tile arrays are declared [16][2] and the
- * loops run to 16 with a break, constant trip counts that are unrolled
- * before the tile is placed in registers). */
+ * accumulators where the device has 32 vector registers (AVX-512), 12
+ * where it has 16 (AVX2: 12 accumulators, the operand vectors and the
+ * broadcast fit; 16 spilled the tile to the stack). The tile arrays are
+ * declared [16][2] and indexed only by constants (CD_EACH16 below), so the
+ * accumulators are promoted to registers whatever the compiler's unrolling
+ * heuristics. */
+#if CD_VW == 16
 #define CD_QN(nv) ((nv) == 1 ? 16 : 8)
-/* The loops without edge tests (mode 0 below) are compiled as extra copies
- * of the tile loops only where the vector is 16 wide (AVX-512-class CPUs,
- * where they measured faster); elsewhere every tile takes the tested loop,
- * the same arithmetic, to keep the code small: Mesa's llvmpipe (rusticl,
- * 8-wide) took minutes to compile the copies. */
+#else
+#define CD_QN(nv) ((nv) == 1 ? 12 : 6)
+#endif
+/* S(p) for p = 0, 1, ..., 15: the tile's per-pixel statements written out
+ * (each guarded by a constant test against CD_QN). */
+#define CD_EACH16(S) S(0) S(1) S(2) S(3) S(4) S(5) S(6) S(7) S(8) S(9) S(10) S(11) S(12) S(13) S(14) S(15)
+/* The loops without edge tests (modes 0, 2, 3 below) are compiled as extra
+ * copies of the tile loops where the host asks for them (-DCD_SPECIALISE=1,
+ * backend/program.c: every device but Mesa's, whose llvmpipe builds them
+ * slowly); elsewhere every tile takes the tested loop, the same
+ * arithmetic. On AVX2 the copies made the forward and input gradient
+ * about twice as fast (bench/conv_bench). */
+#ifndef CD_SPECIALISE
 #define CD_SPECIALISE (CD_VW == 16)
+#endif
 /* The tile helpers take constant tile sizes and modes from their callers:
  * inlined, each call site becomes its own loop with the tile in registers. */
 #define CD_INLINE inline __attribute__((always_inline))
@@ -2847,27 +2860,25 @@ CD_INLINE void cd_tile_fma(cd_vec acc[16][2], const int nv, const int mode, __gl
 {
     __global const float *ap[16];
     int ok[16];
-#pragma unroll
-    for (int p = 0; p < 16; p++) {
-        if (p >= CD_QN(nv))
-            break;
-        ok[p] = mode != 1 || (p >= lo && p < hi);
-        ap[p] = a + (long)(mode == 0 || mode == 3 ? p : mode == 2 ? p - 1 : clamp(p, lo, hi - 1) - lo) * as;
+#define CD_TILE_ROW(p)                                                                                             \
+    if (p < CD_QN(nv)) {                                                                                           \
+        ok[p] = mode != 1 || (p >= lo && p < hi);                                                                  \
+        ap[p] = a + (long)(mode == 0 || mode == 3 ? p : mode == 2 ? p - 1 : clamp(p, lo, hi - 1) - lo) * as;       \
     }
+    CD_EACH16(CD_TILE_ROW)
+#undef CD_TILE_ROW
     for (int k = 0; k < K; k++, b += ldb) {
         const cd_vec b0 = mode == 1 ? cd_loadv(b, 0, nb) : cd_vload(0, b);
         const cd_vec b1 = nv == 1 ? (cd_vec)(0.0f) : mode == 1 ? cd_loadv(b, CD_VW, nb) : cd_vload(1, b);
-#pragma unroll
-        for (int p = 0; p < 16; p++) {
-            if (p >= CD_QN(nv))
-                break;
-            if ((mode == 2 && p == 0) || (mode == 3 && p == CD_QN(nv) - 1))
-                continue;
-            const float v = mode != 1 ? ap[p][k] : ok[p] ? ap[p][k] : 0.0f;
-            acc[p][0] += v * b0;
-            if (nv == 2)
-                acc[p][1] += v * b1;
-        }
+#define CD_TILE_FMA(p)                                                                                             \
+    if (p < CD_QN(nv) && !((mode == 2 && p == 0) || (mode == 3 && p == CD_QN(nv) - 1))) {                         \
+        const float v = mode != 1 ? ap[p][k] : ok[p] ? ap[p][k] : 0.0f;                                            \
+        acc[p][0] += v * b0;                                                                                       \
+        if (nv == 2)                                                                                               \
+            acc[p][1] += v * b1;                                                                                   \
+    }
+        CD_EACH16(CD_TILE_FMA)
+#undef CD_TILE_FMA
     }
 }
 
@@ -2898,12 +2909,12 @@ cd_vec cd_act(const int act, const cd_vec v)
 #endif
 }
 
-/* Stores a forward tile of np pixels (stride F apart from pre / out):
+/* Stores pixels [p0, np) of a forward tile (stride F apart from pre / out):
  * pre = acc (+ bias), out = act(pre) on that float (clremat_act8, as the
  * recompute kernel). The tile is copied once into a private array and
  * stored by a rolled loop: one copy of the masked-store and activation
  * code instead of one per pixel and vector. */
-CD_INLINE void cd_fwd_store(cd_vec acc[16][2], const int nv, const int np, const int F, const int nf,
+CD_INLINE void cd_fwd_store(cd_vec acc[16][2], const int nv, const int p0, const int np, const int F, const int nf,
                             const int use_bias, const int act, const cd_vec bias0, const cd_vec bias1,
                             __global float *pre, __global float *out)
 {
@@ -2914,7 +2925,7 @@ CD_INLINE void cd_fwd_store(cd_vec acc[16][2], const int nv, const int np, const
         st[p][1] = acc[p][1];
     }
 #pragma unroll 1
-    for (int i = 0; i < np * nv; i++) {
+    for (int i = p0 * nv; i < np * nv; i++) {
         const int p = i / nv, v = i % nv, n = nf - v * CD_VW;
         const long idx = (long)p * F + v * CD_VW;
         cd_vec s = st[p][v];
@@ -2926,9 +2937,10 @@ CD_INLINE void cd_fwd_store(cd_vec acc[16][2], const int nv, const int np, const
     }
 }
 
-/* Stores an input-gradient tile of np pixels (ps floats apart from d):
+/* Stores pixels [p0, np) of an input-gradient tile (ps floats apart from d):
  * d = a, or with acc d += a; rolled as cd_fwd_store. */
-CD_INLINE void cd_bwd_store(cd_vec a[16][2], const int nv, const int np, const int ps, const int nc, const int acc,
+CD_INLINE void cd_bwd_store(cd_vec a[16][2], const int nv, const int p0, const int np, const int ps, const int nc,
+                            const int acc,
                             __global float *d)
 {
     cd_vec st[16][2];
@@ -2938,7 +2950,7 @@ CD_INLINE void cd_bwd_store(cd_vec a[16][2], const int nv, const int np, const i
         st[p][1] = a[p][1];
     }
 #pragma unroll 1
-    for (int i = 0; i < np * nv; i++) {
+    for (int i = p0 * nv; i < np * nv; i++) {
         const int p = i / nv, v = i % nv, n = nc - v * CD_VW;
         __global float *q = d + (long)p * ps + v * CD_VW;
         cd_vec s = st[p][v];
@@ -2947,6 +2959,13 @@ CD_INLINE void cd_bwd_store(cd_vec a[16][2], const int nv, const int np, const i
         cd_storev(q, 0, n, s);
     }
 }
+
+/* The first pixel of the tile that covers pixels [i0, min(i0 + q, n)) of
+ * a row of n: i0, or n - q for a last tile shorter than q in a row of at
+ * least q, which then overlaps its predecessor (the overlapped pixels are
+ * computed twice, the same sums, and stored once) so that it takes the
+ * whole-tile loops instead of the tested one. */
+int cd_tile_start(const int i0, const int q, const int n) { return i0 + q > n && n >= q ? n - q : i0; }
 
 /* One output row of the forward (filters [f0, f0 + nv CD_VW)): tiles of
  * CD_QN(nv) pixels, each summing over (kh, kw, c) in that order. */
@@ -2957,7 +2976,8 @@ CD_INLINE void cd_fwd_row(const int nv, const int H, const int W, const int C, c
                           __global float *pre, __global float *out)
 {
     const int nf = F - f0;
-    for (int ow0 = 0; ow0 < OW; ow0 += CD_QN(nv)) {
+    for (int t = 0; t < OW; t += CD_QN(nv)) {
+        const int ow0 = cd_tile_start(t, CD_QN(nv), OW);
         cd_vec acc[16][2];
 #pragma unroll
         for (int p = 0; p < 16; p++)
@@ -2979,7 +2999,7 @@ CD_INLINE void cd_fwd_row(const int nv, const int H, const int W, const int C, c
                                 w + (long)(kh * KW + kw) * C * F + f0, F, nf, C);
             }
         }
-        cd_fwd_store(acc, nv, min(CD_QN(nv), OW - ow0), F, nf, use_bias, act, bias0, bias1,
+        cd_fwd_store(acc, nv, t - ow0, min(CD_QN(nv), OW - ow0), F, nf, use_bias, act, bias0, bias1,
                      pre + (long)ow0 * F + f0, out + (long)ow0 * F + f0);
     }
 }
@@ -3031,7 +3051,8 @@ CD_INLINE void cd_bwd_row(const int nv, const int W, const int C, const int OH, 
                           __global const float *dzimg, __global const float *wt, __global float *dxrow)
 {
     const int nc = C - c0, nj = (W - ph + SW - 1) / SW;
-    for (int j0 = 0; j0 < nj; j0 += CD_QN(nv)) {
+    for (int t = 0; t < nj; t += CD_QN(nv)) {
+        const int j0 = cd_tile_start(t, CD_QN(nv), nj);
         cd_vec a[16][2];
 #pragma unroll
         for (int p = 0; p < 16; p++)
@@ -3052,7 +3073,8 @@ CD_INLINE void cd_bwd_row(const int nv, const int W, const int C, const int OH, 
                                 wt + (long)(kh * KW + kw) * F * C + c0, C, nc, F);
             }
         }
-        cd_bwd_store(a, nv, min(CD_QN(nv), nj - j0), SW * C, nc, acc, dxrow + (long)(ph + SW * j0) * C + c0);
+        cd_bwd_store(a, nv, t - j0, min(CD_QN(nv), nj - j0), SW * C, nc, acc,
+                     dxrow + (long)(ph + SW * j0) * C + c0);
     }
 }
 
@@ -3077,60 +3099,58 @@ void conv_bwd_data_direct(const int H, const int W, const int C, const int OH, c
         cd_bwd_row(2, W, C, OH, OW, KH, KW, SH, SW, DH, DW, PH, PW, F, acc, c0, ih, ph, dzimg, wt, dxrow);
 }
 
-/* The FMA bodies of the weight gradient over n consecutive output pixels
- * of one row: acc[c][v] += x_i[c] * dz_i[v CD_VW ..] for i = 0, 1, ...,
- * n - 1 in that order, x_i = xp + i * xs, dz_i = dp + i * F. The channels
- * of x_i are loaded as one vector and taken lane by lane (explicit lanes:
- * the accumulators stay in registers). mode 0: every channel and filter
- * valid; 1: channels from nc on and filters from nf on read as 0.
- * cd_wgrad_fma16: 16 channels x one filter vector (nv = 1);
- * cd_wgrad_fma8: 8 channels x two filter vectors (nv = 2). */
-#define CD_WG1(L, i) a[i] += xv.s##L * d0
-CD_INLINE void cd_wgrad_fma16(cd_vec a[16], const int mode, __global const float *xp, const int xs,
-                              __global const float *dp, const int F, const int n, const int nc, const int nf)
+/* Channels of a weight-gradient work-item, nv vectors of filters each: 16
+ * accumulators where the device has 32 vector registers, 12 where it has
+ * 16 (as CD_QN; backend/conv_direct.c launches the same count). */
+#if CD_VW == 16
+#define CD_WC(nv) (16 / (nv))
+#else
+#define CD_WC(nv) (12 / (nv))
+#endif
+
+/* The FMA body of the weight gradient over n consecutive output pixels of
+ * one row: acc[c][v] += x_i[c] * dz_i[v CD_VW ..] for i = 0, 1, ..., n - 1
+ * in that order, x_i = xp + i * xs, dz_i = dp + i * F, for CD_WC(nv)
+ * channels (each a scalar broadcast) x nv vectors of filters. mode 0:
+ * every channel and filter valid; 1: channels from nc on and filters from
+ * nf on read as 0. The per-channel statements are written out (CD_EACH16),
+ * so the accumulators stay in registers. */
+CD_INLINE void cd_wgrad_fma(cd_vec acc[16][2], const int nv, const int mode, __global const float *xp,
+                            const int xs, __global const float *dp, const int F, const int n, const int nc,
+                            const int nf)
 {
     for (int i = 0; i < n; i++, xp += xs, dp += F) {
         const cd_vec d0 = mode ? cd_loadv(dp, 0, nf) : cd_vload(0, dp);
-        const float16 xv = mode ? (float16)(clremat_load8(xp, 0, nc), clremat_load8(xp, 8, nc)) : vload16(0, xp);
-        CD_WG1(0, 0); CD_WG1(1, 1); CD_WG1(2, 2); CD_WG1(3, 3); CD_WG1(4, 4); CD_WG1(5, 5); CD_WG1(6, 6);
-        CD_WG1(7, 7); CD_WG1(8, 8); CD_WG1(9, 9); CD_WG1(a, 10); CD_WG1(b, 11); CD_WG1(c, 12); CD_WG1(d, 13);
-        CD_WG1(e, 14); CD_WG1(f, 15);
+        const cd_vec d1 = nv == 1 ? (cd_vec)(0.0f) : mode ? cd_loadv(dp, CD_VW, nf) : cd_vload(1, dp);
+#define CD_WG(c)                                                                                                   \
+    if (c < CD_WC(nv)) {                                                                                           \
+        const float v = mode && c >= nc ? 0.0f : xp[c];                                                            \
+        acc[c][0] += v * d0;                                                                                       \
+        if (nv == 2)                                                                                               \
+            acc[c][1] += v * d1;                                                                                   \
+    }
+        CD_EACH16(CD_WG)
+#undef CD_WG
     }
 }
-#undef CD_WG1
-#define CD_WG2(i)                                                                                                  \
-    a[i] += xv.s##i * d0;                                                                                          \
-    b[i] += xv.s##i * d1
-CD_INLINE void cd_wgrad_fma8(cd_vec a[8], cd_vec b[8], const int mode, __global const float *xp, const int xs,
-                             __global const float *dp, const int F, const int n, const int nc, const int nf)
-{
-    for (int i = 0; i < n; i++, xp += xs, dp += F) {
-        const cd_vec d0 = mode ? cd_loadv(dp, 0, nf) : cd_vload(0, dp);
-        const cd_vec d1 = mode ? cd_loadv(dp, CD_VW, nf) : cd_vload(1, dp);
-        const float8 xv = mode ? clremat_load8(xp, 0, nc) : vload8(0, xp);
-        CD_WG2(0); CD_WG2(1); CD_WG2(2); CD_WG2(3); CD_WG2(4); CD_WG2(5); CD_WG2(6); CD_WG2(7);
-    }
-}
-#undef CD_WG2
 
 /* Partial sums of one chunk of rows [r0, r1) for tap (kh, kw), channels
- * [c0, c0 + 16 / nv) x filters [f0, f0 + nv CD_VW): the rows in order,
+ * [c0, c0 + CD_WC(nv)) x filters [f0, f0 + nv CD_VW): the rows in order,
  * walked one output row segment at a time with its valid columns computed
- * once; o: the partial of channel c0, filter f0. */
+ * once; o: the partial of channel c0, filter f0. Channels below c0 + s0
+ * belong to the previous work-item (cd_tile_start) and are not stored. */
 CD_INLINE void cd_wgrad_chunk(const int nv, const int r0, const int r1, const int H, const int W, const int C,
                               const int OH, const int OW, const int kh, const int kw, const int SH, const int SW,
                               const int DH, const int DW, const int PH, const int PW, const int F, const int c0,
-                              const int f0, __global const float *x, __global const float *dz, __global float *o)
+                              const int s0, const int f0, __global const float *x, __global const float *dz,
+                              __global float *o)
 {
-    const int cc = 16 / nv, nc = min(cc, C - c0), nf = F - f0;
+    const int cc = CD_WC(nv), nc = min(cc, C - c0), nf = F - f0;
     const int mode = !CD_SPECIALISE || nc < cc || nf < nv * CD_VW;
-    cd_vec a[16], b[8];
+    cd_vec a[16][2];
 #pragma unroll
     for (int c = 0; c < 16; c++)
-        a[c] = (cd_vec)(0.0f);
-#pragma unroll
-    for (int c = 0; c < 8; c++)
-        b[c] = (cd_vec)(0.0f);
+        a[c][0] = a[c][1] = (cd_vec)(0.0f);
     for (int r = r0; r < r1;) {
         const int ow = r % OW, oh = (r / OW) % OH, bi = r / (OW * OH), n = min(OW - ow, r1 - r);
         const int ih = oh * SH - PH + kh * DH, i0 = kw * DW - PW; /* column read by output column 0 */
@@ -3143,47 +3163,49 @@ CD_INLINE void cd_wgrad_chunk(const int nv, const int r0, const int r1, const in
             if (lo < hi) {
                 __global const float *xp = x + ((long)(bi * H + ih) * W + i0 + lo * SW) * C + c0;
                 __global const float *dp = dz + (long)(r - ow + lo) * F + f0;
-                if (nv == 1 && mode)
-                    cd_wgrad_fma16(a, 1, xp, SW * C, dp, F, hi - lo, nc, nf);
-                else if (nv == 1)
-                    cd_wgrad_fma16(a, 0, xp, SW * C, dp, F, hi - lo, nc, nf);
-                else if (mode)
-                    cd_wgrad_fma8(a, b, 1, xp, SW * C, dp, F, hi - lo, nc, nf);
+                if (mode)
+                    cd_wgrad_fma(a, nv, 1, xp, SW * C, dp, F, hi - lo, nc, nf);
                 else
-                    cd_wgrad_fma8(a, b, 0, xp, SW * C, dp, F, hi - lo, nc, nf);
+                    cd_wgrad_fma(a, nv, 0, xp, SW * C, dp, F, hi - lo, nc, nf);
             }
         }
         r += n;
     }
-#pragma unroll
-    for (int c = 0; c < 16; c++)
-        if (c < nc) {
-            cd_storev(o + (long)c * F, 0, nf, a[c]);
-            if (nv == 2)
-                cd_storev(o + (long)c * F, CD_VW, nf, b[c & 7]);
-        }
+#define CD_WG_STORE(c)                                                                                             \
+    if (c < CD_WC(nv) && c >= s0 && c < nc) {                                                                      \
+        cd_storev(o + (long)c * F, 0, nf, a[c][0]);                                                                \
+        if (nv == 2)                                                                                               \
+            cd_storev(o + (long)c * F, CD_VW, nf, a[c][1]);                                                        \
+    }
+    CD_EACH16(CD_WG_STORE)
+#undef CD_WG_STORE
 }
 
 /* Weight gradient, one group: partial sums over rows [ch * RC, ch * RC +
  * RC) (rows r = (b, oh, ow) in order) of x[pixel the tap reads][c] dz[r][f]
- * for 16 / nv channels x nv CD_VW filters of tap (kh, kw). Work-item (ft +
- * NFT * ct, tap, ch); part[ch][tap][c][f]. */
+ * for CD_WC(nv) channels x nv CD_VW filters of tap (kh, kw): the channel
+ * block ct starts at ct CD_WC(nv), or for a last block shorter than that
+ * at C - CD_WC(nv) (cd_tile_start: it then takes the whole-tile loops and
+ * stores only its own channels). Work-item (ft + NFT * ct, tap, ch);
+ * part[ch][tap][c][f]. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void conv_wgrad_direct(const int rows, const int RC, const int H, const int W, const int C, const int OH,
                        const int OW, const int KW, const int SH, const int SW, const int DH, const int DW,
                        const int PH, const int PW, const int F, const int nv, const long KF,
                        __global const float *x, __global const float *dz, __global float *part)
 {
-    const int nft = (F + nv * CD_VW - 1) / (nv * CD_VW), cc = 16 / nv;
+    const int nft = (F + nv * CD_VW - 1) / (nv * CD_VW), cc = CD_WC(nv);
     const int ft = get_global_id(0) % nft, ct = get_global_id(0) / nft;
     const int tap = get_global_id(1), ch = get_global_id(2);
     const int kh = tap / KW, kw = tap % KW, r0 = ch * RC, r1 = min(rows, r0 + RC);
-    const int f0 = ft * nv * CD_VW, c0 = ct * cc;
+    const int f0 = ft * nv * CD_VW, c0 = cd_tile_start(ct * cc, cc, C);
     __global float *o = part + ch * KF + ((long)tap * C + c0) * F + f0;
     if (nv == 1)
-        cd_wgrad_chunk(1, r0, r1, H, W, C, OH, OW, kh, kw, SH, SW, DH, DW, PH, PW, F, c0, f0, x, dz, o);
+        cd_wgrad_chunk(1, r0, r1, H, W, C, OH, OW, kh, kw, SH, SW, DH, DW, PH, PW, F, c0, ct * cc - c0, f0, x,
+                       dz, o);
     else
-        cd_wgrad_chunk(2, r0, r1, H, W, C, OH, OW, kh, kw, SH, SW, DH, DW, PH, PW, F, c0, f0, x, dz, o);
+        cd_wgrad_chunk(2, r0, r1, H, W, C, OH, OW, kh, kw, SH, SW, DH, DW, PH, PW, F, c0, ct * cc - c0, f0, x,
+                       dz, o);
 }
 
 /* g[i] = sum over chunks ch = 0, 1, ... of part[ch * KF + i], in that

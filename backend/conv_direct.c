@@ -22,6 +22,9 @@ static const size_t one[3] = {1, 1, 1};
  * when n fits one vector, else two. */
 static int cd_vw(const clremat_ctx *ctx) { return ctx->gemm_nr >= 32 ? 16 : 8; }
 static int cd_nv(const clremat_ctx *ctx, int64_t n) { return n <= cd_vw(ctx) ? 1 : 2; }
+/* Channels of a weight-gradient work-item with nv vectors of filters
+ * (CD_WC in kernels.cl: 16 accumulators on 16-wide devices, else 12). */
+static int cd_wc(const clremat_ctx *ctx, int nv) { return (cd_vw(ctx) == 16 ? 16 : 12) / nv; }
 
 void clremat_conv_wgrad_chunks(int64_t rows, int64_t *rows_per_chunk, int64_t *chunks)
 {
@@ -76,7 +79,7 @@ int clremat_conv_direct_wgrad(clremat_ctx *ctx, const clremat_conv_geom *g, int6
                          SEQ_I(g->w.pad_before), SEQ_I(g->cout), SEQ_I(g->fg), CD_L(kf), SEQ_M(x), SEQ_M(dz),
                          SEQ_M(part), SEQ_END);
     } else {
-        const int nv = cd_nv(ctx, g->cout), tile = nv * cd_vw(ctx), cc = 16 / nv;
+        const int nv = cd_nv(ctx, g->cout), tile = nv * cd_vw(ctx), cc = cd_wc(ctx, nv);
         const size_t gl[3] = {(size_t)(((g->cout + tile - 1) / tile) * ((g->cin + cc - 1) / cc)),
                               (size_t)(kh * kw), (size_t)nch};
         st = clremat_run(ctx, "conv_wgrad_direct", 3, gl, one, SEQ_I(rows), SEQ_I(rc), SEQ_I(g->h.in),

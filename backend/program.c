@@ -98,9 +98,15 @@ static int choose_build_options(clremat_ctx *ctx)
     ctx->gemm_mc = mc;
     ctx->gemm_nc = nc;
     ctx->gemm_kc = gemm_blocks[i][2];
+    /* The direct convolution's whole-tile loops (CD_SPECIALISE in
+     * kernels.cl): compiled in everywhere but on Mesa's drivers, whose
+     * llvmpipe took over twice as long to build the program with them
+     * (27 -> 63 s) and which take the CLBlast path (no direct convolution)
+     * on the devices measured. */
+    const int mesa = strstr(ctx->info.platform, "rusticl") || strstr(ctx->info.platform, "Clover");
     snprintf(ctx->build_options, sizeof ctx->build_options,
-             "%s -DGC_MC=%d -DGC_NC=%d -DGC_KC=%d -DGC_MR=%d -DGC_NR=%d", BUILD_OPTIONS, ctx->gemm_mc,
-             ctx->gemm_nc, ctx->gemm_kc, mr, nr);
+             "%s -DGC_MC=%d -DGC_NC=%d -DGC_KC=%d -DGC_MR=%d -DGC_NR=%d -DCD_SPECIALISE=%d", BUILD_OPTIONS,
+             ctx->gemm_mc, ctx->gemm_nc, ctx->gemm_kc, mr, nr, !mesa);
     return CLREMAT_OK;
 }
 #define BIN_MAGIC "clremat-program-binary 2\n"
