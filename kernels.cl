@@ -2841,11 +2841,13 @@ void cd_storev(__global float *p, const int i0, const int n, const cd_vec v)
 #endif
 }
 
-/* The FMA body of the forward and the input gradient over one tap:
- * acc[p][v] += a_p[k] * b[k][v CD_VW ..] for k = 0, 1, ..., K - 1 in that
- * order, where pixel p's operand row a_p is a + (p - lo) * as for lo <= p
- * < hi (the other pixels add 0 * b, as padding does) and b's row k is b +
- * k * ldb. mode 0: lo = 0, hi = CD_QN(nv), all nv * CD_VW lanes of b valid
+/* The FMA body of the forward and the input gradient over J taps of K
+ * each: acc[p][v] += a_p[j aj + k] * b[j K + k][v CD_VW ..] for j = 0, 1,
+ * ..., J - 1 and k = 0, 1, ..., K - 1 in that order, where pixel p's
+ * operand row a_p is a + (p - lo) * as for lo <= p < hi (the other pixels
+ * add 0 * b, as padding does) and b's row i is b + i * ldb (J > 1: the
+ * taps of one kernel row whose pixels are all inside the image, in one
+ * call). mode 0: lo = 0, hi = CD_QN(nv), all nv * CD_VW lanes of b valid
  * (no test in the loop); 1: pixels tested and lanes from nb on read as 0;
  * 2 and 3: all lanes valid and the first (2: lo = 1, hi = CD_QN(nv)) or
  * the last pixel (3: lo = 0, hi = CD_QN(nv) - 1) outside the image, the
@@ -2856,7 +2858,7 @@ void cd_storev(__global float *p, const int i0, const int n, const cd_vec v)
  * compiles to its own loop; the arithmetic is the same in all. */
 CD_INLINE void cd_tile_fma(cd_vec acc[16][2], const int nv, const int mode, __global const float *a,
                            const int as, const int lo, const int hi, __global const float *b, const int ldb,
-                           const int nb, const int K)
+                           const int nb, const int K, const int J, const long aj)
 {
     __global const float *ap[16];
     int ok[16];
@@ -2867,7 +2869,8 @@ CD_INLINE void cd_tile_fma(cd_vec acc[16][2], const int nv, const int mode, __gl
     }
     CD_EACH16(CD_TILE_ROW)
 #undef CD_TILE_ROW
-    for (int k = 0; k < K; k++, b += ldb) {
+    for (int j = 0; j < J; j++)
+    for (long k = j * aj, ke = k + K; k < ke; k++, b += ldb) {
         const cd_vec b0 = mode == 1 ? cd_loadv(b, 0, nb) : cd_vload(0, b);
         const cd_vec b1 = nv == 1 ? (cd_vec)(0.0f) : mode == 1 ? cd_loadv(b, CD_VW, nb) : cd_vload(1, b);
 #define CD_TILE_FMA(p)                                                                                             \
@@ -2884,18 +2887,19 @@ CD_INLINE void cd_tile_fma(cd_vec acc[16][2], const int nv, const int mode, __gl
 
 /* cd_tile_fma with the mode chosen from the pixel range and the lanes. */
 CD_INLINE void cd_tile_tap(cd_vec acc[16][2], const int nv, __global const float *a, const int as, const int lo,
-                           const int hi, __global const float *b, const int ldb, const int nb, const int K)
+                           const int hi, __global const float *b, const int ldb, const int nb, const int K,
+                           const int J, const long aj)
 {
     if (!CD_SPECIALISE || nb < nv * CD_VW)
-        cd_tile_fma(acc, nv, 1, a, as, lo, hi, b, ldb, nb, K);
+        cd_tile_fma(acc, nv, 1, a, as, lo, hi, b, ldb, nb, K, J, aj);
     else if (lo == 0 && hi == CD_QN(nv))
-        cd_tile_fma(acc, nv, 0, a, as, lo, hi, b, ldb, nb, K);
+        cd_tile_fma(acc, nv, 0, a, as, lo, hi, b, ldb, nb, K, J, aj);
     else if (lo == 1 && hi == CD_QN(nv))
-        cd_tile_fma(acc, nv, 2, a, as, lo, hi, b, ldb, nb, K);
+        cd_tile_fma(acc, nv, 2, a, as, lo, hi, b, ldb, nb, K, J, aj);
     else if (lo == 0 && hi == CD_QN(nv) - 1)
-        cd_tile_fma(acc, nv, 3, a, as, lo, hi, b, ldb, nb, K);
+        cd_tile_fma(acc, nv, 3, a, as, lo, hi, b, ldb, nb, K, J, aj);
     else
-        cd_tile_fma(acc, nv, 1, a, as, lo, hi, b, ldb, nb, K);
+        cd_tile_fma(acc, nv, 1, a, as, lo, hi, b, ldb, nb, K, J, aj);
 }
 
 /* act of a cd_vec, through clremat_act8 on each eight-lane part (the bits
@@ -2982,10 +2986,19 @@ CD_INLINE void cd_fwd_row(const int nv, const int H, const int W, const int C, c
 #pragma unroll
         for (int p = 0; p < 16; p++)
             acc[p][0] = acc[p][1] = (cd_vec)(0.0f);
+        /* every tap of a kernel row reaches every pixel of a whole tile:
+         * one call per kernel row */
+        const int inner = ow0 + CD_QN(nv) <= OW && ow0 * SW - PW >= 0 &&
+                          (ow0 + CD_QN(nv) - 1) * SW - PW + (KW - 1) * DW < W;
         for (int kh = 0; kh < KH; kh++) {
             const int ih = ih0 + kh * DH;
             if (ih < 0 || ih >= H)
                 continue;
+            if (inner) {
+                cd_tile_tap(acc, nv, ximg + ((long)ih * W + ow0 * SW - PW) * C, SW * C, 0, CD_QN(nv),
+                            w + (long)kh * KW * C * F + f0, F, nf, C, KW, (long)DW * C);
+                continue;
+            }
             for (int kw = 0; kw < KW; kw++) {
                 /* pixel p reads column i0 + p SW: those inside [0, W) */
                 const int i0 = ow0 * SW - PW + kw * DW;
@@ -2996,7 +3009,7 @@ CD_INLINE void cd_fwd_row(const int nv, const int H, const int W, const int C, c
                     hi--;
                 if (lo < hi)
                     cd_tile_tap(acc, nv, ximg + ((long)ih * W + i0 + lo * SW) * C, SW * C, lo, hi,
-                                w + (long)(kh * KW + kw) * C * F + f0, F, nf, C);
+                                w + (long)(kh * KW + kw) * C * F + f0, F, nf, C, 1, 0);
             }
         }
         cd_fwd_store(acc, nv, t - ow0, min(CD_QN(nv), OW - ow0), F, nf, use_bias, act, bias0, bias1,
@@ -3057,10 +3070,20 @@ CD_INLINE void cd_bwd_row(const int nv, const int W, const int C, const int OH, 
 #pragma unroll
         for (int p = 0; p < 16; p++)
             a[p][0] = a[p][1] = (cd_vec)(0.0f);
+        /* stride 1 and every tap of a kernel row reaching every pixel of a
+         * whole tile: one call per kernel row, the operand row of tap kw
+         * DW kw pixels before that of tap 0 */
+        const int ow00 = j0 + PW;
+        const int inner = SW == 1 && j0 + CD_QN(nv) <= nj && ow00 - (KW - 1) * DW >= 0 && ow00 + CD_QN(nv) <= OW;
         for (int kh = 0; kh < KH; kh++) {
             const int th = ih + PH - kh * DH;
             if (th < 0 || th % SH != 0 || th / SH >= OH)
                 continue;
+            if (inner) {
+                cd_tile_tap(a, nv, dzimg + ((long)(th / SH) * OW + ow00) * F, F, 0, CD_QN(nv),
+                            wt + (long)kh * KW * F * C + c0, C, nc, F, KW, -(long)DW * F);
+                continue;
+            }
             for (int kw = 0; kw < KW; kw++) {
                 /* pixel p is reached from output column ow0 + p */
                 const int t0 = ph + SW * j0 + PW - kw * DW;
@@ -3070,7 +3093,7 @@ CD_INLINE void cd_bwd_row(const int nv, const int W, const int C, const int OH, 
                 const int lo = max(0, -ow0), hi = min(min(CD_QN(nv), nj - j0), OW - ow0);
                 if (lo < hi)
                     cd_tile_tap(a, nv, dzimg + ((long)(th / SH) * OW + ow0 + lo) * F, F, lo, hi,
-                                wt + (long)(kh * KW + kw) * F * C + c0, C, nc, F);
+                                wt + (long)(kh * KW + kw) * F * C + c0, C, nc, F, 1, 0);
             }
         }
         cd_bwd_store(a, nv, t - j0, min(CD_QN(nv), nj - j0), SW * C, nc, acc,
