@@ -3174,8 +3174,11 @@ CD_INLINE void cd_wgrad_chunk(const int nv, const int r0, const int r1, const in
 #pragma unroll
     for (int c = 0; c < 16; c++)
         a[c][0] = a[c][1] = (cd_vec)(0.0f);
+    /* row r = (bi, oh, ow): divided out once, then stepped one segment
+     * (the rest of an output row) at a time */
+    int ow = r0 % OW, oh = (r0 / OW) % OH, bi = r0 / (OW * OH);
     for (int r = r0; r < r1;) {
-        const int ow = r % OW, oh = (r / OW) % OH, bi = r / (OW * OH), n = min(OW - ow, r1 - r);
+        const int n = min(OW - ow, r1 - r);
         const int ih = oh * SH - PH + kh * DH, i0 = kw * DW - PW; /* column read by output column 0 */
         if (ih >= 0 && ih < H) {
             int lo = ow, hi = ow + n;
@@ -3193,6 +3196,11 @@ CD_INLINE void cd_wgrad_chunk(const int nv, const int r0, const int r1, const in
             }
         }
         r += n;
+        ow = 0;
+        if (++oh == OH) {
+            oh = 0;
+            bi++;
+        }
     }
 #define CD_WG_STORE(c)                                                                                             \
     if (c < CD_WC(nv) && c >= s0 && c < nc) {                                                                      \
