@@ -2713,17 +2713,17 @@ __kernel void bn_moving_finish(const int C, const float n, const float momentum,
  * conv12: direct NHWC convolution for CPU-class devices (the native GEMM
  * path; backend/conv_direct.c launches them, layer_conv2d.c picks them).
  * No im2col. Groups 1: the forward and the input gradient hold a register
- * tile of 16 pixels x one vector or 8 pixels x two vectors (cd_vec:
- * float16 on AVX-512-class devices, else float8) of filters / channels
- * (CD_QN), the image
+ * tile of pixels x one or two vectors (cd_vec: float16 on AVX-512-class
+ * devices, else float8) of filters / channels, 16 accumulators with 32
+ * vector registers and 12 with 16 (CD_QN), the image
  * operand read as a scalar broadcast straight from the NHWC tensor; one
  * FMA body (cd_tile_fma) serves both, specialised per call site for
  * interior tiles (no tests), edge tiles with only the first or the last
  * pixel padded (that pixel left out) and tiles with other padded pixels
  * or a lane tail (tested).
  * The input gradient walks the pixels of one stride phase, so a tap
- * reaches all of a tile or none of it. The weight gradient holds 16
- * channels x one vector (or 8 x two) of filters, walks fixed chunks of
+ * reaches all of a tile or none of it. The weight gradient holds CD_WC
+ * channels x one or two vectors of filters, walks fixed chunks of
  * rows one output-row segment at a time (the valid columns computed once
  * per segment) and writes per-chunk partials that conv_wgrad_reduce adds
  * in chunk order. Depthwise: CD_P pixels x 16 channels as two float8.
