@@ -2787,16 +2787,17 @@ typedef float8 cd_vec;
 #define cd_vload vload8
 #endif
 /* Pixels of a forward / input-gradient register tile of nv vectors: 16
- * accumulators where the device has 32 vector registers (AVX-512), 12
- * where it has 16 (AVX2: 12 accumulators, the operand vectors and the
- * broadcast fit; 16 spilled the tile to the stack). The tile arrays are
+ * accumulators where the device has 32 vector registers (AVX-512); where
+ * it has 16 (AVX2), 12 x one vector or 4 x two (16 spilled the tile to the
+ * stack; 4 x 2 measured faster than 6 x 2 in bench/conv_bench, alternating
+ * runs, and divides the widths 8, 16, 32 of CIFAR-sized images). The tile arrays are
  * declared [16][2] and indexed only by constants (CD_EACH16 below), so the
  * accumulators are promoted to registers whatever the compiler's unrolling
  * heuristics. */
 #if CD_VW == 16
 #define CD_QN(nv) ((nv) == 1 ? 16 : 8)
 #else
-#define CD_QN(nv) ((nv) == 1 ? 12 : 6)
+#define CD_QN(nv) ((nv) == 1 ? 12 : 4)
 #endif
 /* S(p) for p = 0, 1, ..., 15: the tile's per-pixel statements written out
  * (each guarded by a constant test against CD_QN). */
@@ -3123,12 +3124,13 @@ void conv_bwd_data_direct(const int H, const int W, const int C, const int OH, c
 }
 
 /* Channels of a weight-gradient work-item, nv vectors of filters each: 16
- * accumulators where the device has 32 vector registers, 12 where it has
- * 16 (as CD_QN; backend/conv_direct.c launches the same count). */
+ * accumulators where the device has 32 vector registers; where it has 16,
+ * 12 x one vector or 4 x two (as CD_QN; backend/conv_direct.c launches the
+ * same count). */
 #if CD_VW == 16
 #define CD_WC(nv) (16 / (nv))
 #else
-#define CD_WC(nv) (12 / (nv))
+#define CD_WC(nv) ((nv) == 1 ? 12 : 4)
 #endif
 
 /* The FMA body of the weight gradient over n consecutive output pixels of

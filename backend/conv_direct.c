@@ -23,8 +23,8 @@ static const size_t one[3] = {1, 1, 1};
 static int cd_vw(const clremat_ctx *ctx) { return ctx->gemm_nr >= 32 ? 16 : 8; }
 static int cd_nv(const clremat_ctx *ctx, int64_t n) { return n <= cd_vw(ctx) ? 1 : 2; }
 /* Channels of a weight-gradient work-item with nv vectors of filters
- * (CD_WC in kernels.cl: 16 accumulators on 16-wide devices, else 12). */
-static int cd_wc(const clremat_ctx *ctx, int nv) { return (cd_vw(ctx) == 16 ? 16 : 12) / nv; }
+ * (CD_WC in kernels.cl: 16 / nv on 16-wide devices, else 12 or 4). */
+static int cd_wc(const clremat_ctx *ctx, int nv) { return cd_vw(ctx) == 16 ? 16 / nv : nv == 1 ? 12 : 4; }
 
 void clremat_conv_wgrad_chunks(int64_t rows, int64_t *rows_per_chunk, int64_t *chunks)
 {
