@@ -2714,8 +2714,8 @@ __kernel void bn_moving_finish(const int C, const float n, const float momentum,
  * path; backend/conv_direct.c launches them, layer_conv2d.c picks them).
  * No im2col. Groups 1: the forward and the input gradient hold a register
  * tile of pixels x one or two vectors (cd_vec: float16 on AVX-512-class
- * devices, else float8) of filters / channels, 16 accumulators with 32
- * vector registers and 12 with 16 (CD_QN), the image
+ * devices, else float8) of filters / channels: 16 accumulators with 32
+ * vector registers, 12 x 1 or 4 x 2 with 16 (CD_QN), the image
  * operand read as a scalar broadcast straight from the NHWC tensor; one
  * FMA body (cd_tile_fma) serves both, specialised per call site for
  * interior tiles (no tests), edge tiles with only the first or the last
@@ -2870,10 +2870,10 @@ CD_INLINE void cd_tile_fma(cd_vec acc[16][2], const int nv, const int mode, __gl
     }
     CD_EACH16(CD_TILE_ROW)
 #undef CD_TILE_ROW
-    for (int j = 0; j < J; j++)
-    for (long k = j * aj, ke = k + K; k < ke; k++, b += ldb) {
-        const cd_vec b0 = mode == 1 ? cd_loadv(b, 0, nb) : cd_vload(0, b);
-        const cd_vec b1 = nv == 1 ? (cd_vec)(0.0f) : mode == 1 ? cd_loadv(b, CD_VW, nb) : cd_vload(1, b);
+    for (int j = 0; j < J; j++) {
+        for (long k = j * aj, ke = k + K; k < ke; k++, b += ldb) {
+            const cd_vec b0 = mode == 1 ? cd_loadv(b, 0, nb) : cd_vload(0, b);
+            const cd_vec b1 = nv == 1 ? (cd_vec)(0.0f) : mode == 1 ? cd_loadv(b, CD_VW, nb) : cd_vload(1, b);
 #define CD_TILE_FMA(p)                                                                                             \
     if (p < CD_QN(nv) && !((mode == 2 && p == 0) || (mode == 3 && p == CD_QN(nv) - 1))) {                         \
         const float v = mode != 1 ? ap[p][k] : ok[p] ? ap[p][k] : 0.0f;                                            \
@@ -2881,8 +2881,9 @@ CD_INLINE void cd_tile_fma(cd_vec acc[16][2], const int nv, const int mode, __gl
         if (nv == 2)                                                                                               \
             acc[p][1] += v * b1;                                                                                   \
     }
-        CD_EACH16(CD_TILE_FMA)
+            CD_EACH16(CD_TILE_FMA)
 #undef CD_TILE_FMA
+        }
     }
 }
 

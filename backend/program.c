@@ -99,10 +99,10 @@ static int choose_build_options(clremat_ctx *ctx)
     ctx->gemm_nc = nc;
     ctx->gemm_kc = gemm_blocks[i][2];
     /* The direct convolution's whole-tile loops (CD_SPECIALISE in
-     * kernels.cl): compiled in everywhere but on Mesa's drivers, whose
-     * llvmpipe took over twice as long to build the program with them
-     * (27 -> 63 s) and which take the CLBlast path (no direct convolution)
-     * on the devices measured. */
+     * kernels.cl): compiled in everywhere but on Mesa's drivers: a
+     * one-shape bench/conv_bench run on llvmpipe, mostly the program's
+     * build, took 63 s with them against 27 s, and the test runs there take
+     * the CLBlast path (no direct convolution). */
     const int mesa = strstr(ctx->info.platform, "rusticl") || strstr(ctx->info.platform, "Clover");
     snprintf(ctx->build_options, sizeof ctx->build_options,
              "%s -DGC_MC=%d -DGC_NC=%d -DGC_KC=%d -DGC_MR=%d -DGC_NR=%d -DCD_SPECIALISE=%d", BUILD_OPTIONS,

@@ -124,6 +124,11 @@ START_TEST(test_conv2d_layers)
     check(ctx, &L, 2, ref_conv2d_fwd, ref_conv2d_bwd);
     conv(&L, "conv_wide_dil2", 13, 11, 17, 5, 3, 1, 2, 0, 1, 0, CLREMAT_ACT_TANH, 1);
     check(ctx, &L, 2, ref_conv2d_fwd, ref_conv2d_bwd);
+    /* rows wide enough that, dilated, every tap of a kernel row reaches
+     * whole tiles: the direct kernels' one-loop-per-kernel-row path
+     * (forward, and the input gradient at stride 1) */
+    conv(&L, "conv_dil2_rows", 5, 24, 16, 16, 3, 1, 2, 1, 1, 0, CLREMAT_ACT_RELU, 1);
+    check(ctx, &L, 1, ref_conv2d_fwd, ref_conv2d_bwd);
     conv(&L, "conv_dw_wide", 13, 11, 19, 0, 3, 1, 1, 1, 1, 1, CLREMAT_ACT_SIGMOID, 1);
     check(ctx, &L, 2, ref_conv2d_fwd, ref_conv2d_bwd);
     conv(&L, "conv_dw_wide_m3", 13, 11, 7, 0, 3, 1, 1, 0, 1, 3, CLREMAT_ACT_NONE, 0);
