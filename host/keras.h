@@ -88,7 +88,9 @@ int clremat_keras_save(const clremat_keras_model *m, const clremat_graph *g, con
 int clremat_keras_zip_member(const char *path, const char *member, unsigned char **data, size_t *len);
 
 /** Reads dataset h5path of the weights image as float32: its rank and
- * dims (up to 8), and, when out is non-NULL, max_elems values into out. */
+ * dims (up to 8), and, when out is non-NULL, max_elems values into out.
+ * The HDF5 library runs in a child process (h5_guard.h): a file that
+ * crashes or hangs it gives CLREMAT_ERR_PARSE naming origin and h5path. */
 int clremat_keras_h5_read(const unsigned char *img, size_t len, const char *origin, const char *h5path, int *rank,
                           int64_t *dims, float *out, int64_t max_elems);
 

@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 #include "error.h"
+#include "h5_guard.h"
 #include "keras.h"
+#include <stdint.h>
+#include <stdlib.h>
 
 /* HDF5 prints its own error stack unless told not to: errors here are ours. */
 static void quiet(void)
@@ -25,8 +28,9 @@ static hid_t open_image(const unsigned char *img, size_t len)
     return f;
 }
 
-int clremat_keras_h5_read(const unsigned char *img, size_t len, const char *origin, const char *h5path, int *rank,
-                          int64_t *dims, float *out, int64_t max_elems)
+/* clremat_keras_h5_read in this process (the child of clremat_h5_guarded) */
+static int h5_read(const unsigned char *img, size_t len, const char *origin, const char *h5path, int *rank,
+                   int64_t *dims, float *out, int64_t max_elems)
 {
     hid_t f, d = -1, sp = -1, ty = -1;
     hsize_t hd[8];
@@ -72,6 +76,74 @@ done:
         H5Dclose(d);
     H5Fclose(f);
     return st;
+}
+
+/* The arguments of one read, and the job that runs it in the child: out =
+ * the rank (int32), 8 dimensions (int64), then the values when asked for. */
+typedef struct {
+    const unsigned char *img;
+    size_t len;
+    const char *origin, *h5path;
+    int64_t max_elems;
+    int want_values;
+} h5_read_args;
+
+typedef struct {
+    int32_t rank;
+    int64_t dims[8];
+} h5_shape;
+
+static int h5_read_job(void *arg, unsigned char **out, size_t *len)
+{
+    const h5_read_args *a = arg;
+    const size_t values = a->want_values ? (size_t)a->max_elems * sizeof(float) : 0;
+    h5_shape sh;
+    int rank = 0, st;
+    memset(&sh, 0, sizeof sh);
+    if (!(*out = malloc(sizeof sh + values)))
+        return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: no memory for dataset '%s' (%zu bytes)", a->origin,
+                                 a->h5path, values);
+    st = h5_read(a->img, a->len, a->origin, a->h5path, &rank, sh.dims,
+                 a->want_values ? (float *)(*out + sizeof sh) : NULL, a->max_elems);
+    if (st) {
+        free(*out);
+        *out = NULL;
+        return st;
+    }
+    sh.rank = rank;
+    memcpy(*out, &sh, sizeof sh);
+    *len = sizeof sh + values;
+    return CLREMAT_OK;
+}
+
+int clremat_keras_h5_read(const unsigned char *img, size_t len, const char *origin, const char *h5path, int *rank,
+                          int64_t *dims, float *out, int64_t max_elems)
+{
+    h5_read_args a = {img, len, origin, h5path, max_elems, out != NULL};
+    char what[600];
+    unsigned char *buf = NULL;
+    size_t got = 0;
+    h5_shape sh;
+    int st;
+    if (out && (max_elems < 0 || (uint64_t)max_elems > SIZE_MAX / sizeof(float) - sizeof sh))
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: dataset '%s': %lld values cannot be held", origin, h5path,
+                                 (long long)max_elems);
+    snprintf(what, sizeof what, "dataset '%s'", h5path);
+    if ((st = clremat_h5_guarded(origin, what, len, h5_read_job, &a, &buf, &got)))
+        return st;
+    if (got != sizeof sh + (out ? (size_t)max_elems * sizeof(float) : 0)) {
+        free(buf);
+        return clremat_set_error(CLREMAT_ERR_INTERNAL, "%s: dataset '%s': the HDF5 reader returned %zu bytes",
+                                 origin, h5path, got);
+    }
+    memcpy(&sh, buf, sizeof sh);
+    *rank = sh.rank;
+    for (int i = 0; i < sh.rank && i < 8; i++)
+        dims[i] = sh.dims[i];
+    if (out)
+        memcpy(out, buf + sizeof sh, (size_t)max_elems * sizeof(float));
+    free(buf);
+    return CLREMAT_OK;
 }
 
 int clremat_keras_h5_write(const unsigned char *img, size_t len, const char *tmp_path, const char *const *paths,

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "atomic_file.h"
 #include "error.h"
+#include "h5_guard.h"
 #include "keras.h"
 
 static int ends_with(const char *s, const char *suffix)
@@ -120,13 +121,51 @@ static void free_strings(char **s, int n)
     free(s);
 }
 
+/* The root's model_config and, when there, training_config of the file
+ * image at arg (a clremat_keras_model whose h5 is read), for
+ * clremat_h5_guarded (m->origin names the file): out = one byte (1 when training_config is there),
+ * model_config, '\0', training_config (or nothing), '\0'. */
+static int read_configs(void *arg, unsigned char **out, size_t *len)
+{
+    const clremat_keras_model *m = arg;
+    char **s = NULL, **t = NULL;
+    int n = 0, nt = 0, has_t;
+    size_t a, b;
+    hid_t f;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if ((f = open_image(m->h5, m->h5_len)) < 0)
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: not a readable HDF5 file (a legacy Keras model is what "
+                                 "model.save(\"m.h5\") writes)", m->origin);
+    if (attr_strings(f, "/", "model_config", &s, &n) || n != 1) {
+        free_strings(s, n);
+        H5Fclose(f);
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: the HDF5 file has no 'model_config' attribute: it is not a "
+                                 "whole Keras model saved with model.save(\"m.h5\") (a weights-only .h5 carries no "
+                                 "layer graph; use a .keras file, or to_json + .weights.h5)", m->origin);
+    }
+    has_t = attr_strings(f, "/", "training_config", &t, &nt) == 0 && nt == 1;
+    H5Fclose(f);
+    a = strlen(s[0]);
+    b = has_t ? strlen(t[0]) : 0;
+    if ((*out = malloc(a + b + 3))) {
+        (*out)[0] = (unsigned char)has_t;
+        memcpy(*out + 1, s[0], a + 1);
+        memcpy(*out + 2 + a, has_t ? t[0] : "", b + 1);
+        *len = a + b + 3;
+    }
+    free_strings(s, n);
+    free_strings(t, nt);
+    return *out ? CLREMAT_OK : clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: no memory for the model's "
+                                                 "configuration (%zu bytes)", m->origin, a + b + 3);
+}
+
 int clremat_keras_legacy_open(const char *path, clremat_keras_model *m, char **training)
 {
     FILE *fp;
     uint64_t size;
-    hid_t f;
-    char **s = NULL;
-    int n = 0, st;
+    unsigned char *buf = NULL;
+    size_t len = 0, a;
+    int st;
     *training = NULL;
     if ((st = clremat_open_regular(path, "Keras model file", &fp, &size)))
         return st;
@@ -137,32 +176,33 @@ int clremat_keras_legacy_open(const char *path, clremat_keras_model *m, char **t
     }
     fclose(fp);
     m->h5_len = (size_t)size;
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    if ((f = open_image(m->h5, m->h5_len)) < 0)
-        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: not a readable HDF5 file (a legacy Keras model is what "
-                                 "model.save(\"m.h5\") writes)", path);
-    if (attr_strings(f, "/", "model_config", &s, &n) || n != 1) {
-        free_strings(s, n);
-        H5Fclose(f);
-        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: the HDF5 file has no 'model_config' attribute: it is not a "
-                                 "whole Keras model saved with model.save(\"m.h5\") (a weights-only .h5 carries no "
-                                 "layer graph; use a .keras file, or to_json + .weights.h5)", path);
+    st = clremat_h5_guarded(path, "the root's 'model_config' and 'training_config' attributes", m->h5_len,
+                            read_configs, m, &buf, &len);
+    if (st)
+        return st;
+    a = len > 1 ? strnlen((const char *)buf + 1, len - 1) : len;
+    if (len < 3 || a + 2 >= len || buf[len - 1] != 0) {
+        free(buf);
+        return clremat_set_error(CLREMAT_ERR_INTERNAL, "%s: the HDF5 reader returned a malformed configuration",
+                                 path);
     }
-    m->config_text = s[0];
-    free(s);
-    if (attr_strings(f, "/", "training_config", &s, &n) == 0 && n == 1) {
-        *training = s[0];
-        free(s);
-    } else {
-        free_strings(s, n);
+    if (!(m->config_text = strdup((const char *)buf + 1)) ||
+        (buf[0] && !(*training = strdup((const char *)buf + 2 + a)))) {
+        free(buf);
+        return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: no memory for the model's configuration", path);
     }
-    H5Fclose(f);
+    free(buf);
     m->legacy = 1;
     return CLREMAT_OK;
 }
 
-int clremat_keras_legacy_paths(clremat_keras_model *m)
+/* Every variable's dataset path from the layer groups' weight_names (the
+ * job of clremat_keras_legacy_paths in the child): out = the n_vars h5path
+ * fields, one after another. */
+static int read_paths(void *arg, unsigned char **out, size_t *len)
 {
+    clremat_keras_model *m = arg;
+    const size_t w = sizeof m->vars[0].h5path;
     hid_t f;
     int st = CLREMAT_OK;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -192,5 +232,34 @@ int clremat_keras_legacy_paths(clremat_keras_model *m)
         i = j;
     }
     H5Fclose(f);
-    return st;
+    if (st)
+        return st;
+    if (m->n_vars > 0 && !(*out = malloc((size_t)m->n_vars * w)))
+        return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: no memory for the weights' paths", m->origin);
+    for (int v = 0; v < m->n_vars; v++)
+        memcpy(*out + (size_t)v * w, m->vars[v].h5path, w);
+    *len = (size_t)m->n_vars * w;
+    return CLREMAT_OK;
+}
+
+int clremat_keras_legacy_paths(clremat_keras_model *m)
+{
+    const size_t w = sizeof m->vars[0].h5path;
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    int st = clremat_h5_guarded(m->origin, "the layers' 'weight_names' attributes", m->h5_len, read_paths, m, &buf,
+                                &len);
+    if (st)
+        return st;
+    if (len != (size_t)m->n_vars * w) {
+        free(buf);
+        return clremat_set_error(CLREMAT_ERR_INTERNAL, "%s: the HDF5 reader returned %zu bytes of weight paths, "
+                                 "expected %zu", m->origin, len, (size_t)m->n_vars * w);
+    }
+    for (int v = 0; v < m->n_vars; v++) {
+        memcpy(m->vars[v].h5path, buf + (size_t)v * w, w);
+        m->vars[v].h5path[w - 1] = 0;
+    }
+    free(buf);
+    return CLREMAT_OK;
 }

@@ -13,6 +13,8 @@
 #include "testutil.h"
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "backend.h"
@@ -438,6 +440,58 @@ START_TEST(test_export_format_refused)
 }
 END_TEST
 
+/* legacy.h5 with bytes changed, as a mutation fuzzer made them: each one
+ * crashed (a segmentation fault in H5HG_read) or hung (a loop in
+ * H5HG__protect) Debian 12's libhdf5 1.10 while reading the root's
+ * vlen-string attributes. The import must end in an error naming the file,
+ * within the reader's time limit (10 s for files this size), whatever the
+ * library does. */
+typedef struct {
+    long off;
+    int len, byte;
+} patch;
+
+static void corrupt_legacy(const patch *ps, int n, const char *tag)
+{
+    char src[2300], tmp[] = "/tmp/clremat_keras_bad_XXXXXX.h5";
+    clremat_keras_model km;
+    FILE *f;
+    unsigned char *b;
+    long len;
+    int fd, st;
+    snprintf(src, sizeof src, "%s/legacy.h5", fixture_dir());
+    ck_assert_msg((f = fopen(src, "rb")) != NULL, "%s", src);
+    fseek(f, 0, SEEK_END);
+    len = ftell(f);
+    rewind(f);
+    ck_assert((b = malloc((size_t)len)) != NULL);
+    ck_assert_int_eq(fread(b, 1, (size_t)len, f), len);
+    fclose(f);
+    for (int i = 0; i < n; i++) {
+        ck_assert(ps[i].off + ps[i].len <= len);
+        memset(b + ps[i].off, ps[i].byte, (size_t)ps[i].len);
+    }
+    ck_assert((fd = mkstemps(tmp, 3)) >= 0);
+    ck_assert_int_eq(write(fd, b, (size_t)len), len);
+    close(fd);
+    free(b);
+    st = clremat_keras_read(tmp, NULL, NULL, &km);
+    fprintf(stderr, "%s: %s\n", tag, clremat_last_error());
+    ck_assert_msg(st == CLREMAT_ERR_PARSE, "%s: status %d (%s)", tag, st, clremat_last_error());
+    ck_assert_msg(strstr(clremat_last_error(), tmp) != NULL, "%s: the error does not name the file: %s", tag,
+                  clremat_last_error());
+    unlink(tmp);
+}
+
+START_TEST(test_legacy_corrupt)
+{
+    static const patch hang[] = {{10085, 237, 0}};
+    static const patch crash[] = {{3767, 1, 0x96}, {9460, 1, 0x08}, {25568, 1, 0x94}, {27239, 1, 0x53}};
+    corrupt_legacy(hang, 1, "hang");
+    corrupt_legacy(crash, 4, "crash");
+}
+END_TEST
+
 START_TEST(test_seq_mlp) { check_fixture("seq_mlp"); }
 END_TEST
 START_TEST(test_func_mlp) { check_fixture("func_mlp"); }
@@ -467,6 +521,7 @@ int main(void)
     tcase_add_test(tc, test_resnet);
     tcase_add_test(tc, test_mobilenet);
     tcase_add_test(tc, test_legacy);
+    tcase_add_test(tc, test_legacy_corrupt);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_frozen_layer);
     tcase_add_test(tc, test_mixed_policy);
