@@ -133,6 +133,7 @@ static const int64_t sizes[][3] = {
     {1, 1, 1}, {7, 13, 5}, {65, 33, 129}, {32, 32, 32}, {33, 1, 17}, {1, 40, 3}, {16, 48, 0},
     {150, 145, 300}, /* several native blocks in M, N and K, ragged edges */
     {333, 300, 280}, /* more rows and columns than the largest native block: evenly split blocks */
+    {40, 1000, 70},  /* one row block, 8 column blocks walked by column groups of several (the last ragged) */
 };
 
 /* Loop index of the path-parameterized tests: bit 0 selects CLBlast. */
