@@ -50,11 +50,15 @@ static char *read_file(const char *path, const char *what, size_t *len)
  * panels fit the device's local memory is compiled in. 576/256/256 needs
  * 851968 bytes, 288/256/256 557056 (CPU devices such as PoCL offer 1 MiB
  * or more: PoCL 2 MiB, its L2; the taller A block halves how often each
- * work-group packs B, issue 21); devices with
+ * work-group packs B, issue 21); 576/256/128 needs 425984 (PoCL on CPUs
+ * with 512 KiB of L2, such as AMD's Zen 3, whose next smaller set,
+ * 144/128/128, packed B 15 times at 2048 cubed: 576/256/128 ran it 1.16x
+ * as fast, 1024^3:tt 1.09x, 512x2048x2048:nt 1.07x, the rest within the
+ * scatter, in alternating bench/gemm_bench runs); devices with
  * 32 KiB (Mesa's llvmpipe, Oclgrind) get 48/64/64 (28672 bytes). MC is
  * rounded up to a multiple of the register tile's rows, NC of its columns
  * (every row is one for both tiles but the last). */
-static const int gemm_blocks[][3] = {{576, 256, 256}, {288, 256, 256}, {144, 128, 128}, {96, 64, 128},
+static const int gemm_blocks[][3] = {{576, 256, 256}, {288, 256, 256}, {576, 256, 128}, {144, 128, 128}, {96, 64, 128},
                                      {48, 64, 64},    {24, 32, 32},    {6, 16, 16}};
 
 /* Picks the native GEMM register tile and blocks for the device and the
