@@ -124,9 +124,8 @@ static int64_t column_groups(const clremat_ctx *ctx, int64_t M, int64_t N, int64
  * else when it packs fewer floats -- A once and B once per row block of
  * rm rows, against A once per column group (column_groups) and B once
  * per row block of the 2-D split -- with work-groups for every compute
- * unit. The result does
- * not depend on the split (every C element sums the same k-blocks in the
- * same order). */
+ * unit. The result does not depend on the split (every C element sums the
+ * same k-blocks in the same order). */
 static int split_rows_only(const clremat_ctx *ctx, int64_t M, int64_t N, int64_t K, int64_t batch, cl_int bm,
                            int64_t groups, cl_int rm, int actA)
 {
