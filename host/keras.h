@@ -87,15 +87,34 @@ int clremat_keras_save(const clremat_keras_model *m, const clremat_graph *g, con
 /** Reads a zip member into a NUL-terminated malloc'd buffer (*len without the NUL). */
 int clremat_keras_zip_member(const char *path, const char *member, unsigned char **data, size_t *len);
 
-/** Reads dataset h5path of the weights image as float32: its rank and
- * dims (up to 8), and, when out is non-NULL, max_elems values into out.
- * The HDF5 library runs in a child process (h5_guard.h): a file that
- * crashes or hangs it gives CLREMAT_ERR_PARSE naming origin and h5path. */
-int clremat_keras_h5_read(const unsigned char *img, size_t len, const char *origin, const char *h5path, int *rank,
-                          int64_t *dims, float *out, int64_t max_elems);
+/** A dataset's shape: rank 0 to 8 and its dimensions (unused ones 0). */
+typedef struct clremat_keras_shape {
+    int32_t rank;
+    int64_t dims[8];
+} clremat_keras_shape;
+
+/** Reads the shapes of the n float32 datasets named in paths from the
+ * weights image, the file opened once. The HDF5 library runs in a child
+ * process (h5_guard.h): a file that crashes or hangs it gives
+ * CLREMAT_ERR_PARSE naming origin and the datasets; a missing dataset or
+ * one that is not float32 is CLREMAT_ERR_PARSE naming it. */
+int clremat_keras_h5_shapes(const unsigned char *img, size_t len, const char *origin, int n,
+                            const char *const *paths, clremat_keras_shape *shapes);
+
+/** Reads the values of the n float32 datasets named in paths, counts[i]
+ * of dataset i (which must hold exactly that many: else
+ * CLREMAT_ERR_MISMATCH naming it), into out one after the other, in one
+ * child process as clremat_keras_h5_shapes. */
+int clremat_keras_h5_values(const unsigned char *img, size_t len, const char *origin, int n,
+                            const char *const *paths, const int64_t *counts, float *out);
+
+/** The shapes of every variable of m in its weights file (one child
+ * process), a malloc'd array of m->n_vars in *shapes. */
+int clremat_keras_var_shapes(const clremat_keras_model *m, clremat_keras_shape **shapes);
 
 /** Copies the weights image into a new file at tmp_path and overwrites the
- * n datasets named in paths with the float32 data in vals[i]. */
+ * n datasets named in paths with the float32 data in vals[i]; HDF5 runs in
+ * a child process, as for the reads. */
 int clremat_keras_h5_write(const unsigned char *img, size_t len, const char *tmp_path, const char *const *paths,
                            const float *const *vals, int n);
 
@@ -110,8 +129,10 @@ int clremat_keras_legacy_open(const char *path, clremat_keras_model *m, char **t
  * layer order, nested models included), then the non-trainable ones. */
 int clremat_keras_legacy_paths(clremat_keras_model *m);
 
-/** Gathers variable i of m from params into a new malloc'd array (*out). */
-int clremat_keras_gather(const clremat_keras_model *m, const clremat_graph *g, int i, const float *params, float **out);
+/** Gathers variable i of m, whose dataset has shape (clremat_keras_var_shapes),
+ * from params into a new malloc'd array (*out). */
+int clremat_keras_gather(const clremat_keras_model *m, const clremat_graph *g, int i,
+                         const clremat_keras_shape *shape, const float *params, float **out);
 
 /** Adds a variable mapping to m. */
 int clremat_keras_add_var(clremat_keras_model *m, const char *h5path, const char *layer, int param, int split,

@@ -16,11 +16,15 @@ static int write_h5(const clremat_keras_model *m, const clremat_graph *g, const 
 {
     const char **paths = calloc((size_t)m->n_vars + 1, sizeof *paths);
     float **vals = calloc((size_t)m->n_vars + 1, sizeof *vals);
+    clremat_keras_shape *shapes = NULL;
     int st = paths && vals ? CLREMAT_OK : clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (!st)
+        st = clremat_keras_var_shapes(m, &shapes);
     for (int i = 0; i < m->n_vars && !st; i++) {
         paths[i] = m->vars[i].h5path;
-        st = clremat_keras_gather(m, g, i, params, &vals[i]);
+        st = clremat_keras_gather(m, g, i, &shapes[i], params, &vals[i]);
     }
+    free(shapes);
     if (!st)
         st = clremat_keras_h5_write(m->h5, m->h5_len, tmp, paths, (const float *const *)vals, m->n_vars);
     for (int i = 0; vals && i < m->n_vars; i++)

@@ -28,18 +28,16 @@ static hid_t open_image(const unsigned char *img, size_t len)
     return f;
 }
 
-/* clremat_keras_h5_read in this process (the child of clremat_h5_guarded) */
-static int h5_read(const unsigned char *img, size_t len, const char *origin, const char *h5path, int *rank,
-                   int64_t *dims, float *out, int64_t max_elems)
+/* One dataset of the open file f: its shape, and with out its n values
+ * (n must be what the shape holds). In the child of clremat_h5_guarded. */
+static int h5_read(hid_t f, const char *origin, const char *h5path, clremat_keras_shape *shape, float *out,
+                   int64_t n_out)
 {
-    hid_t f, d = -1, sp = -1, ty = -1;
+    hid_t d = -1, sp = -1, ty = -1;
     hsize_t hd[8];
     int r, st = CLREMAT_OK;
     int64_t n = 1;
 
-    quiet();
-    if ((f = open_image(img, len)) < 0)
-        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: the weights file is not a readable HDF5 file", origin);
     if (H5Lexists(f, h5path, H5P_DEFAULT) <= 0 || (d = H5Dopen2(f, h5path, H5P_DEFAULT)) < 0) {
         st = clremat_set_error(CLREMAT_ERR_PARSE, "%s: the weights file has no dataset '%s'", origin, h5path);
         goto done;
@@ -53,15 +51,16 @@ static int h5_read(const unsigned char *img, size_t len, const char *origin, con
         goto done;
     }
     H5Sget_simple_extent_dims(sp, hd, NULL);
-    *rank = r;
+    memset(shape, 0, sizeof *shape);
+    shape->rank = r;
     for (int i = 0; i < r; i++) {
-        dims[i] = (int64_t)hd[i];
-        n *= dims[i];
+        shape->dims[i] = (int64_t)hd[i];
+        n = hd[i] > (hsize_t)INT64_MAX / (hsize_t)(n ? n : 1) ? INT64_MAX : n * (int64_t)hd[i];
     }
     if (out) {
-        if (n != max_elems) {
+        if (n != n_out) {
             st = clremat_set_error(CLREMAT_ERR_MISMATCH, "%s: dataset '%s' holds %lld values, expected %lld", origin,
-                                   h5path, (long long)n, (long long)max_elems);
+                                   h5path, (long long)n, (long long)n_out);
             goto done;
         }
         if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
@@ -74,80 +73,116 @@ done:
         H5Sclose(sp);
     if (d >= 0)
         H5Dclose(d);
-    H5Fclose(f);
     return st;
 }
 
-/* The arguments of one read, and the job that runs it in the child: out =
- * the rank (int32), 8 dimensions (int64), then the values when asked for. */
+/* The arguments of a batch of reads and the job that runs them in the
+ * child, the file opened once: out = n shapes, or (counts given) the n
+ * datasets' values one after the other. */
 typedef struct {
     const unsigned char *img;
     size_t len;
-    const char *origin, *h5path;
-    int64_t max_elems;
-    int want_values;
+    const char *origin;
+    int n;
+    const char *const *paths;
+    const int64_t *counts; /* NULL: shapes only */
+    size_t values;         /* with counts: their sum */
 } h5_read_args;
-
-typedef struct {
-    int32_t rank;
-    int64_t dims[8];
-} h5_shape;
 
 static int h5_read_job(void *arg, unsigned char **out, size_t *len)
 {
     const h5_read_args *a = arg;
-    const size_t values = a->want_values ? (size_t)a->max_elems * sizeof(float) : 0;
-    h5_shape sh;
-    int rank = 0, st;
-    memset(&sh, 0, sizeof sh);
-    if (!(*out = malloc(sizeof sh + values)))
-        return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: no memory for dataset '%s' (%zu bytes)", a->origin,
-                                 a->h5path, values);
-    st = h5_read(a->img, a->len, a->origin, a->h5path, &rank, sh.dims,
-                 a->want_values ? (float *)(*out + sizeof sh) : NULL, a->max_elems);
+    const size_t bytes = a->counts ? a->values * sizeof(float) : (size_t)a->n * sizeof(clremat_keras_shape);
+    hid_t f;
+    int st = CLREMAT_OK;
+    size_t at = 0;
+    quiet();
+    if (!(*out = malloc(bytes ? bytes : 1)))
+        return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: no memory for the weights (%zu bytes)", a->origin,
+                                 bytes);
+    if ((f = open_image(a->img, a->len)) < 0)
+        st = clremat_set_error(CLREMAT_ERR_PARSE, "%s: the weights file is not a readable HDF5 file", a->origin);
+    for (int i = 0; i < a->n && !st; i++) {
+        clremat_keras_shape sh;
+        if (a->counts) {
+            st = h5_read(f, a->origin, a->paths[i], &sh, (float *)(*out + at), a->counts[i]);
+            at += (size_t)a->counts[i] * sizeof(float);
+        } else {
+            st = h5_read(f, a->origin, a->paths[i], &sh, NULL, 0);
+            memcpy(*out + at, &sh, sizeof sh);
+            at += sizeof sh;
+        }
+    }
+    if (f >= 0)
+        H5Fclose(f);
     if (st) {
         free(*out);
         *out = NULL;
         return st;
     }
-    sh.rank = rank;
-    memcpy(*out, &sh, sizeof sh);
-    *len = sizeof sh + values;
+    *len = bytes;
     return CLREMAT_OK;
 }
 
-int clremat_keras_h5_read(const unsigned char *img, size_t len, const char *origin, const char *h5path, int *rank,
-                          int64_t *dims, float *out, int64_t max_elems)
+static int read_batch(h5_read_args *a, unsigned char **buf, size_t want)
 {
-    h5_read_args a = {img, len, origin, h5path, max_elems, out != NULL};
     char what[600];
-    unsigned char *buf = NULL;
     size_t got = 0;
-    h5_shape sh;
     int st;
-    if (out && (max_elems < 0 || (uint64_t)max_elems > SIZE_MAX / sizeof(float) - sizeof sh))
-        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: dataset '%s': %lld values cannot be held", origin, h5path,
-                                 (long long)max_elems);
-    snprintf(what, sizeof what, "dataset '%s'", h5path);
-    if ((st = clremat_h5_guarded(origin, what, len, h5_read_job, &a, &buf, &got)))
+    if (a->n == 1)
+        snprintf(what, sizeof what, "dataset '%s'", a->paths[0]);
+    else
+        snprintf(what, sizeof what, "%d datasets ('%s' to '%s')", a->n, a->paths[0], a->paths[a->n - 1]);
+    if ((st = clremat_h5_guarded(a->origin, what, a->len, h5_read_job, a, buf, &got)))
         return st;
-    if (got != sizeof sh + (out ? (size_t)max_elems * sizeof(float) : 0)) {
-        free(buf);
-        return clremat_set_error(CLREMAT_ERR_INTERNAL, "%s: dataset '%s': the HDF5 reader returned %zu bytes",
-                                 origin, h5path, got);
+    if (got != want) {
+        free(*buf);
+        *buf = NULL;
+        return clremat_set_error(CLREMAT_ERR_INTERNAL, "%s: %s: the HDF5 reader returned %zu bytes, not %zu",
+                                 a->origin, what, got, want);
     }
-    memcpy(&sh, buf, sizeof sh);
-    *rank = sh.rank;
-    for (int i = 0; i < sh.rank && i < 8; i++)
-        dims[i] = sh.dims[i];
-    if (out)
-        memcpy(out, buf + sizeof sh, (size_t)max_elems * sizeof(float));
+    return CLREMAT_OK;
+}
+
+int clremat_keras_h5_shapes(const unsigned char *img, size_t len, const char *origin, int n,
+                            const char *const *paths, clremat_keras_shape *shapes)
+{
+    h5_read_args a = {img, len, origin, n, paths, NULL, 0};
+    unsigned char *buf = NULL;
+    int st;
+    if (n <= 0)
+        return CLREMAT_OK;
+    if ((st = read_batch(&a, &buf, (size_t)n * sizeof *shapes)))
+        return st;
+    memcpy(shapes, buf, (size_t)n * sizeof *shapes);
     free(buf);
     return CLREMAT_OK;
 }
 
-int clremat_keras_h5_write(const unsigned char *img, size_t len, const char *tmp_path, const char *const *paths,
-                           const float *const *vals, int n)
+int clremat_keras_h5_values(const unsigned char *img, size_t len, const char *origin, int n,
+                            const char *const *paths, const int64_t *counts, float *out)
+{
+    h5_read_args a = {img, len, origin, n, paths, counts, 0};
+    unsigned char *buf = NULL;
+    int st;
+    for (int i = 0; i < n; i++) {
+        if (counts[i] < 0 || (uint64_t)counts[i] > (SIZE_MAX / sizeof(float) - a.values) / 2)
+            return clremat_set_error(CLREMAT_ERR_PARSE, "%s: dataset '%s': %lld values cannot be held", origin,
+                                     paths[i], (long long)counts[i]);
+        a.values += (size_t)counts[i];
+    }
+    if (n <= 0 || a.values == 0)
+        return CLREMAT_OK;
+    if ((st = read_batch(&a, &buf, a.values * sizeof(float))))
+        return st;
+    memcpy(out, buf, a.values * sizeof(float));
+    free(buf);
+    return CLREMAT_OK;
+}
+
+/* clremat_keras_h5_write in this process (the child of clremat_h5_guarded) */
+static int h5_write(const unsigned char *img, size_t len, const char *tmp_path, const char *const *paths,
+                    const float *const *vals, int n)
 {
     FILE *fp = fopen(tmp_path, "wb");
     hid_t f, fapl;
@@ -176,5 +211,34 @@ int clremat_keras_h5_write(const unsigned char *img, size_t len, const char *tmp
     }
     if (H5Fclose(f) < 0 && !st)
         st = clremat_set_error(CLREMAT_ERR_IO, "%s: closing the weights file failed", tmp_path);
+    return st;
+}
+
+typedef struct {
+    const unsigned char *img;
+    size_t len;
+    const char *tmp_path;
+    const char *const *paths;
+    const float *const *vals;
+    int n;
+} h5_write_args;
+
+static int h5_write_job(void *arg, unsigned char **out, size_t *len)
+{
+    const h5_write_args *a = arg;
+    *out = NULL;
+    *len = 0;
+    return h5_write(a->img, a->len, a->tmp_path, a->paths, a->vals, a->n);
+}
+
+int clremat_keras_h5_write(const unsigned char *img, size_t len, const char *tmp_path, const char *const *paths,
+                           const float *const *vals, int n)
+{
+    h5_write_args a = {img, len, tmp_path, paths, vals, n};
+    unsigned char *buf = NULL;
+    size_t got = 0;
+    int st = clremat_h5_guarded(tmp_path, "the copied weights file (writing the trained weights)", len, h5_write_job,
+                                &a, &buf, &got);
+    free(buf);
     return st;
 }

@@ -569,23 +569,25 @@ static int64_t param_offset(const clremat_graph *g, int l, int k)
     return off;
 }
 
-/* Where variable v goes: its rows/cols and the parameter's offset and stride. */
-static int locate(const clremat_keras_model *m, const clremat_graph *g, const clremat_keras_var *v, int64_t *rows,
-                  int64_t *cols, int64_t *off, int64_t *stride)
+/* Where variable v, of dataset shape sh, goes: its rows/cols and the
+ * parameter's offset and stride. */
+static int locate(const clremat_keras_model *m, const clremat_graph *g, const clremat_keras_var *v,
+                  const clremat_keras_shape *sh, int64_t *rows, int64_t *cols, int64_t *off, int64_t *stride)
 {
-    int rank, l = clremat_graph_find_layer(g, v->layer), st;
-    int64_t dims[8], r = 1, c = 1;
+    int l = clremat_graph_find_layer(g, v->layer);
+    int64_t r = 1, c = 1;
     const clremat_param *p;
     if (l < 0 || v->param >= g->layers[l].n_params)
         return clremat_set_error(CLREMAT_ERR_INTERNAL, "%s: variable '%s' maps to no parameter of layer '%s'",
                                  m->origin, v->h5path, v->layer);
-    if ((st = clremat_keras_h5_read(m->h5, m->h5_len, m->origin, v->h5path, &rank, dims, NULL, 0)))
-        return st;
-    for (int i = 0; i < rank; i++)
-        *(i < v->split ? &r : &c) *= dims[i];
     p = &g->layers[l].params[v->param];
     *stride = p->shape.dims[p->shape.rank - 1];
-    if (r * *stride != p->elems || v->col_off + c > *stride)
+    for (int i = 0; i < sh->rank; i++) {
+        int64_t *t = i < v->split ? &r : &c, d = sh->dims[i];
+        /* no product past the parameter's size (a hostile file's dimensions cannot overflow it) */
+        *t = d > 0 && *t > p->elems / d ? p->elems + 1 : *t * d;
+    }
+    if (r > p->elems || c > p->elems || r * *stride != p->elems || v->col_off + c > *stride)
         return clremat_set_error(CLREMAT_ERR_MISMATCH, "%s: variable '%s' has %lld x %lld values; it does not fit "
                                  "parameter %s/%s (%lld values, rows of %lld)", m->origin, v->h5path, (long long)r,
                                  (long long)c, v->layer, p->name, (long long)p->elems, (long long)*stride);
@@ -595,48 +597,87 @@ static int locate(const clremat_keras_model *m, const clremat_graph *g, const cl
     return CLREMAT_OK;
 }
 
-int clremat_keras_params(const clremat_keras_model *m, const clremat_graph *g, float *params)
+int clremat_keras_var_shapes(const clremat_keras_model *m, clremat_keras_shape **shapes)
 {
-    int64_t total = clremat_graph_param_elems(g), covered = 0;
-    float *tmp = NULL;
-    int st = CLREMAT_OK;
-    if (!m->h5)
-        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s: no Keras weights file to read", m->origin);
-    for (int i = 0; i < m->n_vars && !st; i++) {
-        int64_t rows, cols, off, stride;
-        if ((st = locate(m, g, &m->vars[i], &rows, &cols, &off, &stride)))
-            break;
-        free(tmp);
-        if (!(tmp = malloc(sizeof(float) * (size_t)(rows * cols)))) {
-            st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory");
-            break;
-        }
-        {
-            int rank;
-            int64_t dims[8];
-            if ((st = clremat_keras_h5_read(m->h5, m->h5_len, m->origin, m->vars[i].h5path, &rank, dims, tmp,
-                                            rows * cols)))
-                break;
-        }
-        for (int64_t r = 0; r < rows; r++)
-            memcpy(params + off + r * stride, tmp + r * cols, sizeof(float) * (size_t)cols);
-        covered += rows * cols;
+    const char **paths = calloc((size_t)m->n_vars + 1, sizeof *paths);
+    int st;
+    *shapes = calloc((size_t)m->n_vars + 1, sizeof **shapes);
+    if (!paths || !*shapes) {
+        free(paths);
+        free(*shapes);
+        *shapes = NULL;
+        return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory");
     }
-    free(tmp);
-    if (!st && covered != total)
-        st = clremat_set_error(CLREMAT_ERR_MISMATCH, "%s: the Keras variables cover %lld of the model's %lld "
-                               "parameters", m->origin, (long long)covered, (long long)total);
+    for (int i = 0; i < m->n_vars; i++)
+        paths[i] = m->vars[i].h5path;
+    st = clremat_keras_h5_shapes(m->h5, m->h5_len, m->origin, m->n_vars, paths, *shapes);
+    free(paths);
+    if (st) {
+        free(*shapes);
+        *shapes = NULL;
+    }
     return st;
 }
 
-int clremat_keras_gather(const clremat_keras_model *m, const clremat_graph *g, int i, const float *params, float **out)
+/* Every variable's place in the parameters (locate), from the shapes read
+ * in one child; then all their values in a second: two HDF5 children per
+ * import, the values read only once every shape has been checked against
+ * its parameter. */
+int clremat_keras_params(const clremat_keras_model *m, const clremat_graph *g, float *params)
+{
+    const int64_t total = clremat_graph_param_elems(g);
+    const int n = m->n_vars;
+    clremat_keras_shape *shapes = NULL;
+    int64_t *at = NULL, covered = 0; /* per variable: rows, cols, off, stride */
+    const char **paths = NULL;
+    float *vals = NULL;
+    int st;
+    if (!m->h5)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s: no Keras weights file to read", m->origin);
+    if ((st = clremat_keras_var_shapes(m, &shapes)))
+        return st;
+    at = calloc((size_t)n * 5 + 1, sizeof *at);
+    paths = calloc((size_t)n + 1, sizeof *paths);
+    if (!at || !paths)
+        st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (int i = 0; i < n && !st; i++) {
+        int64_t *v = at + 4 * i;
+        paths[i] = m->vars[i].h5path;
+        st = locate(m, g, &m->vars[i], &shapes[i], &v[0], &v[1], &v[2], &v[3]);
+        /* counts: each at most its parameter's size (locate), summed over at most n parameters' worth */
+        at[4 * n + i] = v[0] * v[1];
+        covered += v[0] * v[1];
+    }
+    if (!st && covered != total)
+        st = clremat_set_error(CLREMAT_ERR_MISMATCH, "%s: the Keras variables cover %lld of the model's %lld "
+                               "parameters", m->origin, (long long)covered, (long long)total);
+    if (!st && !(vals = malloc(sizeof(float) * (size_t)(covered + 1))))
+        st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory (%lld weights)", (long long)covered);
+    if (!st)
+        st = clremat_keras_h5_values(m->h5, m->h5_len, m->origin, n, paths, at + 4 * n, vals);
+    int64_t pos = 0;
+    for (int i = 0; i < n && !st; i++) {
+        const int64_t rows = at[4 * i], cols = at[4 * i + 1], off = at[4 * i + 2], stride = at[4 * i + 3];
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(params + off + r * stride, vals + pos + r * cols, sizeof(float) * (size_t)cols);
+        pos += rows * cols;
+    }
+    free(vals);
+    free(paths);
+    free(at);
+    free(shapes);
+    return st;
+}
+
+int clremat_keras_gather(const clremat_keras_model *m, const clremat_graph *g, int i,
+                         const clremat_keras_shape *shape, const float *params, float **out)
 {
     int64_t rows, cols, off, stride;
     int st;
     *out = NULL;
-    if ((st = locate(m, g, &m->vars[i], &rows, &cols, &off, &stride)))
+    if ((st = locate(m, g, &m->vars[i], shape, &rows, &cols, &off, &stride)))
         return st;
-    if (!(*out = malloc(sizeof(float) * (size_t)(rows * cols))))
+    if (!(*out = malloc(sizeof(float) * (size_t)(rows * cols + 1))))
         return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory");
     for (int64_t r = 0; r < rows; r++)
         memcpy(*out + r * cols, params + off + r * stride, sizeof(float) * (size_t)cols);
