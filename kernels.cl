@@ -1012,6 +1012,65 @@ gc_vec gc_act_pack(const int act, const gc_vec v)
     return gc_act(act, v);
 }
 
+/* The wide elementwise kernels (clremat_act_fwdw, clremat_act_bwdw,
+ * clremat_cvt16w, clremat_act_bwd16w): CLREMAT_EW elements per work-item,
+ * 16 where GC_VW is 16 (one float16 per array on a 16-lane device: the
+ * eight-wide kernels left half of each vector register unused, and GELU is
+ * bound by its arithmetic), else 8; the host launches ceil(n / CLREMAT_EW)
+ * (clremat_ew, kernel_run.h). A whole block of sixteen runs GELU (tanh
+ * form) and ReLU as one sixteen-wide instance of the same formulas
+ * (CLREMAT_ACT_WIDE: no math builtins, so every lane gets clremat_act8's
+ * and clremat_dact8's bits); anything else, and the last partial block, as
+ * two eight-wide blocks of the eight-wide kernels' code. */
+#if GC_VW == 16
+#define CLREMAT_EW 16
+CLREMAT_DEFINE_DACT(gc_dact16, float16, gc_gexp16)
+#else
+#define CLREMAT_EW 8
+#endif
+#define CLREMAT_ACT_WIDE(act) ((act) == CLREMAT_ACT_GELU_TANH || (act) == CLREMAT_ACT_RELU)
+
+/* y = act(x): clremat_act_fwd8's floats, CLREMAT_EW per work-item. */
+__kernel void clremat_act_fwdw(const int n, const int act, __global const float *x, __global float *y)
+{
+    const int i0 = get_global_id(0) * CLREMAT_EW;
+#if CLREMAT_EW == 16
+    if (i0 + 16 <= n && CLREMAT_ACT_WIDE(act)) {
+        vstore16(gc_act16(act, vload16(0, x + i0)), 0, y + i0);
+        return;
+    }
+#endif
+    for (int h = 0; h < CLREMAT_EW; h += 8)
+        if (i0 + h < n)
+            clremat_store8(y, i0 + h, n, clremat_act8(act, clremat_load8(x, i0 + h, n)));
+}
+
+/* dx = dy * act'(x) (acc: +=): clremat_act_bwd8's floats, CLREMAT_EW per
+ * work-item; dx may be dy (in place). */
+__kernel void clremat_act_bwdw(const int n, const int act, const int acc, __global const float *x,
+                               __global const float *dy, __global float *dx)
+{
+    const int i0 = get_global_id(0) * CLREMAT_EW;
+#if CLREMAT_EW == 16
+    if (i0 + 16 <= n && CLREMAT_ACT_WIDE(act)) {
+        float16 g = vload16(0, dy + i0) * gc_dact16(act, vload16(0, x + i0));
+        if (acc)
+            g = vload16(0, dx + i0) + g;
+        vstore16(g, 0, dx + i0);
+        return;
+    }
+#endif
+    for (int h = 0; h < CLREMAT_EW; h += 8) {
+        const int j = i0 + h;
+        if (j < n) {
+            float8 g = clremat_load8(dy, j, n) * clremat_dact8(act, clremat_load8(x, j, n));
+            if (acc)
+                g = clremat_load8(dx, j, n) + g;
+            clremat_store8(dx, j, n, g);
+        }
+    }
+}
+
 /* ------------------------------------------------------------------------
  * Mixed precision fused into the native GEMM (issue 16): operands stored in
  * 16 bits are widened while packing (exactly: binary16 by vload_half,
@@ -3931,6 +3990,91 @@ __kernel void clremat_dropout16(const int n, const int acc, const float rate, co
 #define DROPOUT16_AT(FX, FY, FY_AGAIN, W) clremat_dropout16_at(n, acc, scale, keep, FX, x, FY, y, i0, W)
     CLREMAT_EW16(i0, n, fx, fy, fy, DROPOUT16_AT);
 #undef DROPOUT16_AT
+}
+
+/* Sixteen elements from i0 of p (format fmt, CLREMAT_FMT_*) widened to
+ * float, and stored rounded: clremat_ld8_fmt / clremat_st8_fmt on sixteen
+ * lanes (the bfloat16 rounding of gc16_bf16x8 lane for lane; one 32-byte
+ * store where aligned, as gc16_st8 does with 16 bytes). */
+#if CLREMAT_EW == 16
+float16 clremat_ld16_fmt(__global const uchar *p, const int fmt, const int i0)
+{
+    if (fmt == 1)
+        return vload_half16(0, (__global const half *)p + i0);
+    if (fmt == 2)
+        return as_float16(convert_uint16(vload16(0, (__global const ushort *)p + i0)) << 16);
+    return vload16(0, (__global const float *)p + i0);
+}
+
+void clremat_st16_fmt(__global uchar *p, const int fmt, const int i0, const float16 v)
+{
+    if (fmt == 1) {
+        vstore_half16_rte(v, 0, (__global half *)p + i0);
+    } else if (fmt == 2) {
+        __global ushort *q = (__global ushort *)p + i0;
+        const uint16 u = as_uint16(v);
+        const uint16 r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, qn = (u >> 16) | 0x0040u;
+        const ushort16 b = convert_ushort16(select(r, qn, (u & 0x7fffffffu) > 0x7f800000u));
+        if (((ulong)q & 31) == 0)
+            *(__global ushort16 *)q = b;
+        else
+            vstore16(b, 0, q);
+    } else {
+        vstore16(v, 0, (__global float *)p + i0);
+    }
+}
+#endif
+
+/* clremat_cvt16x8's floats, CLREMAT_EW per work-item (the wide kernels
+ * above): a whole block of sixteen with no activation or a CLREMAT_ACT_WIDE
+ * one in one sixteen-wide pass. */
+__kernel void clremat_cvt16w(const int n, const int act, const float scale, const int acc, const int sfmt,
+                             __global const uchar *src, const int dfmt, __global uchar *dst)
+{
+    const int i0 = get_global_id(0) * CLREMAT_EW;
+#if CLREMAT_EW == 16
+    if (i0 + 16 <= n && (act == CLREMAT_ACT_NONE || CLREMAT_ACT_WIDE(act))) {
+        float16 v = clremat_ld16_fmt(src, sfmt, i0);
+        if (act)
+            v = gc_act16(act, v);
+        v *= scale;
+        if (acc)
+            v = clremat_ld16_fmt(dst, dfmt, i0) + v;
+        clremat_st16_fmt(dst, dfmt, i0, v);
+        return;
+    }
+#endif
+    for (int h = 0; h < CLREMAT_EW; h += 8) {
+        const int j = i0 + h;
+        if (j < n) {
+            float8 v = clremat_ldf8(src, sfmt, j, n);
+            if (act)
+                v = clremat_act8(act, v);
+            v *= scale;
+            if (acc)
+                v = clremat_ldf8(dst, dfmt, j, n) + v;
+            clremat_stf8(dst, dfmt, j, n, v);
+        }
+    }
+}
+
+/* clremat_act_bwd16's floats, CLREMAT_EW per work-item. */
+__kernel void clremat_act_bwd16w(const int n, const int act, const int acc, const int fx, __global const uchar *x,
+                                 const int fdy, __global const uchar *dy, const int fz, __global uchar *z)
+{
+    const int i0 = get_global_id(0) * CLREMAT_EW;
+#if CLREMAT_EW == 16
+    if (i0 + 16 <= n && CLREMAT_ACT_WIDE(act)) {
+        float16 g = clremat_ld16_fmt(dy, fdy, i0) * gc_dact16(act, clremat_ld16_fmt(x, fx, i0));
+        if (acc)
+            g = clremat_ld16_fmt(z, fz, i0) + g;
+        clremat_st16_fmt(z, fz, i0, g);
+        return;
+    }
+#endif
+    for (int h = 0; h < CLREMAT_EW; h += 8)
+        if (i0 + h < n)
+            clremat_act_bwd16_at(n, act, acc, fx, x, fdy, dy, fz, z, i0 + h, i0 + h + 8 <= n);
 }
 
 /* Layernorm on formats: x and dy of fx / fdy, y and dx of fy / fdx

@@ -18,6 +18,16 @@ int clremat_run(clremat_ctx *ctx, const char *kname, cl_uint dims, const size_t 
 int clremat_run1d(clremat_ctx *ctx, const char *kname, int64_t n, ...);
 
 /** Elements of a per-sample shape (1 for rank 0); does not need base/graph.c. */
+/** Work-items of a wide elementwise kernel over n elements (kernels.cl's
+ * CLREMAT_EW per item: clremat_act_fwdw, clremat_act_bwdw, clremat_cvt16w,
+ * clremat_act_bwd16w): 16 per item where the program's native GEMM tile is
+ * 12 x 32 (16-lane vector devices, backend/program.c), else 8. */
+static inline int64_t clremat_ew_items(const clremat_ctx *ctx, int64_t n)
+{
+    const int64_t ew = ctx->gemm_nr >= 32 ? 16 : 8;
+    return (n + ew - 1) / ew;
+}
+
 static inline int64_t clremat_elems_of(const clremat_shape *s)
 {
     int64_t e = 1;

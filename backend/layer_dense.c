@@ -96,7 +96,7 @@ static int dense_recompute(clremat_layer_call *c)
     n = (cl_int)(rows * units);
     mp = clremat_mem(c->slot[1]);
     mo = clremat_mem(c->slot[0]);
-    return clremat_run1d(c->ctx, "clremat_act_fwd8", (rows * units + 7) / 8, sizeof n, &n, sizeof act, &act, sizeof mp, &mp,
+    return clremat_run1d(c->ctx, "clremat_act_fwdw", clremat_ew_items(c->ctx, rows * units), sizeof n, &n, sizeof act, &act, sizeof mp, &mp,
                          sizeof mo, &mo, (size_t)0);
 }
 
@@ -120,7 +120,7 @@ static int dense_backward(clremat_layer_call *c)
     if (has_act) { /* dZ = dout * act'(preact), in place */
         cl_int n = (cl_int)(rows * units), act = (cl_int)L->act, acc = 0;
         cl_mem mp = clremat_mem(c->slot[1]), md = clremat_mem(c->dout);
-        if ((st = clremat_run1d(c->ctx, "clremat_act_bwd8", (rows * units + 7) / 8, sizeof n, &n, sizeof act, &act, sizeof acc,
+        if ((st = clremat_run1d(c->ctx, "clremat_act_bwdw", clremat_ew_items(c->ctx, rows * units), sizeof n, &n, sizeof act, &act, sizeof acc,
                                 &acc, sizeof mp, &mp, sizeof md, &md, sizeof md, &md, (size_t)0)) != CLREMAT_OK)
             return st;
     }

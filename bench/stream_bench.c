@@ -157,11 +157,11 @@ static int launch16(clremat_ctx *ctx, int k, cl_int n, cl_int fmt, clremat_buf *
     cl_uint lo = 1234, hi = 0, ustep = (cl_uint)step, layer = 3, off = 0;
     switch ((k - K_FIRST16) % K_PER_FMT + K_FIRST16) {
     case K_ACT_FWD_BF:
-        return clremat_run1d(ctx, "clremat_cvt16x8", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof act, &act,
+        return clremat_run1d(ctx, "clremat_cvt16w", clremat_ew_items(ctx, n), sizeof n, &n, sizeof act, &act,
                              sizeof one, &one, sizeof acc, &acc, sizeof fmt, &fmt, sizeof m0, &m0, sizeof fmt, &fmt,
                              sizeof m1, &m1, (size_t)0);
     case K_ACT_BWD_BF:
-        return clremat_run1d(ctx, "clremat_act_bwd16", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof act, &act,
+        return clremat_run1d(ctx, "clremat_act_bwd16w", clremat_ew_items(ctx, n), sizeof n, &n, sizeof act, &act,
                              sizeof acc, &acc, sizeof fmt, &fmt, sizeof m0, &m0, sizeof fmt, &fmt, sizeof m2, &m2,
                              sizeof fmt, &fmt, sizeof m2, &m2, (size_t)0);
     case K_DROPOUT_BF:
@@ -190,10 +190,10 @@ static int launch(clremat_ctx *ctx, int k, cl_int n, clremat_buf *b[4], clremat_
         return clremat_run1d(ctx, "clremat_stream_copy8", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof m0, &m0,
                              sizeof m1, &m1, (size_t)0);
     case K_ACT_FWD:
-        return clremat_run1d(ctx, "clremat_act_fwd8", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof act, &act,
+        return clremat_run1d(ctx, "clremat_act_fwdw", clremat_ew_items(ctx, n), sizeof n, &n, sizeof act, &act,
                              sizeof m0, &m0, sizeof m1, &m1, (size_t)0);
     case K_ACT_BWD:
-        return clremat_run1d(ctx, "clremat_act_bwd8", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof act, &act,
+        return clremat_run1d(ctx, "clremat_act_bwdw", clremat_ew_items(ctx, n), sizeof n, &n, sizeof act, &act,
                              sizeof acc, &acc, sizeof m0, &m0, sizeof m2, &m2, sizeof m2, &m2, (size_t)0);
     case K_DROPOUT:
         return clremat_run1d(ctx, "clremat_dropout8", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof acc, &acc,

@@ -5,10 +5,16 @@
  * on sizes that are and are not multiples of eight: clremat_add16 (every
  * operand 16-bit, where its formats become constants, and a float32
  * operand among them), emb_forward16 and emb_backward_table16 (fresh and
- * accumulated), attn_softmax_fwd16 (causal or not). */
+ * accumulated), attn_softmax_fwd16 (causal or not). And the wide
+ * elementwise kernels (clremat_act_fwdw, clremat_act_bwdw, clremat_cvt16w,
+ * clremat_act_bwd16w: sixteen elements per work-item on 16-lane devices)
+ * against the eight-wide ones they replace, bit for bit, on every
+ * activation, with special values (NaN, infinities, huge, tiny, -0) among
+ * the operands. */
 #include "testutil.h"
 #include "kernel_run.h"
 #include "mixed_precision.h"
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,6 +222,108 @@ START_TEST(test_softmax16_bits)
 }
 END_TEST
 
+/* Operand values for the wide kernels: fill()'s, with special values at a
+ * few places (the same in every array, so GELU's derivative, the bfloat16
+ * rounding and the NaN paths all see them). */
+static void fill_special(float *h, int n, int salt)
+{
+    static const float special[] = {NAN, INFINITY, -INFINITY, 3.0e38f, -1.0e-40f, -0.0f, 88.5f, -90.0f};
+    fill(h, n, salt);
+    for (int i = 0; i < 8 && 5 * i + 3 < n; i++)
+        h[5 * i + 3] = special[i];
+}
+
+START_TEST(test_wide_kernels_bits)
+{
+    static const int lengths[] = {1, 7, 8, 13, 16, 17, 37, 1000, 4099};
+    static const int f16[] = {CLREMAT_FMT_F16, CLREMAT_FMT_BF16, CLREMAT_FMT_F32};
+    clremat_ctx *ctx;
+    TEST_OPEN_CTX(ctx, 0);
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
+        for (int act = 0; act <= 6; act++)
+            for (int acc = 0; acc < 2; acc++) {
+                const int n = lengths[li];
+                const int64_t wide = clremat_ew_items(ctx, n), eight = (n + 7) / 8;
+                float *h = malloc(sizeof(float) * (size_t)n);
+                clremat_buf *b[4];
+                cl_int in = n, iact = act, iacc = acc;
+                cl_mem mx, mdy, mw, m8;
+                char what[96];
+                ck_assert_ptr_nonnull(h);
+                fill_special(h, n, 1);
+                b[0] = upload(ctx, h, (size_t)n); /* x */
+                fill_special(h, n, 2);
+                b[1] = upload(ctx, h, (size_t)n); /* dy */
+                fill_special(h, n, 3);
+                b[2] = upload(ctx, h, (size_t)n); /* wide kernel's output (its old value for acc) */
+                b[3] = upload(ctx, h, (size_t)n); /* eight-wide kernel's */
+                mx = clremat_mem(b[0]), mdy = clremat_mem(b[1]), mw = clremat_mem(b[2]), m8 = clremat_mem(b[3]);
+                /* float32: the forward (no acc argument) and the backward */
+                if (!acc && act) {
+                    ck_assert_int_eq(clremat_run1d(ctx, "clremat_act_fwdw", wide, sizeof in, &in, sizeof iact, &iact,
+                                                   sizeof mx, &mx, sizeof mw, &mw, (size_t)0), CLREMAT_OK);
+                    ck_assert_int_eq(clremat_run1d(ctx, "clremat_act_fwd8", eight, sizeof in, &in, sizeof iact,
+                                                   &iact, sizeof mx, &mx, sizeof m8, &m8, (size_t)0), CLREMAT_OK);
+                    snprintf(what, sizeof what, "clremat_act_fwdw, act %d", act);
+                    expect_same_bytes(ctx, b[2], b[3], sizeof(float) * (size_t)n, what, 0, n);
+                }
+                if (act) {
+                    ck_assert_int_eq(clremat_run1d(ctx, "clremat_act_bwdw", wide, sizeof in, &in, sizeof iact, &iact,
+                                                   sizeof iacc, &iacc, sizeof mx, &mx, sizeof mdy, &mdy, sizeof mw,
+                                                   &mw, (size_t)0), CLREMAT_OK);
+                    ck_assert_int_eq(clremat_run1d(ctx, "clremat_act_bwd8", eight, sizeof in, &in, sizeof iact,
+                                                   &iact, sizeof iacc, &iacc, sizeof mx, &mx, sizeof mdy, &mdy,
+                                                   sizeof m8, &m8, (size_t)0), CLREMAT_OK);
+                    snprintf(what, sizeof what, "clremat_act_bwdw, act %d, acc %d", act, acc);
+                    expect_same_bytes(ctx, b[2], b[3], sizeof(float) * (size_t)n, what, 0, n);
+                }
+                /* 16-bit: every pair of a source and a destination format (float32 among them) */
+                for (int si = 0; si < 3; si++)
+                    for (int di = 0; di < 3; di++) {
+                        const int sf = f16[si], df = f16[di];
+                        clremat_buf *x16 = converted(ctx, b[0], 0, sf, n), *dy16 = converted(ctx, b[1], 0, sf, n);
+                        clremat_buf *zw = converted(ctx, b[2], 0, df, n), *z8 = converted(ctx, b[2], 0, df, n);
+                        cl_mem mxs = clremat_mem(x16), mdys = clremat_mem(dy16), mzw = clremat_mem(zw),
+                               mz8 = clremat_mem(z8);
+                        cl_int isf = sf, idf = df;
+                        cl_float scale = act == 3 ? 0.5f : 1.0f;
+                        ck_assert_int_eq(clremat_run1d(ctx, "clremat_cvt16w", wide, sizeof in, &in, sizeof iact,
+                                                       &iact, sizeof scale, &scale, sizeof iacc, &iacc, sizeof isf,
+                                                       &isf, sizeof mxs, &mxs, sizeof idf, &idf, sizeof mzw, &mzw,
+                                                       (size_t)0), CLREMAT_OK);
+                        ck_assert_int_eq(clremat_run1d(ctx, "clremat_cvt16x8", eight, sizeof in, &in, sizeof iact,
+                                                       &iact, sizeof scale, &scale, sizeof iacc, &iacc, sizeof isf,
+                                                       &isf, sizeof mxs, &mxs, sizeof idf, &idf, sizeof mz8, &mz8,
+                                                       (size_t)0), CLREMAT_OK);
+                        snprintf(what, sizeof what, "clremat_cvt16w, act %d, acc %d, from format %d", act, acc, sf);
+                        expect_same_bytes(ctx, zw, z8, (size_t)n * (df ? 2 : 4), what, df, n);
+                        if (act) {
+                            ck_assert_int_eq(clremat_run1d(ctx, "clremat_act_bwd16w", wide, sizeof in, &in,
+                                                           sizeof iact, &iact, sizeof iacc, &iacc, sizeof isf, &isf,
+                                                           sizeof mxs, &mxs, sizeof isf, &isf, sizeof mdys, &mdys,
+                                                           sizeof idf, &idf, sizeof mzw, &mzw, (size_t)0),
+                                             CLREMAT_OK);
+                            ck_assert_int_eq(clremat_run1d(ctx, "clremat_act_bwd16", eight, sizeof in, &in,
+                                                           sizeof iact, &iact, sizeof iacc, &iacc, sizeof isf, &isf,
+                                                           sizeof mxs, &mxs, sizeof isf, &isf, sizeof mdys, &mdys,
+                                                           sizeof idf, &idf, sizeof mz8, &mz8, (size_t)0),
+                                             CLREMAT_OK);
+                            snprintf(what, sizeof what, "clremat_act_bwd16w, act %d, acc %d, from format %d", act,
+                                     acc, sf);
+                            expect_same_bytes(ctx, zw, z8, (size_t)n * (df ? 2 : 4), what, df, n);
+                        }
+                        clremat_pool_release(ctx->pool, x16);
+                        clremat_pool_release(ctx->pool, dy16);
+                        clremat_pool_release(ctx->pool, zw);
+                        clremat_pool_release(ctx->pool, z8);
+                    }
+                release(ctx, b, 4);
+                free(h);
+            }
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
 int main(void)
 {
     TCase *tc;
@@ -223,5 +331,6 @@ int main(void)
     tcase_add_test(tc, test_add16_bits);
     tcase_add_test(tc, test_embedding16_bits);
     tcase_add_test(tc, test_softmax16_bits);
+    tcase_add_test(tc, test_wide_kernels_bits);
     return test_run_device_suite(s);
 }
