@@ -18,14 +18,33 @@ int clremat_run(clremat_ctx *ctx, const char *kname, cl_uint dims, const size_t 
 int clremat_run1d(clremat_ctx *ctx, const char *kname, int64_t n, ...);
 
 /** Elements of a per-sample shape (1 for rank 0); does not need base/graph.c. */
-/** Work-items of a wide elementwise kernel over n elements (kernels.cl's
- * CLREMAT_EW per item: clremat_act_fwdw, clremat_act_bwdw, clremat_cvt16w,
- * clremat_act_bwd16w): 16 per item where the program's native GEMM tile is
- * 12 x 32 (16-lane vector devices, backend/program.c), else 8. */
-static inline int64_t clremat_ew_items(const clremat_ctx *ctx, int64_t n)
+/** Whether n elements of activation act (clremat_act; CLREMAT_ACT_NONE for
+ * a plain conversion) go through the wide elementwise kernels
+ * (clremat_act_fwdw, clremat_act_bwdw, clremat_cvt16w, clremat_act_bwd16w:
+ * kernels.cl's CLREMAT_EW, sixteen elements per work-item) rather than the
+ * eight-wide ones they stand for (clremat_act_fwd8, clremat_act_bwd8,
+ * clremat_cvt16x8, clremat_act_bwd16): where the program's native GEMM
+ * tile is 12 x 32 (16-lane vector devices, backend/program.c) and act is
+ * none, GELU (tanh form) or ReLU, whose sixteen-wide instance uses no math
+ * builtins; the other activations keep the eight-wide kernels, since a
+ * builtin may round differently in another kernel (rusticl's exp did, for
+ * SiLU's derivative), and forward and recomputation must agree bit for bit. */
+static inline int clremat_ew_wide(const clremat_ctx *ctx, int act)
 {
-    const int64_t ew = ctx->gemm_nr >= 32 ? 16 : 8;
-    return (n + ew - 1) / ew;
+    return ctx->gemm_nr >= 32 &&
+           (act == CLREMAT_ACT_NONE || act == CLREMAT_ACT_GELU_TANH || act == CLREMAT_ACT_RELU);
+}
+
+/** The kernel for n elements of act: wide (clremat_ew_wide) or eight-wide. */
+static inline const char *clremat_ew_name(const clremat_ctx *ctx, int act, const char *wide, const char *eight)
+{
+    return clremat_ew_wide(ctx, act) ? wide : eight;
+}
+
+/** The work-items of that kernel: ceil(n / 16) for a wide one, else ceil(n / 8). */
+static inline int64_t clremat_ew_items(const clremat_ctx *ctx, int act, int64_t n)
+{
+    return clremat_ew_wide(ctx, act) ? (n + 15) / 16 : (n + 7) / 8;
 }
 
 static inline int64_t clremat_elems_of(const clremat_shape *s)

@@ -39,7 +39,8 @@ static int act_forward(clremat_layer_call *c)
         return st;
     mx = clremat_mem(c->in[0]);
     my = clremat_mem(c->slot[0]);
-    return clremat_run1d(c->ctx, "clremat_act_fwdw", clremat_ew_items(c->ctx, n), sizeof in, &in, sizeof act, &act, sizeof mx, &mx, sizeof my,
+    return clremat_run1d(c->ctx, clremat_ew_name(c->ctx, act, "clremat_act_fwdw", "clremat_act_fwd8"),
+                         clremat_ew_items(c->ctx, act, n), sizeof in, &in, sizeof act, &act, sizeof mx, &mx, sizeof my,
                          &my, (size_t)0);
 }
 
@@ -59,7 +60,8 @@ static int act_backward(clremat_layer_call *c)
     mx = clremat_mem(c->in[0]);
     mdy = clremat_mem(c->dout);
     mdx = clremat_mem(c->din[0]);
-    return clremat_run1d(c->ctx, "clremat_act_bwdw", clremat_ew_items(c->ctx, n), sizeof in, &in, sizeof act, &act, sizeof acc, &acc,
+    return clremat_run1d(c->ctx, clremat_ew_name(c->ctx, act, "clremat_act_bwdw", "clremat_act_bwd8"),
+                         clremat_ew_items(c->ctx, act, n), sizeof in, &in, sizeof act, &act, sizeof acc, &acc,
                          sizeof mx, &mx, sizeof mdy, &mdy, sizeof mdx, &mdx, (size_t)0);
 }
 

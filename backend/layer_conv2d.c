@@ -215,7 +215,8 @@ static int conv_recompute(clremat_layer_call *c)
     if ((st = clremat_check_buf(c->ctx, L->name, "preact", c->slot[1], n)) ||
         (st = clremat_check_buf(c->ctx, L->name, "out", c->slot[0], n)))
         return st;
-    return clremat_run1d(c->ctx, "clremat_act_fwdw", clremat_ew_items(c->ctx, n), SEQ_I(n), SEQ_I(L->act), SEQ_M(c->slot[1]),
+    return clremat_run1d(c->ctx, clremat_ew_name(c->ctx, L->act, "clremat_act_fwdw", "clremat_act_fwd8"),
+                         clremat_ew_items(c->ctx, L->act, n), SEQ_I(n), SEQ_I(L->act), SEQ_M(c->slot[1]),
                          SEQ_M(c->slot[0]), SEQ_END);
 }
 
@@ -248,7 +249,8 @@ static int conv_backward(clremat_layer_call *c)
         return st;
     if (has_act) { /* dZ = dout * act'(preact), in place */
         int64_t n = d.rows * F;
-        if ((st = clremat_run1d(c->ctx, "clremat_act_bwdw", clremat_ew_items(c->ctx, n), SEQ_I(n), SEQ_I(L->act), SEQ_I(0),
+        if ((st = clremat_run1d(c->ctx, clremat_ew_name(c->ctx, L->act, "clremat_act_bwdw", "clremat_act_bwd8"),
+                                clremat_ew_items(c->ctx, L->act, n), SEQ_I(n), SEQ_I(L->act), SEQ_I(0),
                                 SEQ_M(c->slot[1]), SEQ_M(c->dout), SEQ_M(c->dout), SEQ_END)) != CLREMAT_OK)
             return st;
     }

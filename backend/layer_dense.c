@@ -96,7 +96,8 @@ static int dense_recompute(clremat_layer_call *c)
     n = (cl_int)(rows * units);
     mp = clremat_mem(c->slot[1]);
     mo = clremat_mem(c->slot[0]);
-    return clremat_run1d(c->ctx, "clremat_act_fwdw", clremat_ew_items(c->ctx, rows * units), sizeof n, &n, sizeof act, &act, sizeof mp, &mp,
+    return clremat_run1d(c->ctx, clremat_ew_name(c->ctx, act, "clremat_act_fwdw", "clremat_act_fwd8"),
+                         clremat_ew_items(c->ctx, act, rows * units), sizeof n, &n, sizeof act, &act, sizeof mp, &mp,
                          sizeof mo, &mo, (size_t)0);
 }
 
@@ -112,7 +113,8 @@ static int dense_backward(clremat_layer_call *c)
         (st = clremat_check_buf(c->ctx, L->name, "kernel", c->param[0], in * units)) != CLREMAT_OK ||
         (has_act && (st = clremat_check_buf(c->ctx, L->name, "preact", c->slot[1], rows * units)) != CLREMAT_OK) ||
         (c->grad[0] && (st = clremat_check_buf(c->ctx, L->name, "input", c->in[0], rows * in)) != CLREMAT_OK) ||
-        (c->grad[0] && (st = clremat_check_buf(c->ctx, L->name, "kernel grad", c->grad[0], in * units)) != CLREMAT_OK) ||
+        (c->grad[0] &&
+         (st = clremat_check_buf(c->ctx, L->name, "kernel grad", c->grad[0], in * units)) != CLREMAT_OK) ||
         (L->use_bias && c->grad[1] &&
          (st = clremat_check_buf(c->ctx, L->name, "bias grad", c->grad[1], units)) != CLREMAT_OK) ||
         (c->din[0] && (st = clremat_check_buf(c->ctx, L->name, "input grad", c->din[0], rows * in)) != CLREMAT_OK))
@@ -120,7 +122,8 @@ static int dense_backward(clremat_layer_call *c)
     if (has_act) { /* dZ = dout * act'(preact), in place */
         cl_int n = (cl_int)(rows * units), act = (cl_int)L->act, acc = 0;
         cl_mem mp = clremat_mem(c->slot[1]), md = clremat_mem(c->dout);
-        if ((st = clremat_run1d(c->ctx, "clremat_act_bwdw", clremat_ew_items(c->ctx, rows * units), sizeof n, &n, sizeof act, &act, sizeof acc,
+        if ((st = clremat_run1d(c->ctx, clremat_ew_name(c->ctx, act, "clremat_act_bwdw", "clremat_act_bwd8"),
+                                clremat_ew_items(c->ctx, act, rows * units), sizeof n, &n, sizeof act, &act, sizeof acc,
                                 &acc, sizeof mp, &mp, sizeof md, &md, sizeof md, &md, (size_t)0)) != CLREMAT_OK)
             return st;
     }

@@ -369,7 +369,8 @@ int clremat_op_convert(clremat_ctx *ctx, const clremat_buf *src, int sfmt, clrem
         return st;
     ms = clremat_mem(src);
     md = clremat_mem(dst);
-    return clremat_run1d(ctx, "clremat_cvt16w", clremat_ew_items(ctx, n), sizeof in, &in, sizeof iact, &iact, sizeof fs, &fs, sizeof iacc,
+    return clremat_run1d(ctx, clremat_ew_name(ctx, act, "clremat_cvt16w", "clremat_cvt16x8"),
+                         clremat_ew_items(ctx, act, n), sizeof in, &in, sizeof iact, &iact, sizeof fs, &fs, sizeof iacc,
                          &iacc, sizeof isf, &isf, sizeof ms, &ms, sizeof idf, &idf, sizeof md, &md, (size_t)0);
 }
 
@@ -391,7 +392,8 @@ int clremat_op_mul_dact(clremat_ctx *ctx, int64_t n, int act, const clremat_buf 
     mx = clremat_mem(x);
     mdy = clremat_mem(dy);
     mz = clremat_mem(z);
-    return clremat_run1d(ctx, "clremat_act_bwd16w", clremat_ew_items(ctx, n), sizeof in, &in, sizeof iact, &iact, sizeof iacc, &iacc,
+    return clremat_run1d(ctx, clremat_ew_name(ctx, act, "clremat_act_bwd16w", "clremat_act_bwd16"),
+                         clremat_ew_items(ctx, act, n), sizeof in, &in, sizeof iact, &iact, sizeof iacc, &iacc,
                          sizeof ifx, &ifx, sizeof mx, &mx, sizeof ifdy, &ifdy, sizeof mdy, &mdy, sizeof ifz, &ifz,
                          sizeof mz, &mz, (size_t)0);
 }

@@ -157,21 +157,23 @@ static int launch16(clremat_ctx *ctx, int k, cl_int n, cl_int fmt, clremat_buf *
     cl_uint lo = 1234, hi = 0, ustep = (cl_uint)step, layer = 3, off = 0;
     switch ((k - K_FIRST16) % K_PER_FMT + K_FIRST16) {
     case K_ACT_FWD_BF:
-        return clremat_run1d(ctx, "clremat_cvt16w", clremat_ew_items(ctx, n), sizeof n, &n, sizeof act, &act,
-                             sizeof one, &one, sizeof acc, &acc, sizeof fmt, &fmt, sizeof m0, &m0, sizeof fmt, &fmt,
-                             sizeof m1, &m1, (size_t)0);
+        return clremat_run1d(ctx, clremat_ew_name(ctx, act, "clremat_cvt16w", "clremat_cvt16x8"),
+                             clremat_ew_items(ctx, act, n), sizeof n, &n, sizeof act, &act, sizeof one, &one,
+                             sizeof acc, &acc, sizeof fmt, &fmt, sizeof m0, &m0, sizeof fmt, &fmt, sizeof m1, &m1,
+                             (size_t)0);
     case K_ACT_BWD_BF:
-        return clremat_run1d(ctx, "clremat_act_bwd16w", clremat_ew_items(ctx, n), sizeof n, &n, sizeof act, &act,
-                             sizeof acc, &acc, sizeof fmt, &fmt, sizeof m0, &m0, sizeof fmt, &fmt, sizeof m2, &m2,
-                             sizeof fmt, &fmt, sizeof m2, &m2, (size_t)0);
+        return clremat_run1d(ctx, clremat_ew_name(ctx, act, "clremat_act_bwd16w", "clremat_act_bwd16"),
+                             clremat_ew_items(ctx, act, n), sizeof n, &n, sizeof act, &act, sizeof acc, &acc,
+                             sizeof fmt, &fmt, sizeof m0, &m0, sizeof fmt, &fmt, sizeof m2, &m2, sizeof fmt, &fmt,
+                             sizeof m2, &m2, (size_t)0);
     case K_DROPOUT_BF:
         return clremat_run1d(ctx, "clremat_dropout16", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof acc, &acc,
                              sizeof rate, &rate, sizeof scale, &scale, sizeof lo, &lo, sizeof hi, &hi, sizeof ustep,
                              &ustep, sizeof layer, &layer, sizeof fmt, &fmt, sizeof m0, &m0, sizeof fmt, &fmt,
                              sizeof m1, &m1, sizeof off, &off, (size_t)0);
     default:
-        return clremat_run1d(ctx, "clremat_add16", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof fmt, &fmt, sizeof m0,
-                             &m0, sizeof fmt, &fmt, sizeof m2, &m2, sizeof fmt, &fmt, sizeof m1, &m1, (size_t)0);
+        return clremat_run1d(ctx, "clremat_add16", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof fmt, &fmt, sizeof m0, &m0,
+                             sizeof fmt, &fmt, sizeof m2, &m2, sizeof fmt, &fmt, sizeof m1, &m1, (size_t)0);
     }
 }
 
@@ -187,14 +189,16 @@ static int launch(clremat_ctx *ctx, int k, cl_int n, clremat_buf *b[4], clremat_
         return launch16(ctx, k, n, k < K_FIRST16 + K_PER_FMT ? 2 : 1, h[k >= K_FIRST16 + K_PER_FMT], step);
     switch (k) {
     case K_COPY:
-        return clremat_run1d(ctx, "clremat_stream_copy8", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof m0, &m0,
-                             sizeof m1, &m1, (size_t)0);
+        return clremat_run1d(ctx, "clremat_stream_copy8", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof m0, &m0, sizeof m1,
+                             &m1, (size_t)0);
     case K_ACT_FWD:
-        return clremat_run1d(ctx, "clremat_act_fwdw", clremat_ew_items(ctx, n), sizeof n, &n, sizeof act, &act,
-                             sizeof m0, &m0, sizeof m1, &m1, (size_t)0);
+        return clremat_run1d(ctx, clremat_ew_name(ctx, act, "clremat_act_fwdw", "clremat_act_fwd8"),
+                             clremat_ew_items(ctx, act, n), sizeof n, &n, sizeof act, &act, sizeof m0, &m0, sizeof m1,
+                             &m1, (size_t)0);
     case K_ACT_BWD:
-        return clremat_run1d(ctx, "clremat_act_bwdw", clremat_ew_items(ctx, n), sizeof n, &n, sizeof act, &act,
-                             sizeof acc, &acc, sizeof m0, &m0, sizeof m2, &m2, sizeof m2, &m2, (size_t)0);
+        return clremat_run1d(ctx, clremat_ew_name(ctx, act, "clremat_act_bwdw", "clremat_act_bwd8"),
+                             clremat_ew_items(ctx, act, n), sizeof n, &n, sizeof act, &act, sizeof acc, &acc, sizeof m0,
+                             &m0, sizeof m2, &m2, sizeof m2, &m2, (size_t)0);
     case K_DROPOUT:
         return clremat_run1d(ctx, "clremat_dropout8", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof acc, &acc,
                              sizeof rate, &rate, sizeof scale, &scale, sizeof lo, &lo, sizeof hi, &hi, sizeof ustep,

@@ -8,8 +8,8 @@
  * accumulated), attn_softmax_fwd16 (causal or not). And the wide
  * elementwise kernels (clremat_act_fwdw, clremat_act_bwdw, clremat_cvt16w,
  * clremat_act_bwd16w: sixteen elements per work-item on 16-lane devices)
- * against the eight-wide ones they replace, bit for bit, on every
- * activation, with special values (NaN, infinities, huge, tiny, -0) among
+ * against the eight-wide ones they stand for, bit for bit, on the
+ * activations the host gives them (none, ReLU, GELU tanh), with special values (NaN, infinities, huge, tiny, -0) among
  * the operands. */
 #include "testutil.h"
 #include "kernel_run.h"
@@ -237,13 +237,19 @@ START_TEST(test_wide_kernels_bits)
 {
     static const int lengths[] = {1, 7, 8, 13, 16, 17, 37, 1000, 4099};
     static const int f16[] = {CLREMAT_FMT_F16, CLREMAT_FMT_BF16, CLREMAT_FMT_F32};
+    static const int acts[] = {CLREMAT_ACT_NONE, CLREMAT_ACT_RELU, CLREMAT_ACT_GELU_TANH};
     clremat_ctx *ctx;
+    int ew;
     TEST_OPEN_CTX(ctx, 0);
+    ew = clremat_ew_wide(ctx, CLREMAT_ACT_GELU_TANH) ? 16 : 8; /* kernels.cl's CLREMAT_EW on this device */
+    /* the other activations keep the eight-wide kernels everywhere */
+    for (int act = CLREMAT_ACT_GELU_EXACT; act < CLREMAT_ACT_COUNT; act++)
+        ck_assert_str_eq(clremat_ew_name(ctx, act, "wide", "eight"), "eight");
     for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
-        for (int act = 0; act <= 6; act++)
+        for (int ai = 0; ai < 3; ai++)
             for (int acc = 0; acc < 2; acc++) {
-                const int n = lengths[li];
-                const int64_t wide = clremat_ew_items(ctx, n), eight = (n + 7) / 8;
+                const int n = lengths[li], act = acts[ai];
+                const int64_t wide = (n + ew - 1) / ew, eight = (n + 7) / 8;
                 float *h = malloc(sizeof(float) * (size_t)n);
                 clremat_buf *b[4];
                 cl_int in = n, iact = act, iacc = acc;
@@ -286,7 +292,7 @@ START_TEST(test_wide_kernels_bits)
                         cl_mem mxs = clremat_mem(x16), mdys = clremat_mem(dy16), mzw = clremat_mem(zw),
                                mz8 = clremat_mem(z8);
                         cl_int isf = sf, idf = df;
-                        cl_float scale = act == 3 ? 0.5f : 1.0f;
+                        cl_float scale = acc ? 0.5f : 1.0f;
                         ck_assert_int_eq(clremat_run1d(ctx, "clremat_cvt16w", wide, sizeof in, &in, sizeof iact,
                                                        &iact, sizeof scale, &scale, sizeof iacc, &iacc, sizeof isf,
                                                        &isf, sizeof mxs, &mxs, sizeof idf, &idf, sizeof mzw, &mzw,
