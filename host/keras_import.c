@@ -619,6 +619,11 @@ int clremat_keras_var_shapes(const clremat_keras_model *m, clremat_keras_shape *
     return st;
 }
 
+/* Where a variable's values go (locate). */
+typedef struct {
+    int64_t rows, cols, off, stride;
+} var_place;
+
 /* Every variable's place in the parameters (locate), from the shapes read
  * in one child; then all their values in a second: two HDF5 children per
  * import, the values read only once every shape has been checked against
@@ -628,7 +633,8 @@ int clremat_keras_params(const clremat_keras_model *m, const clremat_graph *g, f
     const int64_t total = clremat_graph_param_elems(g);
     const int n = m->n_vars;
     clremat_keras_shape *shapes = NULL;
-    int64_t *at = NULL, covered = 0; /* per variable: rows, cols, off, stride */
+    var_place *at = NULL;
+    int64_t *counts = NULL, covered = 0, pos = 0;
     const char **paths = NULL;
     float *vals = NULL;
     int st;
@@ -636,17 +642,17 @@ int clremat_keras_params(const clremat_keras_model *m, const clremat_graph *g, f
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s: no Keras weights file to read", m->origin);
     if ((st = clremat_keras_var_shapes(m, &shapes)))
         return st;
-    at = calloc((size_t)n * 5 + 1, sizeof *at);
+    at = calloc((size_t)n + 1, sizeof *at);
+    counts = calloc((size_t)n + 1, sizeof *counts);
     paths = calloc((size_t)n + 1, sizeof *paths);
-    if (!at || !paths)
+    if (!at || !counts || !paths)
         st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory");
     for (int i = 0; i < n && !st; i++) {
-        int64_t *v = at + 4 * i;
+        var_place *v = &at[i];
         paths[i] = m->vars[i].h5path;
-        st = locate(m, g, &m->vars[i], &shapes[i], &v[0], &v[1], &v[2], &v[3]);
-        /* counts: each at most its parameter's size (locate), summed over at most n parameters' worth */
-        at[4 * n + i] = v[0] * v[1];
-        covered += v[0] * v[1];
+        st = locate(m, g, &m->vars[i], &shapes[i], &v->rows, &v->cols, &v->off, &v->stride);
+        counts[i] = v->rows * v->cols; /* at most its parameter's size (locate) */
+        covered += counts[i];
     }
     if (!st && covered != total)
         st = clremat_set_error(CLREMAT_ERR_MISMATCH, "%s: the Keras variables cover %lld of the model's %lld "
@@ -654,16 +660,16 @@ int clremat_keras_params(const clremat_keras_model *m, const clremat_graph *g, f
     if (!st && !(vals = malloc(sizeof(float) * (size_t)(covered + 1))))
         st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory (%lld weights)", (long long)covered);
     if (!st)
-        st = clremat_keras_h5_values(m->h5, m->h5_len, m->origin, n, paths, at + 4 * n, vals);
-    int64_t pos = 0;
+        st = clremat_keras_h5_values(m->h5, m->h5_len, m->origin, n, paths, counts, vals);
     for (int i = 0; i < n && !st; i++) {
-        const int64_t rows = at[4 * i], cols = at[4 * i + 1], off = at[4 * i + 2], stride = at[4 * i + 3];
-        for (int64_t r = 0; r < rows; r++)
-            memcpy(params + off + r * stride, vals + pos + r * cols, sizeof(float) * (size_t)cols);
-        pos += rows * cols;
+        for (int64_t r = 0; r < at[i].rows; r++)
+            memcpy(params + at[i].off + r * at[i].stride, vals + pos + r * at[i].cols,
+                   sizeof(float) * (size_t)at[i].cols);
+        pos += counts[i];
     }
     free(vals);
     free(paths);
+    free(counts);
     free(at);
     free(shapes);
     return st;
