@@ -1,5 +1,10 @@
 /* gemm_bench.c: times clremat_gemm on one device and GEMM path. Usage:
- *   gemm_bench [--device SEL] [--gemm native|clblast|auto] [--reps N] [--fmt float32|bfloat16|float16] SHAPE...
+ *   gemm_bench [--device SEL] [--gemm native|clblast|auto] [--reps N] [--queued Q]
+ *              [--fmt float32|bfloat16|float16] SHAPE...
+ * --queued Q: each timed run enqueues Q GEMMs back to back and waits once
+ * (as a training step's queue runs them), and its time is divided by Q;
+ * the default 1 waits for every GEMM, so the device's launch latency (the
+ * wake-up of its threads) is in each run's time.
  * --fmt: A and B stored in that format (16-bit: clremat_gemm_fmt, widened
  * while packing, the native path; C float32), to compare the mixed
  * precision GEMM with the float32 one on the same shapes.
@@ -22,7 +27,7 @@
 int main(int argc, char **argv)
 {
     const char *device = NULL, *gemm = "auto", *fmt_name = "float32";
-    int reps = 5, first = 1, fmt;
+    int reps = 5, queued = 1, first = 1, fmt;
     clremat_ctx *ctx;
     clremat_gemm_path path;
     for (; first < argc && strncmp(argv[first], "--", 2) == 0; first += 2) {
@@ -34,6 +39,8 @@ int main(int argc, char **argv)
             gemm = argv[first + 1];
         else if (strcmp(argv[first], "--reps") == 0)
             reps = atoi(argv[first + 1]);
+        else if (strcmp(argv[first], "--queued") == 0)
+            queued = atoi(argv[first + 1]);
         else if (strcmp(argv[first], "--fmt") == 0)
             fmt_name = argv[first + 1];
     }
@@ -41,8 +48,8 @@ int main(int argc, char **argv)
           : strcmp(fmt_name, "bfloat16") == 0 ? CLREMAT_FMT_BF16
           : strcmp(fmt_name, "float16") == 0  ? CLREMAT_FMT_F16
                                               : -1;
-    if (reps < 1 || reps > 1000 || fmt < 0 || clremat_gemm_path_parse(gemm, &path) != CLREMAT_OK) {
-        fprintf(stderr, "gemm_bench: bad --reps, --gemm or --fmt (float32, bfloat16, float16)\n");
+    if (reps < 1 || reps > 1000 || queued < 1 || queued > 1000 || fmt < 0 || clremat_gemm_path_parse(gemm, &path) != CLREMAT_OK) {
+        fprintf(stderr, "gemm_bench: bad --reps, --queued, --gemm or --fmt (float32, bfloat16, float16)\n");
         return 2;
     }
     if (clremat_ctx_create(device, 0, &ctx) != CLREMAT_OK) {
@@ -93,12 +100,13 @@ int main(int argc, char **argv)
             double t0 = bench_now_s();
             if (r == 0)
                 c0 = bench_cpu_s();
-            st = clremat_gemm_fmt(ctx, tA, tB, M, N, K, 1.0f, A, fmt, 0, tA ? M : K, 0, B, fmt, 0, tB ? K : N, 0, 0.0f,
-                                  C, 0, N, 0, 1);
+            for (int q = 0; q < queued && st == CLREMAT_OK; q++)
+                st = clremat_gemm_fmt(ctx, tA, tB, M, N, K, 1.0f, A, fmt, 0, tA ? M : K, 0, B, fmt, 0, tB ? K : N, 0,
+                                      0.0f, C, 0, N, 0, 1);
             if (st == CLREMAT_OK)
                 st = clremat_finish(ctx);
             if (r >= 0)
-                t[r] = bench_now_s() - t0;
+                t[r] = (bench_now_s() - t0) / queued;
         }
         if (st != CLREMAT_OK) {
             fprintf(stderr, "gemm_bench: %s: %s\n", argv[a], clremat_ctx_last_error(ctx));
@@ -110,7 +118,7 @@ int main(int argc, char **argv)
                fmt == CLREMAT_FMT_F32 ? clremat_gemm_path_name(path) : "native", fmt_name,
                2.0 * (double)M * (double)N * (double)K / t[reps / 2] * 1e-9,
                2.0 * (double)M * (double)N * (double)K / t[0] * 1e-9,
-               2.0 * (double)M * (double)N * (double)K * reps / (c1 - c0) * 1e-9);
+               2.0 * (double)M * (double)N * (double)K * reps * queued / (c1 - c0) * 1e-9);
         fflush(stdout);
         ctx->gemm_ws = NULL;
         clremat_pool_release(ctx->pool, W);
