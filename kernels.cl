@@ -1205,22 +1205,18 @@ void gc16_epi(__global uchar *C16, __global uchar *out16, const int fmt, const i
 /* Eight k of the GC_MR rows of a micro-panel (r[i]: row i's eight
  * values) stored transposed into the packed panel at d (k-major, GC_MR
  * floats a k): vector stores of a column each, for gc_pack_a and
- * gc_pack_a16's whole panels of an untransposed A. */
+ * gc_pack_a16's whole panels of an untransposed A. The 12-row panel
+ * builds its columns with two-source shuffles (an 8 x 8 transpose and a
+ * 4 x 8 one) rather than lane by lane; the 6-row one keeps lane inserts. */
 #if GC_MR != 12 && GC_MR != 6
 #error "GC_MR is 6 or 12 (backend/program.c)"
 #endif
 void gc_store_a8_t(__local float *d, const float8 *r)
 {
-#if GC_MR == 12
-#define GC_STORE_A_COL(j)                                                                                         \
-    vstore8((float8)(r[0].s##j, r[1].s##j, r[2].s##j, r[3].s##j, r[4].s##j, r[5].s##j, r[6].s##j, r[7].s##j), 0, \
-            d + j * GC_MR);                                                                                       \
-    vstore4((float4)(r[8].s##j, r[9].s##j, r[10].s##j, r[11].s##j), 0, d + j * GC_MR + 8)
-#else
+#if GC_MR == 6
 #define GC_STORE_A_COL(j)                                                                                         \
     vstore4((float4)(r[0].s##j, r[1].s##j, r[2].s##j, r[3].s##j), 0, d + j * GC_MR);                             \
     vstore2((float2)(r[4].s##j, r[5].s##j), 0, d + j * GC_MR + 4)
-#endif
     GC_STORE_A_COL(0);
     GC_STORE_A_COL(1);
     GC_STORE_A_COL(2);
@@ -1230,6 +1226,45 @@ void gc_store_a8_t(__local float *d, const float8 *r)
     GC_STORE_A_COL(6);
     GC_STORE_A_COL(7);
 #undef GC_STORE_A_COL
+#else
+    /* rows 0-7: an 8 x 8 transpose in three rounds of two-source shuffles
+     * (pairs of rows interleaved, then pairs of pairs, then halves) */
+    const uint8 lo = (uint8)(0, 8, 1, 9, 4, 12, 5, 13), hi = (uint8)(2, 10, 3, 11, 6, 14, 7, 15);
+    const uint8 ev = (uint8)(0, 1, 8, 9, 4, 5, 12, 13), od = (uint8)(2, 3, 10, 11, 6, 7, 14, 15);
+    const uint8 h0 = (uint8)(0, 1, 2, 3, 8, 9, 10, 11), h1 = (uint8)(4, 5, 6, 7, 12, 13, 14, 15);
+    const float8 t0 = shuffle2(r[0], r[1], lo), t1 = shuffle2(r[0], r[1], hi);
+    const float8 t2 = shuffle2(r[2], r[3], lo), t3 = shuffle2(r[2], r[3], hi);
+    const float8 t4 = shuffle2(r[4], r[5], lo), t5 = shuffle2(r[4], r[5], hi);
+    const float8 t6 = shuffle2(r[6], r[7], lo), t7 = shuffle2(r[6], r[7], hi);
+    /* u0: column 0 of rows 0-3 then column 4; u1: 1 and 5; u2: 2 and 6; u3: 3 and 7 */
+    const float8 u0 = shuffle2(t0, t2, ev), u1 = shuffle2(t0, t2, od), u2 = shuffle2(t1, t3, ev),
+                 u3 = shuffle2(t1, t3, od);
+    const float8 u4 = shuffle2(t4, t6, ev), u5 = shuffle2(t4, t6, od), u6 = shuffle2(t5, t7, ev),
+                 u7 = shuffle2(t5, t7, od);
+    vstore8(shuffle2(u0, u4, h0), 0, d + 0 * GC_MR);
+    vstore8(shuffle2(u1, u5, h0), 0, d + 1 * GC_MR);
+    vstore8(shuffle2(u2, u6, h0), 0, d + 2 * GC_MR);
+    vstore8(shuffle2(u3, u7, h0), 0, d + 3 * GC_MR);
+    vstore8(shuffle2(u0, u4, h1), 0, d + 4 * GC_MR);
+    vstore8(shuffle2(u1, u5, h1), 0, d + 5 * GC_MR);
+    vstore8(shuffle2(u2, u6, h1), 0, d + 6 * GC_MR);
+    vstore8(shuffle2(u3, u7, h1), 0, d + 7 * GC_MR);
+    {
+        /* rows 8-11: the first two rounds give each column's four values */
+        const float8 s0 = shuffle2(r[8], r[9], lo), s1 = shuffle2(r[8], r[9], hi);
+        const float8 s2 = shuffle2(r[10], r[11], lo), s3 = shuffle2(r[10], r[11], hi);
+        const float8 v0 = shuffle2(s0, s2, ev), v1 = shuffle2(s0, s2, od), v2 = shuffle2(s1, s3, ev),
+                     v3 = shuffle2(s1, s3, od);
+        vstore4(v0.lo, 0, d + 0 * GC_MR + 8);
+        vstore4(v1.lo, 0, d + 1 * GC_MR + 8);
+        vstore4(v2.lo, 0, d + 2 * GC_MR + 8);
+        vstore4(v3.lo, 0, d + 3 * GC_MR + 8);
+        vstore4(v0.hi, 0, d + 4 * GC_MR + 8);
+        vstore4(v1.hi, 0, d + 5 * GC_MR + 8);
+        vstore4(v2.hi, 0, d + 6 * GC_MR + 8);
+        vstore4(v3.hi, 0, d + 7 * GC_MR + 8);
+    }
+#endif
 }
 
 /* gc_pack_a_rows_t of a 16-bit A: the whole micro-panels of op(A) = A^T
