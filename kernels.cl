@@ -16,7 +16,8 @@ __kernel void axpy(const int n, const float a, __global const float *x, __global
  * ====================================================================== */
 
 /* The 32-bit finalizer of host/rng.h (clremat_mix32), for one uint and,
- * lane by lane, for a uint8 (clremat_mix32x8): one formula, the same bits. */
+ * lane by lane, for a uint8 and a uint16 (clremat_mix32x8, clremat_mix32x16):
+ * one formula, the same bits. */
 #define CLREMAT_DEFINE_MIX32(NAME, T)                                                                       \
     T NAME(T x)                                                                                             \
     {                                                                                                       \
@@ -29,6 +30,7 @@ __kernel void axpy(const int n, const float a, __global const float *x, __global
     }
 CLREMAT_DEFINE_MIX32(clremat_mix32, uint)
 CLREMAT_DEFINE_MIX32(clremat_mix32x8, uint8)
+CLREMAT_DEFINE_MIX32(clremat_mix32x16, uint16)
 
 /* Hash of (seed, step, layer, element) to 32 uniform bits; the 64-bit seed
  * comes in as its low and high halves. Same bits as host/rng.h. The chain
@@ -4089,6 +4091,40 @@ __kernel void clremat_cvt16w(const int n, const int act, const float scale, cons
             if (acc)
                 v = clremat_ldf8(dst, dfmt, j, n) + v;
             clremat_stf8(dst, dfmt, j, n, v);
+        }
+    }
+}
+
+/* clremat_dropout16's floats, CLREMAT_EW per work-item: a whole block of
+ * sixteen draws its mask as one sixteen-lane hash (clremat_drop_keep8's
+ * formula, lane by lane through clremat_mix32x16: the same mask) and
+ * rounds through clremat_st16_fmt; the last partial block, and every block
+ * where CLREMAT_EW is 8, runs clremat_dropout16's eight-wide code. */
+__kernel void clremat_dropout16w(const int n, const int acc, const float rate, const float scale, const uint seed_lo,
+                                 const uint seed_hi, const uint step, const uint layer, const int fx,
+                                 __global const uchar *x, const int fy, __global uchar *y, const uint off)
+{
+    const int i0 = get_global_id(0) * CLREMAT_EW;
+#if CLREMAT_EW == 16
+    if (i0 + 16 <= n) {
+        const uint h = clremat_hash_prefix(seed_lo, seed_hi, step, layer);
+        const uint16 e = (uint16)((uint)i0 + off) + (uint16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        const float16 u = convert_float16(clremat_mix32x16((uint16)(h) ^ e) >> 8) * (1.0f / 16777216.0f);
+        float16 v = select((float16)(0.0f), clremat_ld16_fmt(x, fx, i0) * scale, u >= rate);
+        if (acc)
+            v = clremat_ld16_fmt(y, fy, i0) + v;
+        clremat_st16_fmt(y, fy, i0, v);
+        return;
+    }
+#endif
+    for (int h = 0; h < CLREMAT_EW; h += 8) {
+        const int j = i0 + h;
+        if (j < n) {
+            float8 v = select((float8)(0.0f), clremat_ldf8(x, fx, j, n) * scale,
+                              clremat_drop_keep8(rate, seed_lo, seed_hi, step, layer, j, off));
+            if (acc)
+                v = clremat_ldf8(y, fy, j, n) + v;
+            clremat_stf8(y, fy, j, n, v);
         }
     }
 }

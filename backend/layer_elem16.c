@@ -90,10 +90,12 @@ static int drop16_apply(clremat_layer_call *c, const clremat_buf *x, int fx, clr
         cl_uint lo = (cl_uint)c->seed, hi = (cl_uint)(c->seed >> 32), step = (cl_uint)c->step,
                 layer = (cl_uint)c->layer, off = (cl_uint)(c->sample0 * clremat_elems_of(&L->in_shape[0]));
         cl_mem mx = clremat_mem(x), my = clremat_mem(y);
-        return clremat_run1d(c->ctx, "clremat_dropout16", (n + 7) / 8, sizeof in, &in, sizeof iacc, &iacc,
-                             sizeof rate, &rate, sizeof scale, &scale, sizeof lo, &lo, sizeof hi, &hi, sizeof step,
-                             &step, sizeof layer, &layer, sizeof ifx, &ifx, sizeof mx, &mx, sizeof ify, &ify,
-                             sizeof my, &my, sizeof off, &off, (size_t)0);
+        /* sixteen a work-item on 16-lane devices (the same mask and bits) */
+        const char *kernel = clremat_ew_name(c->ctx, CLREMAT_ACT_NONE, "clremat_dropout16w", "clremat_dropout16");
+        return clremat_run1d(c->ctx, kernel, clremat_ew_items(c->ctx, CLREMAT_ACT_NONE, n), sizeof in, &in,
+                             sizeof iacc, &iacc, sizeof rate, &rate, sizeof scale, &scale, sizeof lo, &lo, sizeof hi,
+                             &hi, sizeof step, &step, sizeof layer, &layer, sizeof ifx, &ifx, sizeof mx, &mx,
+                             sizeof ify, &ify, sizeof my, &my, sizeof off, &off, (size_t)0);
     }
 }
 

@@ -22,7 +22,9 @@
  * Mixed precision (issue 16): the 16-bit kernels the mixed layers launch,
  * every array in bfloat16 and then in binary16 (2 bytes an element):
  * clremat_cvt16x8 with GELU (the activation forward), clremat_act_bwd16
- * GELU in place, clremat_dropout16, clremat_add16. Each also reports
+ * GELU in place, clremat_dropout16 (on 16-lane devices the wide kernels
+ * training launches there: clremat_cvt16w, clremat_act_bwd16w,
+ * clremat_dropout16w), clremat_add16. Each also reports
  * vs_float32, its median time over that of the float32 kernel doing the same
  * on the same number of elements (0.5 would be the bytes' ratio). */
 #include "bench_util.h"
@@ -167,7 +169,8 @@ static int launch16(clremat_ctx *ctx, int k, cl_int n, cl_int fmt, clremat_buf *
                              sizeof fmt, &fmt, sizeof m0, &m0, sizeof fmt, &fmt, sizeof m2, &m2, sizeof fmt, &fmt,
                              sizeof m2, &m2, (size_t)0);
     case K_DROPOUT_BF:
-        return clremat_run1d(ctx, "clremat_dropout16", ((int64_t)n + 7) / 8, sizeof n, &n, sizeof acc, &acc,
+        return clremat_run1d(ctx, clremat_ew_name(ctx, CLREMAT_ACT_NONE, "clremat_dropout16w", "clremat_dropout16"),
+                             clremat_ew_items(ctx, CLREMAT_ACT_NONE, n), sizeof n, &n, sizeof acc, &acc,
                              sizeof rate, &rate, sizeof scale, &scale, sizeof lo, &lo, sizeof hi, &hi, sizeof ustep,
                              &ustep, sizeof layer, &layer, sizeof fmt, &fmt, sizeof m0, &m0, sizeof fmt, &fmt,
                              sizeof m1, &m1, sizeof off, &off, (size_t)0);

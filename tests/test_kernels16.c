@@ -7,7 +7,8 @@
  * operand among them), emb_forward16 and emb_backward_table16 (fresh and
  * accumulated), attn_softmax_fwd16 (causal or not). And the wide
  * elementwise kernels (clremat_act_fwdw, clremat_act_bwdw, clremat_cvt16w,
- * clremat_act_bwd16w: sixteen elements per work-item on 16-lane devices)
+ * clremat_act_bwd16w, clremat_dropout16w: sixteen elements per work-item on
+ * 16-lane devices)
  * against the eight-wide ones they stand for, bit for bit, on the
  * activations the host gives them (none, ReLU, GELU tanh), with special values (NaN, infinities, huge, tiny, -0) among
  * the operands. */
@@ -316,6 +317,24 @@ START_TEST(test_wide_kernels_bits)
                                              CLREMAT_OK);
                             snprintf(what, sizeof what, "clremat_act_bwd16w, act %d, acc %d, from format %d", act,
                                      acc, sf);
+                            expect_same_bytes(ctx, zw, z8, (size_t)n * (df ? 2 : 4), what, df, n);
+                        }
+                        if (!act) { /* dropout (no activation): the same mask and products */
+                            cl_float rate = 0.25f, dscale = 1.0f / 0.75f;
+                            cl_uint lo = 0x9e3779b9u, hi = 7u, step = 3u, layer = 2u, off = 5u;
+                            ck_assert_int_eq(clremat_run1d(ctx, "clremat_dropout16w", wide, sizeof in, &in,
+                                                           sizeof iacc, &iacc, sizeof rate, &rate, sizeof dscale,
+                                                           &dscale, sizeof lo, &lo, sizeof hi, &hi, sizeof step,
+                                                           &step, sizeof layer, &layer, sizeof isf, &isf, sizeof mxs,
+                                                           &mxs, sizeof idf, &idf, sizeof mzw, &mzw, sizeof off, &off,
+                                                           (size_t)0), CLREMAT_OK);
+                            ck_assert_int_eq(clremat_run1d(ctx, "clremat_dropout16", eight, sizeof in, &in,
+                                                           sizeof iacc, &iacc, sizeof rate, &rate, sizeof dscale,
+                                                           &dscale, sizeof lo, &lo, sizeof hi, &hi, sizeof step,
+                                                           &step, sizeof layer, &layer, sizeof isf, &isf, sizeof mxs,
+                                                           &mxs, sizeof idf, &idf, sizeof mz8, &mz8, sizeof off, &off,
+                                                           (size_t)0), CLREMAT_OK);
+                            snprintf(what, sizeof what, "clremat_dropout16w, acc %d, from format %d", acc, sf);
                             expect_same_bytes(ctx, zw, z8, (size_t)n * (df ? 2 : 4), what, df, n);
                         }
                         clremat_pool_release(ctx->pool, x16);
