@@ -322,18 +322,16 @@ START_TEST(test_wide_kernels_bits)
                         if (!act) { /* dropout (no activation): the same mask and products */
                             cl_float rate = 0.25f, dscale = 1.0f / 0.75f;
                             cl_uint lo = 0x9e3779b9u, hi = 7u, step = 3u, layer = 2u, off = 5u;
-                            ck_assert_int_eq(clremat_run1d(ctx, "clremat_dropout16w", wide, sizeof in, &in,
-                                                           sizeof iacc, &iacc, sizeof rate, &rate, sizeof dscale,
-                                                           &dscale, sizeof lo, &lo, sizeof hi, &hi, sizeof step,
-                                                           &step, sizeof layer, &layer, sizeof isf, &isf, sizeof mxs,
-                                                           &mxs, sizeof idf, &idf, sizeof mzw, &mzw, sizeof off, &off,
-                                                           (size_t)0), CLREMAT_OK);
-                            ck_assert_int_eq(clremat_run1d(ctx, "clremat_dropout16", eight, sizeof in, &in,
-                                                           sizeof iacc, &iacc, sizeof rate, &rate, sizeof dscale,
-                                                           &dscale, sizeof lo, &lo, sizeof hi, &hi, sizeof step,
-                                                           &step, sizeof layer, &layer, sizeof isf, &isf, sizeof mxs,
-                                                           &mxs, sizeof idf, &idf, sizeof mz8, &mz8, sizeof off, &off,
-                                                           (size_t)0), CLREMAT_OK);
+                            const char *kname[2] = {"clremat_dropout16w", "clremat_dropout16"};
+                            const int64_t items[2] = {wide, eight};
+                            cl_mem mout[2] = {mzw, mz8};
+                            for (int w = 0; w < 2; w++)
+                                ck_assert_int_eq(clremat_run1d(ctx, kname[w], items[w], sizeof in, &in, sizeof iacc,
+                                                               &iacc, sizeof rate, &rate, sizeof dscale, &dscale,
+                                                               sizeof lo, &lo, sizeof hi, &hi, sizeof step, &step,
+                                                               sizeof layer, &layer, sizeof isf, &isf, sizeof mxs,
+                                                               &mxs, sizeof idf, &idf, sizeof mout[w], &mout[w],
+                                                               sizeof off, &off, (size_t)0), CLREMAT_OK);
                             snprintf(what, sizeof what, "clremat_dropout16w, acc %d, from format %d", acc, sf);
                             expect_same_bytes(ctx, zw, z8, (size_t)n * (df ? 2 : 4), what, df, n);
                         }
