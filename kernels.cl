@@ -1204,12 +1204,26 @@ void gc16_epi(__global uchar *C16, __global uchar *out16, const int fmt, const i
     }
 }
 
+/* Four rows of eight (a, b, c, d) transposed by two rounds of two-source
+ * shuffles (pairs of rows interleaved, then pairs of pairs): col[j] holds
+ * column j of the four rows in lanes 0-3 and column j + 4 in lanes 4-7. */
+void gc_tr4x8(const float8 a, const float8 b, const float8 c, const float8 d, float8 *col)
+{
+    const uint8 lo = (uint8)(0, 8, 1, 9, 4, 12, 5, 13), hi = (uint8)(2, 10, 3, 11, 6, 14, 7, 15);
+    const uint8 ev = (uint8)(0, 1, 8, 9, 4, 5, 12, 13), od = (uint8)(2, 3, 10, 11, 6, 7, 14, 15);
+    const float8 t0 = shuffle2(a, b, lo), t1 = shuffle2(a, b, hi), t2 = shuffle2(c, d, lo), t3 = shuffle2(c, d, hi);
+    col[0] = shuffle2(t0, t2, ev);
+    col[1] = shuffle2(t0, t2, od);
+    col[2] = shuffle2(t1, t3, ev);
+    col[3] = shuffle2(t1, t3, od);
+}
+
 /* Eight k of the GC_MR rows of a micro-panel (r[i]: row i's eight
  * values) stored transposed into the packed panel at d (k-major, GC_MR
  * floats a k): vector stores of a column each, for gc_pack_a and
  * gc_pack_a16's whole panels of an untransposed A. The 12-row panel
- * builds its columns with two-source shuffles (an 8 x 8 transpose and a
- * 4 x 8 one) rather than lane by lane; the 6-row one keeps lane inserts. */
+ * builds its columns with two-source shuffles (gc_tr4x8) rather than lane
+ * by lane; the 6-row one keeps lane inserts. */
 #if GC_MR != 12 && GC_MR != 6
 #error "GC_MR is 6 or 12 (backend/program.c)"
 #endif
@@ -1229,42 +1243,17 @@ void gc_store_a8_t(__local float *d, const float8 *r)
     GC_STORE_A_COL(7);
 #undef GC_STORE_A_COL
 #else
-    /* rows 0-7: an 8 x 8 transpose in three rounds of two-source shuffles
-     * (pairs of rows interleaved, then pairs of pairs, then halves) */
-    const uint8 lo = (uint8)(0, 8, 1, 9, 4, 12, 5, 13), hi = (uint8)(2, 10, 3, 11, 6, 14, 7, 15);
-    const uint8 ev = (uint8)(0, 1, 8, 9, 4, 5, 12, 13), od = (uint8)(2, 3, 10, 11, 6, 7, 14, 15);
-    const uint8 h0 = (uint8)(0, 1, 2, 3, 8, 9, 10, 11), h1 = (uint8)(4, 5, 6, 7, 12, 13, 14, 15);
-    const float8 t0 = shuffle2(r[0], r[1], lo), t1 = shuffle2(r[0], r[1], hi);
-    const float8 t2 = shuffle2(r[2], r[3], lo), t3 = shuffle2(r[2], r[3], hi);
-    const float8 t4 = shuffle2(r[4], r[5], lo), t5 = shuffle2(r[4], r[5], hi);
-    const float8 t6 = shuffle2(r[6], r[7], lo), t7 = shuffle2(r[6], r[7], hi);
-    /* u0: column 0 of rows 0-3 then column 4; u1: 1 and 5; u2: 2 and 6; u3: 3 and 7 */
-    const float8 u0 = shuffle2(t0, t2, ev), u1 = shuffle2(t0, t2, od), u2 = shuffle2(t1, t3, ev),
-                 u3 = shuffle2(t1, t3, od);
-    const float8 u4 = shuffle2(t4, t6, ev), u5 = shuffle2(t4, t6, od), u6 = shuffle2(t5, t7, ev),
-                 u7 = shuffle2(t5, t7, od);
-    vstore8(shuffle2(u0, u4, h0), 0, d + 0 * GC_MR);
-    vstore8(shuffle2(u1, u5, h0), 0, d + 1 * GC_MR);
-    vstore8(shuffle2(u2, u6, h0), 0, d + 2 * GC_MR);
-    vstore8(shuffle2(u3, u7, h0), 0, d + 3 * GC_MR);
-    vstore8(shuffle2(u0, u4, h1), 0, d + 4 * GC_MR);
-    vstore8(shuffle2(u1, u5, h1), 0, d + 5 * GC_MR);
-    vstore8(shuffle2(u2, u6, h1), 0, d + 6 * GC_MR);
-    vstore8(shuffle2(u3, u7, h1), 0, d + 7 * GC_MR);
-    {
-        /* rows 8-11: the first two rounds give each column's four values */
-        const float8 s0 = shuffle2(r[8], r[9], lo), s1 = shuffle2(r[8], r[9], hi);
-        const float8 s2 = shuffle2(r[10], r[11], lo), s3 = shuffle2(r[10], r[11], hi);
-        const float8 v0 = shuffle2(s0, s2, ev), v1 = shuffle2(s0, s2, od), v2 = shuffle2(s1, s3, ev),
-                     v3 = shuffle2(s1, s3, od);
-        vstore4(v0.lo, 0, d + 0 * GC_MR + 8);
-        vstore4(v1.lo, 0, d + 1 * GC_MR + 8);
-        vstore4(v2.lo, 0, d + 2 * GC_MR + 8);
-        vstore4(v3.lo, 0, d + 3 * GC_MR + 8);
-        vstore4(v0.hi, 0, d + 4 * GC_MR + 8);
-        vstore4(v1.hi, 0, d + 5 * GC_MR + 8);
-        vstore4(v2.hi, 0, d + 6 * GC_MR + 8);
-        vstore4(v3.hi, 0, d + 7 * GC_MR + 8);
+    /* three 4 x 8 transposes (rows 0-3, 4-7, 8-11); columns j and j + 4 of
+     * rows 0-7 are then the halves of two of them */
+    float8 p[4], q[4], w[4];
+    gc_tr4x8(r[0], r[1], r[2], r[3], p);
+    gc_tr4x8(r[4], r[5], r[6], r[7], q);
+    gc_tr4x8(r[8], r[9], r[10], r[11], w);
+    for (int j = 0; j < 4; j++) {
+        vstore8(shuffle2(p[j], q[j], (uint8)(0, 1, 2, 3, 8, 9, 10, 11)), 0, d + j * GC_MR);
+        vstore8(shuffle2(p[j], q[j], (uint8)(4, 5, 6, 7, 12, 13, 14, 15)), 0, d + (j + 4) * GC_MR);
+        vstore4(w[j].lo, 0, d + j * GC_MR + 8);
+        vstore4(w[j].hi, 0, d + (j + 4) * GC_MR + 8);
     }
 #endif
 }
@@ -3765,19 +3754,23 @@ void clremat_count_nonfinite16(const int n, const int fmt, __global const uchar 
  * and writes only its own eight elements.
  * ====================================================================== */
 
-/* The keep mask of elements [i0, i0+8) (-1 kept, 0 dropped), for select:
- * clremat_hash_prefix once, clremat_hash's last round on eight lanes, so
- * the hash vectorizes (a scalar chain of five rounds an element held the
+/* The keep mask of elements [i0, i0+W) (-1 kept, 0 dropped), for select:
+ * clremat_hash_prefix once, clremat_hash's last round on W lanes, so the
+ * hash vectorizes (a scalar chain of five rounds an element held the
  * dropout kernels at a third of the copy's bandwidth on PoCL). Same bits
- * as clremat_hash. */
-int8 clremat_drop_keep8(const float rate, const uint seed_lo, const uint seed_hi, const uint step, const uint layer,
-                        const int i0, const uint off)
-{
-    const uint h = clremat_hash_prefix(seed_lo, seed_hi, step, layer);
-    const uint8 e = (uint8)((uint)i0 + off) + (uint8)(0, 1, 2, 3, 4, 5, 6, 7);
-    const float8 u = convert_float8(clremat_mix32x8((uint8)(h) ^ e) >> 8) * (1.0f / 16777216.0f);
-    return u >= rate;
-}
+ * as clremat_hash, for W = 8 (clremat_drop_keep8) and 16
+ * (clremat_drop_keep16, the wide dropout's): one formula. */
+#define CLREMAT_DEFINE_DROP_KEEP(W, LANES)                                                                       \
+    int##W clremat_drop_keep##W(const float rate, const uint seed_lo, const uint seed_hi, const uint step,        \
+                                const uint layer, const int i0, const uint off)                                 \
+    {                                                                                                           \
+        const uint h = clremat_hash_prefix(seed_lo, seed_hi, step, layer);                                      \
+        const uint##W e = (uint##W)((uint)i0 + off) + (uint##W)LANES;                                           \
+        const float##W u = convert_float##W(clremat_mix32x##W((uint##W)(h) ^ e) >> 8) * (1.0f / 16777216.0f); \
+        return u >= rate;                                                                                       \
+    }
+CLREMAT_DEFINE_DROP_KEEP(8, (0, 1, 2, 3, 4, 5, 6, 7))
+CLREMAT_DEFINE_DROP_KEEP(16, (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
 
 /* clremat_dropout, eight per item: y (=, or += when acc) keep ? x * scale : 0. */
 __kernel void clremat_dropout8(const int n, const int acc, const float rate, const float scale, const uint seed_lo,
@@ -4096,9 +4089,9 @@ __kernel void clremat_cvt16w(const int n, const int act, const float scale, cons
 }
 
 /* clremat_dropout16's floats, CLREMAT_EW per work-item: a whole block of
- * sixteen draws its mask as one sixteen-lane hash (clremat_drop_keep8's
- * formula, lane by lane through clremat_mix32x16: the same mask) and
- * rounds through clremat_st16_fmt; the last partial block, and every block
+ * sixteen draws its mask as one sixteen-lane hash (clremat_drop_keep16:
+ * clremat_drop_keep8's formula, the same mask) and rounds through
+ * clremat_st16_fmt; the last partial block, and every block
  * where CLREMAT_EW is 8, runs clremat_dropout16's eight-wide code. */
 __kernel void clremat_dropout16w(const int n, const int acc, const float rate, const float scale, const uint seed_lo,
                                  const uint seed_hi, const uint step, const uint layer, const int fx,
@@ -4107,10 +4100,8 @@ __kernel void clremat_dropout16w(const int n, const int acc, const float rate, c
     const int i0 = get_global_id(0) * CLREMAT_EW;
 #if CLREMAT_EW == 16
     if (i0 + 16 <= n) {
-        const uint h = clremat_hash_prefix(seed_lo, seed_hi, step, layer);
-        const uint16 e = (uint16)((uint)i0 + off) + (uint16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        const float16 u = convert_float16(clremat_mix32x16((uint16)(h) ^ e) >> 8) * (1.0f / 16777216.0f);
-        float16 v = select((float16)(0.0f), clremat_ld16_fmt(x, fx, i0) * scale, u >= rate);
+        float16 v = select((float16)(0.0f), clremat_ld16_fmt(x, fx, i0) * scale,
+                           clremat_drop_keep16(rate, seed_lo, seed_hi, step, layer, i0, off));
         if (acc)
             v = clremat_ld16_fmt(y, fy, i0) + v;
         clremat_st16_fmt(y, fy, i0, v);

@@ -48,7 +48,8 @@ int main(int argc, char **argv)
           : strcmp(fmt_name, "bfloat16") == 0 ? CLREMAT_FMT_BF16
           : strcmp(fmt_name, "float16") == 0  ? CLREMAT_FMT_F16
                                               : -1;
-    if (reps < 1 || reps > 1000 || queued < 1 || queued > 1000 || fmt < 0 || clremat_gemm_path_parse(gemm, &path) != CLREMAT_OK) {
+    if (reps < 1 || reps > 1000 || queued < 1 || queued > 1000 || fmt < 0 ||
+        clremat_gemm_path_parse(gemm, &path) != CLREMAT_OK) {
         fprintf(stderr, "gemm_bench: bad --reps, --queued, --gemm or --fmt (float32, bfloat16, float16)\n");
         return 2;
     }
