@@ -1,4 +1,4 @@
-/* h5_guard.c: clremat_h5_guarded, HDF5 reads in a child process with a time
+/* h5_guard.c: clremat_h5_guarded, HDF5 reads and writes in a child process with a time
  * limit (see h5_guard.h). The child writes a header (status, length) and
  * the result or its error message to a pipe and leaves with _exit; the
  * parent reads the pipe against a deadline and waits for the child. */
@@ -91,7 +91,7 @@ static int read_until(int fd, double deadline, unsigned char **buf, size_t *got)
     }
 }
 
-int clremat_h5_guarded(const char *origin, const char *what, size_t image_len, clremat_h5_job job, void *arg,
+int clremat_h5_guarded(const char *origin, const char *doing, size_t image_len, clremat_h5_job job, void *arg,
                        unsigned char **out, size_t *len)
 {
     const int limit = 10 + (int)(image_len / 10000000);
@@ -103,12 +103,12 @@ int clremat_h5_guarded(const char *origin, const char *what, size_t image_len, c
     *out = NULL;
     *len = 0;
     if (pipe(fd) != 0)
-        return clremat_set_error(CLREMAT_ERR_IO, "%s: cannot start the HDF5 reader (pipe: %s)", origin,
+        return clremat_set_error(CLREMAT_ERR_IO, "%s: cannot start the HDF5 child process (pipe: %s)", origin,
                                  strerror(errno));
     if ((pid = fork()) < 0) {
         close(fd[0]);
         close(fd[1]);
-        return clremat_set_error(CLREMAT_ERR_IO, "%s: cannot start the HDF5 reader (fork: %s)", origin,
+        return clremat_set_error(CLREMAT_ERR_IO, "%s: cannot start the HDF5 child process (fork: %s)", origin,
                                  strerror(errno));
     }
     if (pid == 0) {
@@ -124,21 +124,22 @@ int clremat_h5_guarded(const char *origin, const char *what, size_t image_len, c
         ;
     if (rd == 1) {
         free(buf);
-        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: the HDF5 library did not finish reading %s within %d s: "
-                                 "the file is corrupt", origin, what, limit);
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: the HDF5 library did not finish %s within %d s: "
+                                 "the file is corrupt", origin, doing, limit);
     }
     if (rd < 0 || WIFSIGNALED(ws)) {
         free(buf);
         if (rd == 0 && WIFSIGNALED(ws))
-            return clremat_set_error(CLREMAT_ERR_PARSE, "%s: the HDF5 library crashed reading %s (signal %d, %s): "
-                                     "the file is corrupt", origin, what, WTERMSIG(ws), strsignal(WTERMSIG(ws)));
-        return clremat_set_error(CLREMAT_ERR_IO, "%s: reading %s: the HDF5 reader's output was lost", origin, what);
+            return clremat_set_error(CLREMAT_ERR_PARSE, "%s: the HDF5 library crashed %s (signal %d, %s): "
+                                     "the file is corrupt", origin, doing, WTERMSIG(ws), strsignal(WTERMSIG(ws)));
+        return clremat_set_error(CLREMAT_ERR_IO, "%s: %s: the HDF5 child process's output was lost", origin,
+                                 doing);
     }
     if (got < sizeof h || (memcpy(&h, buf, sizeof h), got - sizeof h != h.len) || !WIFEXITED(ws) ||
         WEXITSTATUS(ws) != 0) {
         free(buf);
-        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: the HDF5 reader stopped while reading %s (exit status %d)",
-                                 origin, what, WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: the HDF5 child process stopped %s (exit status %d)",
+                                 origin, doing, WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
     }
     if (h.status != CLREMAT_OK) {
         int st = clremat_set_error(h.status, "%.*s", (int)h.len, (const char *)buf + sizeof h);

@@ -112,11 +112,12 @@ int clremat_keras_h5_values(const unsigned char *img, size_t len, const char *or
  * process), a malloc'd array of m->n_vars in *shapes. */
 int clremat_keras_var_shapes(const clremat_keras_model *m, clremat_keras_shape **shapes);
 
-/** Copies the weights image into a new file at tmp_path and overwrites the
- * n datasets named in paths with the float32 data in vals[i]; HDF5 runs in
- * a child process, as for the reads. */
-int clremat_keras_h5_write(const unsigned char *img, size_t len, const char *tmp_path, const char *const *paths,
-                           const float *const *vals, int n);
+/** Copies the weights image (of the model file origin) into a new file at
+ * tmp_path and overwrites the n datasets named in paths with the float32
+ * data in vals[i]; HDF5 runs in a child process, as for the reads, and a
+ * crash or hang there is an error naming origin and tmp_path. */
+int clremat_keras_h5_write(const char *origin, const unsigned char *img, size_t len, const char *tmp_path,
+                           const char *const *paths, const float *const *vals, int n);
 
 /** Legacy .h5 model: reads the whole file into m->h5, its `model_config`
  * attribute into m->config_text and its `training_config` attribute into

@@ -130,9 +130,10 @@ static int read_batch(h5_read_args *a, unsigned char **buf, size_t want)
     size_t got = 0;
     int st;
     if (a->n == 1)
-        snprintf(what, sizeof what, "dataset '%s'", a->paths[0]);
+        snprintf(what, sizeof what, "reading dataset '%s'", a->paths[0]);
     else
-        snprintf(what, sizeof what, "%d datasets ('%s' to '%s')", a->n, a->paths[0], a->paths[a->n - 1]);
+        snprintf(what, sizeof what, "reading %d datasets ('%s' to '%s')", a->n, a->paths[0],
+                 a->paths[a->n - 1]);
     if ((st = clremat_h5_guarded(a->origin, what, a->len, h5_read_job, a, buf, &got)))
         return st;
     if (got != want) {
@@ -231,14 +232,16 @@ static int h5_write_job(void *arg, unsigned char **out, size_t *len)
     return h5_write(a->img, a->len, a->tmp_path, a->paths, a->vals, a->n);
 }
 
-int clremat_keras_h5_write(const unsigned char *img, size_t len, const char *tmp_path, const char *const *paths,
-                           const float *const *vals, int n)
+int clremat_keras_h5_write(const char *origin, const unsigned char *img, size_t len, const char *tmp_path,
+                           const char *const *paths, const float *const *vals, int n)
 {
     h5_write_args a = {img, len, tmp_path, paths, vals, n};
     unsigned char *buf = NULL;
+    char doing[2400];
     size_t got = 0;
-    int st = clremat_h5_guarded(tmp_path, "the copied weights file (writing the trained weights)", len, h5_write_job,
-                                &a, &buf, &got);
+    int st;
+    snprintf(doing, sizeof doing, "writing the trained weights into a copy of its weights file, %s", tmp_path);
+    st = clremat_h5_guarded(origin, doing, len, h5_write_job, &a, &buf, &got);
     free(buf);
     return st;
 }

@@ -176,8 +176,8 @@ int clremat_keras_legacy_open(const char *path, clremat_keras_model *m, char **t
     }
     fclose(fp);
     m->h5_len = (size_t)size;
-    st = clremat_h5_guarded(path, "the root's 'model_config' and 'training_config' attributes", m->h5_len,
-                            read_configs, m, &buf, &len);
+    st = clremat_h5_guarded(path, "reading the root's 'model_config' and 'training_config' attributes",
+                            m->h5_len, read_configs, m, &buf, &len);
     if (st)
         return st;
     a = len > 1 ? strnlen((const char *)buf + 1, len - 1) : len;
@@ -247,8 +247,8 @@ int clremat_keras_legacy_paths(clremat_keras_model *m)
     const size_t w = sizeof m->vars[0].h5path;
     unsigned char *buf = NULL;
     size_t len = 0;
-    int st = clremat_h5_guarded(m->origin, "the layers' 'weight_names' attributes", m->h5_len, read_paths, m, &buf,
-                                &len);
+    int st = clremat_h5_guarded(m->origin, "reading the layers' 'weight_names' attributes", m->h5_len, read_paths, m,
+                                &buf, &len);
     if (st)
         return st;
     if (len != (size_t)m->n_vars * w) {

@@ -20,6 +20,9 @@
 #include "backend.h"
 #include "executor.h"
 #include "keras.h"
+#include "h5_guard.h"
+#include "error.h"
+#include <signal.h>
 #include "plan.h"
 
 /* Tolerances (float32): measured differences on PoCL and rusticl were below
@@ -480,8 +483,71 @@ static void corrupt_legacy(const patch *ps, int n, const char *tag)
     ck_assert_msg(st == CLREMAT_ERR_PARSE, "%s: status %d (%s)", tag, st, clremat_last_error());
     ck_assert_msg(strstr(clremat_last_error(), tmp) != NULL, "%s: the error does not name the file: %s", tag,
                   clremat_last_error());
+    ck_assert_msg(strstr(clremat_last_error(), "reading the root's 'model_config' and 'training_config' attributes"),
+                  "%s: the error does not say what was being read: %s", tag, clremat_last_error());
     unlink(tmp);
 }
+
+/* The guard's own errors, with jobs that fail in each way a damaged file
+ * makes libhdf5 fail: each names the file and what the child was doing. */
+static int job_crash(void *arg, unsigned char **out, size_t *len)
+{
+    (void)arg;
+    (void)out;
+    (void)len;
+    raise(SIGSEGV);
+    return CLREMAT_OK;
+}
+
+static int job_refuse(void *arg, unsigned char **out, size_t *len)
+{
+    (void)out;
+    (void)len;
+    return clremat_set_error(CLREMAT_ERR_PARSE, "dataset '%s' is not float32", (const char *)arg);
+}
+
+static int job_exit(void *arg, unsigned char **out, size_t *len)
+{
+    (void)arg;
+    (void)out;
+    (void)len;
+    _exit(3);
+}
+
+static int job_answer(void *arg, unsigned char **out, size_t *len)
+{
+    (void)arg;
+    *out = (unsigned char *)strdup("forty-two");
+    *len = 10;
+    return CLREMAT_OK;
+}
+
+START_TEST(test_guard_errors)
+{
+    unsigned char *out = (unsigned char *)"untouched";
+    size_t len = 99;
+    int st = clremat_h5_guarded("model.keras", "writing the trained weights into a copy of its weights file, t.h5",
+                                1000, job_crash, NULL, &out, &len);
+    ck_assert_int_eq(st, CLREMAT_ERR_PARSE);
+    ck_assert(out == NULL && len == 0);
+    ck_assert_msg(strstr(clremat_last_error(), "model.keras: the HDF5 library crashed writing the trained weights "
+                                               "into a copy of its weights file, t.h5 (signal 11"),
+                  "%s", clremat_last_error());
+    st = clremat_h5_guarded("m.h5", "reading dataset 'w'", 1000, job_refuse, "w", &out, &len);
+    ck_assert_int_eq(st, CLREMAT_ERR_PARSE);
+    ck_assert_str_eq(clremat_last_error(), "dataset 'w' is not float32");
+    st = clremat_h5_guarded("m.h5", "reading dataset 'w'", 1000, job_exit, NULL, &out, &len);
+    ck_assert_int_eq(st, CLREMAT_ERR_PARSE);
+    ck_assert_msg(strstr(clremat_last_error(), "m.h5: the HDF5 child process stopped reading dataset 'w' "
+                                               "(exit status 3)"),
+                  "%s", clremat_last_error());
+    st = clremat_h5_guarded("m.h5", "reading dataset 'w'", 1000, job_answer, NULL, &out, &len);
+    ck_assert_int_eq(st, CLREMAT_OK);
+    ck_assert_uint_eq(len, 10);
+    ck_assert_str_eq((const char *)out, "forty-two");
+    free(out);
+}
+END_TEST
 
 START_TEST(test_legacy_corrupt)
 {
@@ -522,6 +588,7 @@ int main(void)
     tcase_add_test(tc, test_mobilenet);
     tcase_add_test(tc, test_legacy);
     tcase_add_test(tc, test_legacy_corrupt);
+    tcase_add_test(tc, test_guard_errors);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_frozen_layer);
     tcase_add_test(tc, test_mixed_policy);
