@@ -54,54 +54,77 @@ static double now_s(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Reads the child's whole output into *buf (*got bytes) before the
- * deadline: 0 at end of file, 1 past the deadline, -1 on an error. */
-static int read_until(int fd, double deadline, unsigned char **buf, size_t *got)
+/* Reads n bytes of the child's output into dst before the deadline: 0 when
+ * they came, 1 past the deadline, 2 at an early end of file, -1 on an
+ * error. */
+static int read_exact(int fd, double deadline, void *dst, size_t n)
 {
-    size_t cap = 0;
-    for (;;) {
-        struct pollfd p = {fd, POLLIN, 0};
+    unsigned char *p = dst;
+    size_t got = 0;
+    while (got < n) {
+        struct pollfd pf = {fd, POLLIN, 0};
         const double left = deadline - now_s();
         int r;
+        ssize_t k;
         if (left <= 0)
             return 1;
-        r = poll(&p, 1, (int)(left * 1000) + 1);
+        r = poll(&pf, 1, (int)(left * 1000) + 1);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
             return -1;
         if (r == 0)
             continue; /* the deadline is checked at the top */
-        if (*got == cap) {
-            size_t ncap = cap ? 2 * cap : 65536;
-            unsigned char *nb = realloc(*buf, ncap);
-            if (!nb)
-                return -1;
-            *buf = nb;
-            cap = ncap;
-        }
-        ssize_t n = read(fd, *buf + *got, cap - *got);
-        if (n < 0 && errno == EINTR)
+        k = read(fd, p + got, n - got);
+        if (k < 0 && errno == EINTR)
             continue;
-        if (n < 0)
+        if (k < 0)
             return -1;
-        if (n == 0)
-            return 0;
-        *got += (size_t)n;
+        if (k == 0)
+            return 2;
+        got += (size_t)k;
     }
+    return 0;
 }
 
-int clremat_h5_guarded(const char *origin, const char *doing, size_t image_len, clremat_h5_job job, void *arg,
-                       unsigned char **out, size_t *len)
+/* What the parent took from the child: its header, then its result into
+ * dst (dst_len bytes expected) or a malloc'd *buf, or its error message
+ * into msg. rd as read_exact's, or 3 when the result's length is not
+ * dst_len (the child then is killed unread). */
+static int take_output(int fd, double deadline, struct guard_header *h, void *dst, size_t dst_len,
+                       unsigned char **buf, char *msg, size_t msg_cap)
+{
+    int rd = read_exact(fd, deadline, h, sizeof *h);
+    if (rd != 0)
+        return rd;
+    if (h->status != CLREMAT_OK) {
+        if (h->len >= msg_cap)
+            return -1; /* longer than any error message: not what the child writes */
+        msg[h->len] = '\0';
+        return read_exact(fd, deadline, msg, (size_t)h->len);
+    }
+    if (dst)
+        return h->len != dst_len ? 3 : read_exact(fd, deadline, dst, dst_len);
+    if (h->len >= SIZE_MAX || !(*buf = malloc((size_t)h->len + 1)))
+        return -1;
+    return read_exact(fd, deadline, *buf, (size_t)h->len);
+}
+
+/* clremat_h5_guarded and clremat_h5_guarded_into: the result in dst when
+ * dst is given, else in *out. */
+static int guarded(const char *origin, const char *doing, size_t image_len, clremat_h5_job job, void *arg,
+                   unsigned char **out, size_t *len, void *dst, size_t dst_len)
 {
     const int limit = 10 + (int)(image_len / 10000000);
     unsigned char *buf = NULL;
-    size_t got = 0;
-    struct guard_header h;
+    char msg[CLREMAT_ERRMSG_LEN];
+    struct guard_header h = {0, 0};
     int fd[2], ws = 0, rd;
     pid_t pid;
-    *out = NULL;
-    *len = 0;
+    if (out) {
+        *out = NULL;
+        *len = 0;
+    }
     if (pipe(fd) != 0)
         return clremat_set_error(CLREMAT_ERR_IO, "%s: cannot start the HDF5 child process (pipe: %s)", origin,
                                  strerror(errno));
@@ -116,38 +139,49 @@ int clremat_h5_guarded(const char *origin, const char *doing, size_t image_len, 
         run_child(fd[1], job, arg);
     }
     close(fd[1]);
-    rd = read_until(fd[0], now_s() + limit, &buf, &got);
+    rd = take_output(fd[0], now_s() + limit, &h, dst, dst_len, &buf, msg, sizeof msg);
     close(fd[0]);
-    if (rd != 0)
+    if (rd == 1 || rd == -1 || rd == 3)
         kill(pid, SIGKILL);
     while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
         ;
-    if (rd == 1) {
+    if (rd != 0 || h.status != CLREMAT_OK || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
         free(buf);
+        buf = NULL;
+    }
+    if (rd == 1)
         return clremat_set_error(CLREMAT_ERR_PARSE, "%s: the HDF5 library did not finish %s within %d s: "
                                  "the file is corrupt", origin, doing, limit);
-    }
-    if (rd < 0 || WIFSIGNALED(ws)) {
-        free(buf);
-        if (rd == 0 && WIFSIGNALED(ws))
-            return clremat_set_error(CLREMAT_ERR_PARSE, "%s: the HDF5 library crashed %s (signal %d, %s): "
-                                     "the file is corrupt", origin, doing, WTERMSIG(ws), strsignal(WTERMSIG(ws)));
+    if (rd == -1)
         return clremat_set_error(CLREMAT_ERR_IO, "%s: %s: the HDF5 child process's output was lost", origin,
                                  doing);
-    }
-    if (got < sizeof h || (memcpy(&h, buf, sizeof h), got - sizeof h != h.len) || !WIFEXITED(ws) ||
-        WEXITSTATUS(ws) != 0) {
-        free(buf);
+    if (rd == 3)
+        return clremat_set_error(CLREMAT_ERR_INTERNAL, "%s: %s: the HDF5 child process returned %llu bytes, not "
+                                 "%zu", origin, doing, (unsigned long long)h.len, dst_len);
+    if (WIFSIGNALED(ws))
+        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: the HDF5 library crashed %s (signal %d, %s): "
+                                 "the file is corrupt", origin, doing, WTERMSIG(ws), strsignal(WTERMSIG(ws)));
+    if (rd == 2 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0)
         return clremat_set_error(CLREMAT_ERR_PARSE, "%s: the HDF5 child process stopped %s (exit status %d)",
                                  origin, doing, WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+    if (h.status != CLREMAT_OK)
+        return clremat_set_error(h.status, "%s", msg);
+    if (out) {
+        *out = buf;
+        *len = (size_t)h.len;
     }
-    if (h.status != CLREMAT_OK) {
-        int st = clremat_set_error(h.status, "%.*s", (int)h.len, (const char *)buf + sizeof h);
-        free(buf);
-        return st;
-    }
-    memmove(buf, buf + sizeof h, (size_t)h.len);
-    *out = buf;
-    *len = (size_t)h.len;
     return CLREMAT_OK;
+}
+
+int clremat_h5_guarded(const char *origin, const char *doing, size_t image_len, clremat_h5_job job, void *arg,
+                       unsigned char **out, size_t *len)
+{
+    return guarded(origin, doing, image_len, job, arg, out, len, NULL, 0);
+}
+
+int clremat_h5_guarded_into(const char *origin, const char *doing, size_t image_len, clremat_h5_job job, void *arg,
+                            void *dst, size_t dst_len)
+{
+    static unsigned char none; /* dst_len 0: nothing is written */
+    return guarded(origin, doing, image_len, job, arg, NULL, NULL, dst ? dst : &none, dst ? dst_len : 0);
 }

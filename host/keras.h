@@ -104,7 +104,8 @@ int clremat_keras_h5_shapes(const unsigned char *img, size_t len, const char *or
 /** Reads the values of the n float32 datasets named in paths, counts[i]
  * of dataset i (which must hold exactly that many: else
  * CLREMAT_ERR_MISMATCH naming it), into out one after the other, in one
- * child process as clremat_keras_h5_shapes. */
+ * child process as clremat_keras_h5_shapes, whose output is read straight
+ * into out (on an error out's contents are unspecified). */
 int clremat_keras_h5_values(const unsigned char *img, size_t len, const char *origin, int n,
                             const char *const *paths, const int64_t *counts, float *out);
 

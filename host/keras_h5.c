@@ -124,48 +124,31 @@ static int h5_read_job(void *arg, unsigned char **out, size_t *len)
     return CLREMAT_OK;
 }
 
-static int read_batch(h5_read_args *a, unsigned char **buf, size_t want)
+/* Runs a batch in the child; its want bytes of result straight into dst. */
+static int read_batch(h5_read_args *a, void *dst, size_t want)
 {
-    char what[600];
-    size_t got = 0;
-    int st;
+    char doing[600];
     if (a->n == 1)
-        snprintf(what, sizeof what, "reading dataset '%s'", a->paths[0]);
+        snprintf(doing, sizeof doing, "reading dataset '%s'", a->paths[0]);
     else
-        snprintf(what, sizeof what, "reading %d datasets ('%s' to '%s')", a->n, a->paths[0],
+        snprintf(doing, sizeof doing, "reading %d datasets ('%s' to '%s')", a->n, a->paths[0],
                  a->paths[a->n - 1]);
-    if ((st = clremat_h5_guarded(a->origin, what, a->len, h5_read_job, a, buf, &got)))
-        return st;
-    if (got != want) {
-        free(*buf);
-        *buf = NULL;
-        return clremat_set_error(CLREMAT_ERR_INTERNAL, "%s: %s: the HDF5 reader returned %zu bytes, not %zu",
-                                 a->origin, what, got, want);
-    }
-    return CLREMAT_OK;
+    return clremat_h5_guarded_into(a->origin, doing, a->len, h5_read_job, a, dst, want);
 }
 
 int clremat_keras_h5_shapes(const unsigned char *img, size_t len, const char *origin, int n,
                             const char *const *paths, clremat_keras_shape *shapes)
 {
     h5_read_args a = {img, len, origin, n, paths, NULL, 0};
-    unsigned char *buf = NULL;
-    int st;
     if (n <= 0)
         return CLREMAT_OK;
-    if ((st = read_batch(&a, &buf, (size_t)n * sizeof *shapes)))
-        return st;
-    memcpy(shapes, buf, (size_t)n * sizeof *shapes);
-    free(buf);
-    return CLREMAT_OK;
+    return read_batch(&a, shapes, (size_t)n * sizeof *shapes);
 }
 
 int clremat_keras_h5_values(const unsigned char *img, size_t len, const char *origin, int n,
                             const char *const *paths, const int64_t *counts, float *out)
 {
     h5_read_args a = {img, len, origin, n, paths, counts, 0};
-    unsigned char *buf = NULL;
-    int st;
     for (int i = 0; i < n; i++) {
         if (counts[i] < 0 || (uint64_t)counts[i] > (SIZE_MAX / sizeof(float) - a.values) / 2)
             return clremat_set_error(CLREMAT_ERR_PARSE, "%s: dataset '%s': %lld values cannot be held", origin,
@@ -174,11 +157,7 @@ int clremat_keras_h5_values(const unsigned char *img, size_t len, const char *or
     }
     if (n <= 0 || a.values == 0)
         return CLREMAT_OK;
-    if ((st = read_batch(&a, &buf, a.values * sizeof(float))))
-        return st;
-    memcpy(out, buf, a.values * sizeof(float));
-    free(buf);
-    return CLREMAT_OK;
+    return read_batch(&a, out, a.values * sizeof(float));
 }
 
 /* clremat_keras_h5_write in this process (the child of clremat_h5_guarded) */

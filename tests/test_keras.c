@@ -546,6 +546,27 @@ START_TEST(test_guard_errors)
     ck_assert_uint_eq(len, 10);
     ck_assert_str_eq((const char *)out, "forty-two");
     free(out);
+    /* straight into the caller's buffer: exactly its length, or refused */
+    {
+        char dst[16];
+        memset(dst, 'x', sizeof dst);
+        st = clremat_h5_guarded_into("m.h5", "reading dataset 'w'", 1000, job_answer, NULL, dst, 10);
+        ck_assert_int_eq(st, CLREMAT_OK);
+        ck_assert_str_eq(dst, "forty-two");
+        ck_assert_int_eq(dst[10], 'x');
+        st = clremat_h5_guarded_into("m.h5", "reading dataset 'w'", 1000, job_answer, NULL, dst, 12);
+        ck_assert_int_eq(st, CLREMAT_ERR_INTERNAL);
+        ck_assert_msg(strstr(clremat_last_error(), "m.h5: reading dataset 'w': the HDF5 child process returned 10 "
+                                                   "bytes, not 12"),
+                      "%s", clremat_last_error());
+        st = clremat_h5_guarded_into("m.h5", "reading dataset 'v'", 1000, job_refuse, "v", dst, 10);
+        ck_assert_int_eq(st, CLREMAT_ERR_PARSE);
+        ck_assert_str_eq(clremat_last_error(), "dataset 'v' is not float32");
+        st = clremat_h5_guarded_into("m.h5", "reading dataset 'v'", 1000, job_crash, NULL, dst, 10);
+        ck_assert_int_eq(st, CLREMAT_ERR_PARSE);
+        ck_assert_msg(strstr(clremat_last_error(), "m.h5: the HDF5 library crashed reading dataset 'v' (signal 11"),
+                      "%s", clremat_last_error());
+    }
 }
 END_TEST
 
