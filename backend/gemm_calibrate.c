@@ -5,6 +5,7 @@
  * with the paths alternating; each shape's median is kept. gemm_select.c
  * decides and caches from these times. */
 #include "gemm.h"
+#include "clock.h"
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -36,31 +37,24 @@ double clremat_gemm_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Wall time of one GEMM of shape s on path, enqueue to completion, in
  * seconds; 0 when it fails. */
 static double time_shape(clremat_ctx *ctx, clremat_gemm_path path, const struct cal_shape *s, clremat_buf *a,
                          clremat_buf *b, clremat_buf *c)
 {
     int64_t lda = s->tA ? s->M : s->K, ldb = s->tB ? s->K : s->N;
-    double t0 = now_s();
+    double t0 = clremat_now_s();
     if (clremat_gemm_on(ctx, path, s->tA, s->tB, s->M, s->N, s->K, 1.0f, a, 0, lda, (int64_t)s->M * s->K, b, 0, ldb,
                      (int64_t)s->K * s->N, 0.0f, c, 0, s->N, (int64_t)s->M * s->N, s->batch) != CLREMAT_OK ||
         clFinish(ctx->active_queue) != CL_SUCCESS)
         return 0;
-    return now_s() - t0;
+    return clremat_now_s() - t0;
 }
 
 int clremat_gemm_calibrate_times(clremat_ctx *ctx, clremat_gemm_calibration *cal)
 {
     static const int paths[2] = {CLREMAT_GEMM_NATIVE, CLREMAT_GEMM_CLBLAST};
-    double times[2][CLREMAT_GEMM_CAL_SHAPES][CAL_REPS], flops = 0, start = now_s();
+    double times[2][CLREMAT_GEMM_CAL_SHAPES][CAL_REPS], flops = 0, start = clremat_now_s();
     size_t elems = 0, ws = 0, bytes;
     clremat_buf bufs[4];
     cl_mem mem[4] = {NULL, NULL, NULL, NULL};
@@ -129,7 +123,7 @@ done:
     ctx->gemm_ws = saved_ws;
     ctx->profiling = saved_prof;
     free(host);
-    cal->seconds = now_s() - start;
+    cal->seconds = clremat_now_s() - start;
     return st;
 }
 

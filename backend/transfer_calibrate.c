@@ -8,6 +8,7 @@
  * buffers are made directly with OpenCL, outside the pool, before anything
  * is planned. */
 #include "transfer.h"
+#include "clock.h"
 #include "gemm.h"
 #include <inttypes.h>
 #include <math.h>
@@ -20,13 +21,6 @@
 #define TRANSFER_BYTES ((size_t)8 << 20)
 #define GEMM_N 256
 #define REPS 3
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t transfer_key(const clremat_ctx *ctx)
 {
@@ -110,12 +104,12 @@ static int measure(clremat_ctx *ctx, clremat_transfer_calibration *out)
         b[i].tag = "transfer calibration";
     }
     for (int r = -1; r < REPS && err == CL_SUCCESS; r++) { /* round -1: warm-up */
-        double t0 = now_s();
+        double t0 = clremat_now_s();
         err = clEnqueueWriteBuffer(ctx->queue, big, CL_TRUE, 0, TRANSFER_BYTES, host, 0, NULL, NULL);
-        double t1 = now_s();
+        double t1 = clremat_now_s();
         if (err == CL_SUCCESS)
             err = clEnqueueReadBuffer(ctx->queue, big, CL_TRUE, 0, TRANSFER_BYTES, host, 0, NULL, NULL);
-        double t2 = now_s();
+        double t2 = clremat_now_s();
         if (err == CL_SUCCESS && (st = clremat_gemm_on(ctx, CLREMAT_GEMM_NATIVE, 0, 0, GEMM_N, GEMM_N, GEMM_N, 1.0f,
                                                        &b[0], 0, GEMM_N, 0, &b[1], 0, GEMM_N, 0, 0.0f, &b[2], 0,
                                                        GEMM_N, 0, 1)) != CLREMAT_OK)
@@ -125,7 +119,7 @@ static int measure(clremat_ctx *ctx, clremat_transfer_calibration *out)
         if (r >= 0) {
             tw[r] = t1 - t0;
             tr[r] = t2 - t1;
-            tg[r] = now_s() - t2;
+            tg[r] = clremat_now_s() - t2;
         }
     }
     ctx->profiling = saved_prof;

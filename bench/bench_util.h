@@ -4,17 +4,16 @@
 #ifndef CLREMAT_BENCH_UTIL_H
 #define CLREMAT_BENCH_UTIL_H
 
+#include "clock.h"
 #include "layers.h"
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <time.h>
 
-/* Seconds on the monotonic clock. */
+/* Seconds on the monotonic clock (base/clock.h). */
 static inline double bench_now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return clremat_now_s();
 }
 
 /* CPU seconds (user + system) of this process, all threads. */

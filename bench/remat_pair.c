@@ -17,6 +17,7 @@
  * without remat) and the measured live peak against the prediction.
  * Output: one JSON object on stdout (bench/bench.py reads it). */
 #include "executor.h"
+#include "clock.h"
 #include "data.h"
 #include "gemm.h"
 #include "model_load.h"
@@ -31,9 +32,7 @@
 
 static double wall_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+    return 1e3 * clremat_now_s();
 }
 
 /* CPU milliseconds (user + system) of this process, all threads. */

@@ -2,6 +2,7 @@
  * backward order, staging through mapped pool buffers, a rank-ordered sum
  * (see dp.h). The transport is given from outside (host/dist.c for MPI). */
 #include "dp.h"
+#include "clock.h"
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -41,13 +42,6 @@ struct clremat_dp_state {
     float **mapped;         /* per bucket: host pointer while mapped */
     double comm_ms, wait_ms;
 };
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static int64_t layer_floats(const clremat_layer *L)
 {
@@ -290,18 +284,18 @@ int clremat_dp_reduce(clremat_trainer *t)
             if (st != CLREMAT_OK)
                 break;
         }
-        a = now_ms();
+        a = 1e3 * clremat_now_s();
         err = clWaitForEvents(1, &d->ready[k]);
-        d->wait_ms += now_ms() - a;
+        d->wait_ms += 1e3 * clremat_now_s() - a;
         if (err != CL_SUCCESS)
             return clremat_fail(t->ctx, err, "waiting for gradient bucket %d failed: %s", k, clremat_status_str(err));
-        a = now_ms();
+        a = 1e3 * clremat_now_s();
         st = d->tr.alltoall(d->tr.user, d->mapped[k], d->count[k]);
         if (st == CLREMAT_OK) {
             sum_parts(d->mapped[k], d->count[k], d->tr.nranks, d->tr.rank);
             st = d->tr.allgather(d->tr.user, d->mapped[k], d->count[k]);
         }
-        d->comm_ms += now_ms() - a;
+        d->comm_ms += 1e3 * clremat_now_s() - a;
         if (st != CLREMAT_OK)
             return clremat_fail(t->ctx, st, "averaging gradient bucket %d across %d ranks: %s", k, d->tr.nranks,
                                 clremat_last_error());
@@ -347,9 +341,9 @@ int clremat_dp_reduce_result(clremat_trainer *t, float result[2])
         return clremat_fail(t->ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
     buf[2 * d->tr.rank] = result[0];
     buf[2 * d->tr.rank + 1] = result[1];
-    a = now_ms();
+    a = 1e3 * clremat_now_s();
     st = d->tr.allgather(d->tr.user, buf, 2);
-    d->comm_ms += now_ms() - a;
+    d->comm_ms += 1e3 * clremat_now_s() - a;
     if (st != CLREMAT_OK) {
         free(buf);
         return clremat_fail(t->ctx, st, "gathering the losses of %d ranks: %s", d->tr.nranks, clremat_last_error());
@@ -384,11 +378,11 @@ int clremat_dp_sum_buffer(clremat_trainer *t, clremat_buf *buf, int64_t n)
     if (!(all = calloc((size_t)d->tr.nranks * (size_t)n, sizeof *all)))
         return clremat_fail(t->ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
     st = clremat_read(t->ctx, buf, 0, (size_t)n * sizeof(float), all + (size_t)d->tr.rank * (size_t)n);
-    a = now_ms();
+    a = 1e3 * clremat_now_s();
     if (st == CLREMAT_OK && (st = d->tr.allgather(d->tr.user, all, n)) != CLREMAT_OK)
         st = clremat_fail(t->ctx, st, "gathering batchnorm statistics of %d ranks: %s", d->tr.nranks,
                           clremat_last_error());
-    d->comm_ms += now_ms() - a;
+    d->comm_ms += 1e3 * clremat_now_s() - a;
     for (int r = 1; st == CLREMAT_OK && r < d->tr.nranks; r++)
         for (int64_t i = 0; i < n; i++)
             all[i] += all[(size_t)r * (size_t)n + (size_t)i];

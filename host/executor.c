@@ -3,6 +3,7 @@
  * assumed (an action's new tensors, then its workspace), so the pool's
  * measured high-water equals the predicted peak to the byte. */
 #include "executor.h"
+#include "clock.h"
 #include "mixed_precision.h"
 #include "fused_update.h"
 #include "dp.h"
@@ -1178,13 +1179,6 @@ static void collect_profile(clremat_trainer *t)
             t->profile_device_ns += t->profile[l].ns[p];
 }
 
-static double wall_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 /* Releases the launch events of a step that failed: its profile is not
  * collected, and the next profiled step must not count them. */
 static void drop_profile(clremat_ctx *ctx)
@@ -1511,7 +1505,7 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
     int st = CLREMAT_OK, nonfinite = 0, m;
     float result[2] = {0, 0}, sum[2] = {0, 0};
 
-    const double started_ns = t->profiling ? wall_ns() : 0;
+    const double started_ns = t->profiling ? 1e9 * clremat_now_s() : 0;
 
     t->update_started = 0;
     t->last_skipped = 0;
@@ -1536,7 +1530,7 @@ int clremat_trainer_step(clremat_trainer *t, const float *x, const float *y, flo
     }
     if (t->profiling) {
         collect_profile(t); /* waits for the queue: the wall time ends after it */
-        t->profile_wall_ns = wall_ns() - started_ns;
+        t->profile_wall_ns = 1e9 * clremat_now_s() - started_ns;
     }
     t->ctx->profiling = 0;
     *loss = sum[0];

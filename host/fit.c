@@ -2,6 +2,7 @@
  * per-device step-time calibration and its prediction, the plan of each
  * configuration at each memory size, and the largest-batch search. */
 #include "fit.h"
+#include "clock.h"
 #include "compare.h"
 #include "data.h"
 #include "error.h"
@@ -144,13 +145,6 @@ int clremat_fit_with_offload(const clremat_fit_config *in, int n_in, clremat_fit
 
 /* ---------------------------------------------------------- calibration */
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -217,9 +211,9 @@ int clremat_fit_calibrate(clremat_ctx *ctx, clremat_graph *g, int64_t batch, con
     }
     clremat_trainer_set_profiling(t, 0);
     for (int s = 0; s < steps && st == CLREMAT_OK; s++) {
-        double a = now_ms();
+        double a = 1e3 * clremat_now_s();
         st = clremat_trainer_step(t, x, y, &loss, &correct);
-        times[s] = now_ms() - a;
+        times[s] = 1e3 * clremat_now_s() - a;
     }
     if (st != CLREMAT_OK) {
         clremat_set_error(st, "calibration step: %s", clremat_ctx_last_error(ctx));

@@ -3,6 +3,7 @@
  * the result or its error message to a pipe and leaves with _exit; the
  * parent reads the pipe against a deadline and waits for the child. */
 #include "h5_guard.h"
+#include "clock.h"
 #include "clremat.h"
 #include "error.h"
 #include <errno.h>
@@ -47,13 +48,6 @@ static void run_child(int fd, clremat_h5_job job, void *arg)
     _exit(write_all(fd, &h, sizeof h) || write_all(fd, msg, (size_t)h.len) ? 1 : 0);
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Reads n bytes of the child's output into dst before the deadline: 0 when
  * they came, 1 past the deadline, 2 at an early end of file, -1 on an
  * error. */
@@ -63,7 +57,7 @@ static int read_exact(int fd, double deadline, void *dst, size_t n)
     size_t got = 0;
     while (got < n) {
         struct pollfd pf = {fd, POLLIN, 0};
-        const double left = deadline - now_s();
+        const double left = deadline - clremat_now_s();
         int r;
         ssize_t k;
         if (left <= 0)
@@ -139,7 +133,7 @@ static int guarded(const char *origin, const char *doing, size_t image_len, clre
         run_child(fd[1], job, arg);
     }
     close(fd[1]);
-    rd = take_output(fd[0], now_s() + limit, &h, dst, dst_len, &buf, msg, sizeof msg);
+    rd = take_output(fd[0], clremat_now_s() + limit, &h, dst, dst_len, &buf, msg, sizeof msg);
     close(fd[0]);
     if (rd == 1 || rd == -1 || rd == 3)
         kill(pid, SIGKILL);

@@ -1,6 +1,7 @@
 /* train.c: the training loop: data, steps with warm-up, progress, validation,
  * step-time statistics, memory high-water, and weights load/save. */
 #include "keras.h"
+#include "clock.h"
 #include "model_load.h"
 #include "train.h"
 #include "dp.h"
@@ -17,13 +18,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -598,7 +592,7 @@ static int write_memory_trace(const clremat_train_config *cfg, const clremat_tra
 static void progress(const clremat_train_config *cfg, const clremat_trainer *tr, int64_t step, float loss,
                      double t0, double *last)
 {
-    double t = now_ms();
+    double t = 1e3 * clremat_now_s();
     char scale[96] = "";
     if (!cfg->progress || (t - *last < 1000.0 && step + 1 != cfg->steps && !tr->last_skipped))
         return;
@@ -844,7 +838,7 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         goto fail;
     }
     clremat_pool_reset_peaks(ctx->pool);
-    t0 = now_ms();
+    t0 = 1e3 * clremat_now_s();
     for (int64_t s = 0; s < steps; s++) {
         float loss, correct;
         double a;
@@ -855,11 +849,11 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
         clremat_trainer_set_profiling(t, cfg->profile && s == steps - 1);
         if ((cfg->timeline || cfg->memory_trace) && s == steps - 1)
             clremat_pool_record_timeline(ctx->pool, 1);
-        a = now_ms();
+        a = 1e3 * clremat_now_s();
         st = clremat_trainer_step_replan(t, x, y, &loss, &correct);
         if (st == CLREMAT_OK)
             st = clremat_finish(ctx);
-        res->step_ms[s] = now_ms() - a;
+        res->step_ms[s] = 1e3 * clremat_now_s() - a;
         if (dp) {
             res->comm_ms[s] = clremat_dp_comm_ms(t);
             res->wait_ms[s] = clremat_dp_device_wait_ms(t);

@@ -1,6 +1,7 @@
 /* cli_plan.c: `clremat plan MODEL`: the remat plan of a model at a batch
  * size, per layer and in total, as a table or JSON. Needs no device. */
 #include "model_load.h"
+#include "clock.h"
 #include "atomic_file.h"
 #include "cli.h"
 #include "executor.h"
@@ -16,13 +17,6 @@
  * doing and how long it took. */
 #define PARETO_NOTE_WORK ((int64_t)200000)
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* --pareto: the front as a table or JSON, and optionally an SVG plot. */
 static int print_pareto(const clremat_graph *gr, long long batch, int accumulate, int opt_states, int json,
                         int points, const char *svg)
@@ -32,7 +26,7 @@ static int print_pareto(const clremat_graph *gr, long long batch, int accumulate
     int n = 0, nm = 0, st, rc = 0;
     int64_t layers = gr->n_layers > 0 ? gr->n_layers : 1;
     int note = (int64_t)points * layers > PARETO_NOTE_WORK && points <= CLREMAT_PARETO_MAX_WORK / layers;
-    double t0 = now_s();
+    double t0 = clremat_now_s();
     if (note)
         fprintf(stderr, "pareto: planning %d budgets on %lld layers ...\n", points, (long long)layers);
     if ((st = clremat_pareto_run(gr, batch, accumulate, opt_states, points, &pts, &n, &marks, &nm))) {
@@ -40,7 +34,7 @@ static int print_pareto(const clremat_graph *gr, long long batch, int accumulate
         goto done;
     }
     if (note)
-        fprintf(stderr, "pareto: %d points on the front, %.1f s\n", n, now_s() - t0);
+        fprintf(stderr, "pareto: %d points on the front, %.1f s\n", n, clremat_now_s() - t0);
     if (json) {
         clremat_report_pareto_json(stdout, gr->name, batch, accumulate, pts, n, marks, nm);
     } else {
