@@ -8,7 +8,6 @@
 #include "clock.h"
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define CAL_REPS 3 /* timed rounds after the warm-up round */
 

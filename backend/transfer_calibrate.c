@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define TRANSFER_MAGIC "clremat-transfer-1"
 #define TRANSFER_BYTES ((size_t)8 << 20)

@@ -81,7 +81,7 @@ int main(int argc, char **argv)
         for (int r = -1; r < reps && st == CLREMAT_OK; r++)
             for (int k = 0; k < T_COUNT && st == CLREMAT_OK; k++) {
                 const int kk = (k + (r < 0 ? 0 : r)) % T_COUNT; /* rotate the order every rep */
-                const double t0 = bench_now_s();
+                const double t0 = clremat_now_s();
                 const cl_int n = (cl_int)(M * K), iact = act;
                 cl_mem mx = clremat_mem(A), my = clremat_mem(Y);
                 if (kk == T_PLAIN)
@@ -98,7 +98,7 @@ int main(int argc, char **argv)
                 if (st == CLREMAT_OK)
                     st = clremat_finish(ctx);
                 if (r >= 0)
-                    t[kk][r] = bench_now_s() - t0;
+                    t[kk][r] = clremat_now_s() - t0;
             }
         if (st != CLREMAT_OK) {
             fprintf(stderr, "acta_bench: %s: %s\n", argv[a], clremat_ctx_last_error(ctx));

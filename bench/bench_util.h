@@ -1,6 +1,7 @@
-/* bench_util.h: what the C benchmarks share: the wall clock, the process's
- * CPU time (all threads: robust to other load on the machine), a comparison
- * for qsort (medians), and a pool buffer filled with a fixed pattern. */
+/* bench_util.h: what the C benchmarks share: the wall clock (clremat_now_s,
+ * base/clock.h), the process's CPU time (all threads: robust to other load
+ * on the machine), a comparison for qsort (medians), and a pool buffer
+ * filled with a fixed pattern. */
 #ifndef CLREMAT_BENCH_UTIL_H
 #define CLREMAT_BENCH_UTIL_H
 
@@ -8,13 +9,6 @@
 #include "layers.h"
 #include <stdlib.h>
 #include <sys/resource.h>
-#include <time.h>
-
-/* Seconds on the monotonic clock (base/clock.h). */
-static inline double bench_now_s(void)
-{
-    return clremat_now_s();
-}
 
 /* CPU seconds (user + system) of this process, all threads. */
 static inline double bench_cpu_s(void)

@@ -93,7 +93,7 @@ int main(int argc, char **argv)
             double *t = calloc((size_t)reps, sizeof(double)), c0 = 0, c1;
             int st = CLREMAT_OK;
             for (int r = -1; r < reps && st == CLREMAT_OK; r++) {
-                double t0 = bench_now_s();
+                double t0 = clremat_now_s();
                 if (r == 0)
                     c0 = bench_cpu_s();
                 if (pass == 0)
@@ -105,7 +105,7 @@ int main(int argc, char **argv)
                 if (st == CLREMAT_OK)
                     st = clremat_finish(ctx);
                 if (r >= 0)
-                    t[r] = bench_now_s() - t0;
+                    t[r] = clremat_now_s() - t0;
             }
             if (st != CLREMAT_OK) {
                 fprintf(stderr, "conv_bench: %s: %s\n", argv[a], clremat_ctx_last_error(ctx));

@@ -98,7 +98,7 @@ int main(int argc, char **argv)
             B = B16;
         }
         for (int r = -1; r < reps && st == CLREMAT_OK; r++) {
-            double t0 = bench_now_s();
+            double t0 = clremat_now_s();
             if (r == 0)
                 c0 = bench_cpu_s();
             for (int q = 0; q < queued && st == CLREMAT_OK; q++)
@@ -107,7 +107,7 @@ int main(int argc, char **argv)
             if (st == CLREMAT_OK)
                 st = clremat_finish(ctx);
             if (r >= 0)
-                t[r] = (bench_now_s() - t0) / queued;
+                t[r] = (clremat_now_s() - t0) / queued;
         }
         if (st != CLREMAT_OK) {
             fprintf(stderr, "gemm_bench: %s: %s\n", argv[a], clremat_ctx_last_error(ctx));

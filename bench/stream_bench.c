@@ -294,13 +294,13 @@ int main(int argc, char **argv)
             return 1;
     for (int r = -1; r < reps; r++)
         for (int k = 0; k < K_COUNT; k++) {
-            double t0 = bench_now_s();
+            double t0 = clremat_now_s();
             if (launch(ctx, k, (cl_int)floats, b, h, opt, r + 2, &bn) != CLREMAT_OK || clFinish(ctx->queue) != CL_SUCCESS) {
                 fprintf(stderr, "stream_bench: %s: %s\n", names[k], clremat_ctx_last_error(ctx));
                 return 1;
             }
             if (r >= 0)
-                t[k][r] = bench_now_s() - t0;
+                t[k][r] = clremat_now_s() - t0;
         }
     for (int k = 0; k < K_COUNT; k++) {
         qsort(t[k], (size_t)reps, sizeof *t[k], bench_cmp_d);

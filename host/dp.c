@@ -5,7 +5,6 @@
 #include "clock.h"
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static clremat_dp_transport g_tr;
 static int g_on;

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 struct guard_header {
@@ -176,6 +175,5 @@ int clremat_h5_guarded(const char *origin, const char *doing, size_t image_len, 
 int clremat_h5_guarded_into(const char *origin, const char *doing, size_t image_len, clremat_h5_job job, void *arg,
                             void *dst, size_t dst_len)
 {
-    static unsigned char none; /* dst_len 0: nothing is written */
-    return guarded(origin, doing, image_len, job, arg, NULL, NULL, dst ? dst : &none, dst ? dst_len : 0);
+    return guarded(origin, doing, image_len, job, arg, NULL, NULL, dst, dst_len);
 }

@@ -23,8 +23,8 @@ typedef int (*clremat_h5_job)(void *arg, unsigned char **out, size_t *len);
 int clremat_h5_guarded(const char *origin, const char *doing, size_t image_len, clremat_h5_job job, void *arg,
                        unsigned char **out, size_t *len);
 
-/** clremat_h5_guarded with the result read straight into dst, which must
- *  receive exactly dst_len bytes (else CLREMAT_ERR_INTERNAL): the parent
+/** clremat_h5_guarded with the result read straight into dst (not NULL),
+ *  which must receive exactly dst_len bytes (else CLREMAT_ERR_INTERNAL): the parent
  *  holds no second copy of a large result (the weights). */
 int clremat_h5_guarded_into(const char *origin, const char *doing, size_t image_len, clremat_h5_job job, void *arg,
                             void *dst, size_t dst_len);

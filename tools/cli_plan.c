@@ -11,7 +11,6 @@
 #include "plan_run.h"
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* Past this much work (points x layers) the sweep says on stderr what it is
  * doing and how long it took. */
