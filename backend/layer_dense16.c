@@ -15,6 +15,7 @@
 #include "gemm16.h"
 #include "fused_update.h"
 #include "mixed_precision.h"
+#include "act_table.h"
 
 static void dims(const clremat_layer *L, int64_t batch, int64_t *rows, int64_t *in, int64_t *units)
 {
@@ -30,10 +31,12 @@ static void dense16_cost(const clremat_graph *g, int l, int64_t batch, clremat_l
     dims(L, batch, &rows, &in, &units);
     /* forward: the partial sums of pre; backward: dZ (with an activation;
      * without one the 16-bit dout is dZ) and, when x is 16-bit (it then
-     * has a gradient), the partial sums of dx */
+     * has a gradient), the partial sums of dx, and for a large GELU the
+     * table of its derivative (act_table.h) */
     c->fwd_stage_bytes = (size_t)(rows * units) * sizeof(float);
     c->bwd_stage_bytes = (L->act != CLREMAT_ACT_NONE ? (size_t)(rows * units) * sizeof(float) : 0) +
-                         ((c->in16 & 1u) ? (size_t)(rows * in) * sizeof(float) : 0);
+                         ((c->in16 & 1u) ? (size_t)(rows * in) * sizeof(float) : 0) +
+                         clremat_act_table_bytes((int)L->act, clremat_mixed_fmt(g), rows * units);
 }
 
 /* Rows at the batch the layer's buffers (and its plan) were sized for. */
@@ -88,8 +91,8 @@ static int dense16_backward(clremat_layer_call *c, const clremat_layer_cost *cos
         goto done;
     /* dZ = dout * act'(pre) in float32; without an activation dout is dZ */
     if (has_act)
-        st = clremat_op_mul_dact(c->ctx, rows * units, (int)L->act, c->slot[1], fmt, c->dout, fmt, dz,
-                                 CLREMAT_FMT_F32, 0);
+        st = clremat_act16_backward(c, rows * units, ab_rows(c, L) * units, (int)L->act, c->slot[1], fmt, c->dout,
+                                    fmt, dz, CLREMAT_FMT_F32, 0);
     g_z = has_act ? dz : c->dout;
     fz = has_act ? CLREMAT_FMT_F32 : fmt;
     if (st != CLREMAT_OK)

@@ -4,10 +4,11 @@
  * float32 what the float32 kernel computes, and rounds once on store
  * (clremat_add16, clremat_dropout16, clremat_act_bwd16, clremat_cvt16,
  * ln_*16 of kernels.cl). No float32 buffer is needed: their cost plans
- * none. Bit for bit the staged launches of mixed_precision.c. */
+ * none (a large GELU layer plans its table, act_table.h). Bit for bit the staged launches of mixed_precision.c. */
 #include "layer_impl.h"
 #include "kernel_run.h"
 #include "mixed_precision.h"
+#include "act_table.h"
 
 /* Format of input i, of the output (and its gradient). */
 static int fin(const clremat_layer_call *c, const clremat_layer_cost *cost, int i)
@@ -114,23 +115,40 @@ static int drop16_backward(clremat_layer_call *c, const clremat_layer_cost *cost
 const clremat_layer_impl16 clremat_impl16_dropout = {NULL, clremat_mixed_no_buffers, drop16_forward, drop16_backward};
 
 /* ---- activation: y = act(x) (clremat_cvt16 with act, the kernel its
- * recomputation uses); dx = dout * act'(x) */
+ * recomputation uses); dx = dout * act'(x). Over a 16-bit x of a large
+ * enough layer, GELU reads a table of act (act') instead (act_table.h),
+ * planned as the launch's staging. */
+
+static int64_t planned_elems(const clremat_layer_call *c)
+{
+    return (c->alloc_batch > 0 ? c->alloc_batch : c->batch) * clremat_elems_of(&c->g->layers[c->layer].in_shape[0]);
+}
+
+static void act16_cost(const clremat_graph *g, int l, int64_t batch, clremat_layer_cost *c)
+{
+    const int fx = (c->in16 & 1u) ? clremat_mixed_fmt(g) : CLREMAT_FMT_F32;
+    const size_t table =
+        clremat_act_table_bytes((int)g->layers[l].act, fx, batch * clremat_elems_of(&g->layers[l].in_shape[0]));
+    c->fwd_stage_bytes = table;
+    c->bwd_stage_bytes = table; /* 16-bit x comes from a layer: its gradient is always wanted */
+}
 
 static int act16_forward(clremat_layer_call *c, const clremat_layer_cost *cost)
 {
-    return clremat_op_convert(c->ctx, c->in[0], fin(c, cost, 0), c->slot[0], fout(c, cost), elems(c, 0),
-                              (int)c->g->layers[c->layer].act, 1.0f, 0);
+    return clremat_act16_forward(c, elems(c, 0), planned_elems(c), (int)c->g->layers[c->layer].act, c->in[0],
+                                 fin(c, cost, 0), c->slot[0], fout(c, cost));
 }
 
 static int act16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
 {
     if (!c->din[0])
         return CLREMAT_OK;
-    return clremat_op_mul_dact(c->ctx, elems(c, 0), (int)c->g->layers[c->layer].act, c->in[0], fin(c, cost, 0),
-                               c->dout, fout(c, cost), c->din[0], fin(c, cost, 0), c->din_accumulate[0]);
+    return clremat_act16_backward(c, elems(c, 0), planned_elems(c), (int)c->g->layers[c->layer].act, c->in[0],
+                                  fin(c, cost, 0), c->dout, fout(c, cost), c->din[0], fin(c, cost, 0),
+                                  c->din_accumulate[0]);
 }
 
-const clremat_layer_impl16 clremat_impl16_activation = {NULL, clremat_mixed_no_buffers, act16_forward, act16_backward};
+const clremat_layer_impl16 clremat_impl16_activation = {NULL, act16_cost, act16_forward, act16_backward};
 
 /* ---- layernorm: the float32 kernels' arithmetic on 16-bit x, y, dy, dx
  * (stats, gamma, beta and their gradients float32), eight elements of a

@@ -24,7 +24,11 @@
  * clremat_cvt16x8 with GELU (the activation forward), clremat_act_bwd16
  * GELU in place, clremat_dropout16 (on 16-lane devices the wide kernels
  * training launches there: clremat_cvt16w, clremat_act_bwd16w,
- * clremat_dropout16w), clremat_add16. Each also reports
+ * clremat_dropout16w), clremat_add16; GELU over at least
+ * CLREMAT_ACT_TABLE_MIN_ELEMS elements as the mixed layers launch it there,
+ * by table (act_table.h: the table taken from the pool and filled, then
+ * clremat_cvt16_table / clremat_act_bwd16_table, all inside the timing).
+ * Each also reports
  * vs_float32, its median time over that of the float32 kernel doing the same
  * on the same number of elements (0.5 would be the bytes' ratio). */
 #include "bench_util.h"
@@ -34,6 +38,7 @@
 #include "optim.h"
 #include "layers.h"
 #include "mixed_precision.h"
+#include "act_table.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +154,24 @@ static int bn_launch(clremat_ctx *ctx, bn_bench *bn, int backward, int64_t rows,
     return clremat_layer_backward(&c);
 }
 
+/* What a mixed GELU layer's launch does where it reads a table
+ * (act_table.h): takes the table from the pool, fills it, looks it up over
+ * the n elements of h (forward: h[1] = GELU(h[0]); backward in place:
+ * h[2] *= GELU'(h[0])), releases it. */
+static int gelu16_by_table(clremat_ctx *ctx, int backward, cl_int n, cl_int fmt, clremat_buf *h[3])
+{
+    clremat_buf *table = NULL;
+    int st = clremat_pool_alloc(ctx->pool, (size_t)CLREMAT_ACT_TABLE_ENTRIES * sizeof(float), "table", &table);
+    if (st == CLREMAT_OK)
+        st = clremat_act_table_fill(ctx, table, CLREMAT_ACT_GELU_TANH, fmt, backward);
+    if (st == CLREMAT_OK)
+        st = backward ? clremat_op_mul_dact_table(ctx, n, table, h[0], h[2], fmt, h[2], fmt, 0)
+                      : clremat_op_convert_table(ctx, h[0], h[1], fmt, n, table, 1.0f, 0);
+    if (table)
+        clremat_pool_release(ctx->pool, table);
+    return st;
+}
+
 /* The 16-bit kernels on h (three arrays of format fmt), with the float32
  * kernels' arguments. */
 static int launch16(clremat_ctx *ctx, int k, cl_int n, cl_int fmt, clremat_buf *h[3], int64_t step)
@@ -157,7 +180,10 @@ static int launch16(clremat_ctx *ctx, int k, cl_int n, cl_int fmt, clremat_buf *
     cl_int act = 2 /* CLREMAT_ACT_GELU_TANH */, acc = 0;
     cl_float rate = 0.1f, scale = 1.0f / 0.9f, one = 1.0f;
     cl_uint lo = 1234, hi = 0, ustep = (cl_uint)step, layer = 3, off = 0;
-    switch ((k - K_FIRST16) % K_PER_FMT + K_FIRST16) {
+    const int kind = (k - K_FIRST16) % K_PER_FMT + K_FIRST16;
+    if ((kind == K_ACT_FWD_BF || kind == K_ACT_BWD_BF) && clremat_act_table_bytes(act, fmt, n))
+        return gelu16_by_table(ctx, kind == K_ACT_BWD_BF, n, fmt, h);
+    switch (kind) {
     case K_ACT_FWD_BF:
         return clremat_run1d(ctx, clremat_ew_name(ctx, act, "clremat_cvt16w", "clremat_cvt16x8"),
                              clremat_ew_items(ctx, act, n), sizeof n, &n, sizeof act, &act, sizeof one, &one,

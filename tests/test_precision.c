@@ -966,12 +966,22 @@ static int count_fused(clremat_ctx *ctx, const clremat_graph *g, int64_t batch)
 
 /* Models written here for what no bundled one has: attention with dropout
  * on its weights, causal grouped-query heads of an odd width (dh 6) and
- * an odd sequence (T 13), then one whose input is a 16-bit activation. */
+ * an odd sequence (T 13), then one whose input is a 16-bit activation;
+ * GELU layers of 2^21 elements at batch 2, which read tables
+ * (backend/act_table.h: the dense layer's derivative, the activation
+ * layer's forward and derivative). */
 static const char *const fused_inline[] = {
     "{\"name\": \"attn_dropout\", \"input\": {\"shape\": [13], \"dtype\": \"int32\"}, \"layers\": ["
     "{\"name\": \"embed\", \"type\": \"embedding\", \"vocab\": 16, \"dim\": 24, \"positions\": true},"
     "{\"name\": \"attn\", \"type\": \"attention\", \"heads\": 4, \"kv_heads\": 2, \"causal\": true, \"rate\": 0.2},"
     "{\"name\": \"attn2\", \"type\": \"attention\", \"heads\": 2, \"rate\": 0.1},"
+    "{\"name\": \"logits\", \"type\": \"dense\", \"units\": 16},"
+    "{\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}",
+    "{\"name\": \"wide_gelu\", \"input\": {\"shape\": [1024], \"dtype\": \"int32\"}, \"layers\": ["
+    "{\"name\": \"embed\", \"type\": \"embedding\", \"vocab\": 16, \"dim\": 64},"
+    "{\"name\": \"up\", \"type\": \"dense\", \"units\": 1024, \"activation\": \"gelu\"},"
+    "{\"name\": \"mid\", \"type\": \"dense\", \"units\": 1024},"
+    "{\"name\": \"act\", \"type\": \"activation\", \"activation\": \"gelu\"},"
     "{\"name\": \"logits\", \"type\": \"dense\", \"units\": 16},"
     "{\"name\": \"loss\", \"type\": \"softmax_cross_entropy\"}]}"};
 
