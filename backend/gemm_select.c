@@ -11,6 +11,7 @@
 #include <clblast_c.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,10 +67,20 @@ int clremat_ctx_set_gemm(clremat_ctx *ctx, clremat_gemm_path path)
 
 clremat_gemm_path clremat_ctx_gemm(clremat_ctx *ctx) { return clremat_gemm_resolve(ctx); }
 
-/* Hash of the kernels source: a change to the native kernels recalibrates. */
+/* Hash of the kernels source: a change to the native kernels recalibrates.
+ * Computed once per process (the source is a constant of the library). */
+static uint64_t kernels_hash_value;
+static pthread_once_t kernels_hash_once = PTHREAD_ONCE_INIT;
+
+static void kernels_hash_compute(void)
+{
+    kernels_hash_value = clremat_hash64(0, clremat_kernels_source, strlen(clremat_kernels_source));
+}
+
 static uint64_t kernels_hash(void)
 {
-    return clremat_hash64(0, clremat_kernels_source, strlen(clremat_kernels_source));
+    pthread_once(&kernels_hash_once, kernels_hash_compute);
+    return kernels_hash_value;
 }
 
 /* Key of the cache file: platform, device name, driver and device versions,
