@@ -58,8 +58,9 @@ int clremat_op_convert_table(clremat_ctx *ctx, const clremat_buf *src, clremat_b
     ms = clremat_mem(src);
     md = clremat_mem(dst);
     mt = clremat_mem(table);
-    return clremat_run1d(ctx, "clremat_cvt16_table", clremat_ew_items(ctx, CLREMAT_ACT_GELU_TANH, n), sizeof in, &in, sizeof fs, &fs, sizeof iacc,
-                         &iacc, sizeof ms, &ms, sizeof idf, &idf, sizeof md, &md, sizeof mt, &mt, (size_t)0);
+    return clremat_run1d(ctx, "clremat_cvt16_table", clremat_ew_items(ctx, CLREMAT_ACT_GELU_TANH, n), sizeof in, &in,
+                         sizeof fs, &fs, sizeof iacc, &iacc, sizeof ms, &ms, sizeof idf, &idf, sizeof md, &md,
+                         sizeof mt, &mt, (size_t)0);
 }
 
 int clremat_op_mul_dact_table(clremat_ctx *ctx, int64_t n, const clremat_buf *table, const clremat_buf *x,
@@ -79,9 +80,9 @@ int clremat_op_mul_dact_table(clremat_ctx *ctx, int64_t n, const clremat_buf *ta
     mdy = clremat_mem(dy);
     mz = clremat_mem(z);
     mt = clremat_mem(table);
-    return clremat_run1d(ctx, "clremat_act_bwd16_table", clremat_ew_items(ctx, CLREMAT_ACT_GELU_TANH, n), sizeof in, &in, sizeof iacc, &iacc,
-                         sizeof mx, &mx, sizeof ifdy, &ifdy, sizeof mdy, &mdy, sizeof ifz, &ifz, sizeof mz, &mz,
-                         sizeof mt, &mt, (size_t)0);
+    return clremat_run1d(ctx, "clremat_act_bwd16_table", clremat_ew_items(ctx, CLREMAT_ACT_GELU_TANH, n), sizeof in,
+                         &in, sizeof iacc, &iacc, sizeof mx, &mx, sizeof ifdy, &ifdy, sizeof mdy, &mdy, sizeof ifz,
+                         &ifz, sizeof mz, &mz, sizeof mt, &mt, (size_t)0);
 }
 
 /* A table of act (deriv: act') over fmt, taken from the pool for the call. */
