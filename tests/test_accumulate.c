@@ -56,6 +56,7 @@ typedef struct run_out {
     float *params;
     uint64_t predicted, measured, fixed, accum;
     int n_recompute_actions;    /* recompute actions plus recomputations fused into a backward's GEMM */
+    int n_offloads;             /* outputs moved to host memory between forward and backward */
 } run_out;
 
 /* steps (<= STEPS) steps of BATCH samples in k micro-batches under mode. */
@@ -87,6 +88,7 @@ static void run_mode_steps(clremat_ctx *ctx, clremat_graph *g, const clremat_dat
     out->fixed = t->plan.fixed_bytes;
     out->accum = t->plan.accum_bytes;
     out->n_recompute_actions = t->plan.n_recompute_actions + t->plan.n_fused_act_reads;
+    out->n_offloads = t->plan.n_offloads;
     out->params = malloc(t->plan.param_bytes);
     ck_assert_int_eq(clremat_trainer_get_params(t, out->params), CLREMAT_OK);
     clremat_trainer_free(t);
@@ -172,7 +174,11 @@ START_TEST(test_accumulate_model)
             run_mode(ctx, g, &d, modes[i], "adam", k, &r);
             ck_assert_msg(r.measured == r.predicted, "%s K=%d %s: measured %llu, predicted %llu", m->file, k,
                           modes[i], (unsigned long long)r.measured, (unsigned long long)r.predicted);
-            ck_assert_msg(r.n_recompute_actions > 0, "%s K=%d %s: nothing recomputed", m->file, k, modes[i]);
+            /* a budget may be met by offload instead where device memory is
+             * not the host's (a discrete GPU): bitwise none's all the same */
+            ck_assert_msg(r.n_recompute_actions > 0 || (strncmp(modes[i], "budget:", 7) == 0 && r.n_offloads > 0),
+                          "%s K=%d %s: nothing recomputed%s", m->file, k, modes[i],
+                          strncmp(modes[i], "budget:", 7) == 0 ? " or offloaded" : "");
             for (int s = 0; s < STEPS; s++)
                 ck_assert_msg(memcmp(&r.loss[s], &base.loss[s], sizeof(float)) == 0,
                               "%s K=%d %s step %d: loss %.9g, none's %.9g", m->file, k, modes[i], s,

@@ -72,6 +72,7 @@ typedef struct run_out {
     uint64_t kept_act_bytes;        /* activation bytes live at the end of the forward pass */
     int n_recompute_actions, n_overlapped;
     int n_recomputes;               /* recompute actions plus activations recomputed inside a backward's GEMM */
+    int n_offloads;                 /* outputs moved to host memory between forward and backward */
     uint64_t fence_waits;           /* hand-outs that waited for the other queue */
     clremat_layer_profile *profile;
 } run_out;
@@ -112,6 +113,7 @@ static void run_mode(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *
     out->measured = clremat_pool_get_stats(ctx->pool).live_peak;
     out->n_recompute_actions = t->plan.n_recompute_actions;
     out->n_recomputes = t->plan.n_recompute_actions + t->plan.n_fused_act_reads;
+    out->n_offloads = t->plan.n_offloads;
     out->kept_act_bytes = t->plan.kept_act_bytes;
     out->params = malloc(t->plan.param_bytes);
     ck_assert_int_eq(clremat_trainer_get_params(t, out->params), CLREMAT_OK);
@@ -378,8 +380,11 @@ START_TEST(test_budget_plans_on_device)
     ck_assert_msg(r.measured == r.predicted, "%s %s: measured %llu predicted %llu", m->file, mode,
                   (unsigned long long)r.measured, (unsigned long long)r.predicted);
     ck_assert_uint_le(r.measured, budget);
-    ck_assert_uint_lt(budget, base.predicted); /* below none's peak: the plan must recompute */
-    ck_assert_int_gt(r.n_recomputes, 0);
+    ck_assert_uint_lt(budget, base.predicted); /* below none's peak: the plan must recompute or offload */
+    /* on a device whose memory is not the host's (a discrete GPU) offload
+     * can be the cheaper way down (docs/user-guide.md, "Letting the planner
+     * choose"); it keeps the bits of none as recomputation does */
+    ck_assert_msg(r.n_recomputes > 0 || r.n_offloads > 0, "%s %s: neither recomputes nor offloads", m->file, mode);
     ck_assert_uint_lt(r.kept_act_bytes, base.kept_act_bytes);
     ck_assert_int_eq(memcmp(r.loss, base.loss, sizeof r.loss), 0);
     ck_assert_int_eq(memcmp(r.params, base.params, (size_t)clremat_graph_param_elems(g) * sizeof(float)), 0);
@@ -390,7 +395,7 @@ START_TEST(test_budget_plans_on_device)
     run_mode(ctx, g, &d, "auto", &r);
     ck_assert_uint_le(r.measured, budget);
     ck_assert_uint_eq(r.measured, r.predicted);
-    ck_assert_int_gt(r.n_recomputes, 0);
+    ck_assert_msg(r.n_recomputes > 0 || r.n_offloads > 0, "%s auto: neither recomputes nor offloads", m->file);
     ck_assert_uint_lt(r.kept_act_bytes, base.kept_act_bytes);
     ck_assert_int_eq(memcmp(r.loss, base.loss, sizeof r.loss), 0);
     ck_assert_msg(memcmp(r.params, base.params, (size_t)clremat_graph_param_elems(g) * sizeof(float)) == 0,
