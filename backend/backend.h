@@ -63,7 +63,7 @@ struct clremat_ctx {
     /* its register tile (GC_MR x GC_NR): 12 x 32 on devices with 16-wide
      * native float vectors (AVX-512), else 6 x 16 */
     int gemm_mr, gemm_nr;
-    char build_options[128];        /**< clBuildProgram options of the program */
+    char build_options[256];        /**< clBuildProgram options of the program */
 };
 
 /** Sets the context's last error (printf-style) and returns status. ctx may be
