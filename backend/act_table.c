@@ -36,11 +36,6 @@ int clremat_act_table_fill(clremat_ctx *ctx, clremat_buf *table, int act, int fm
                          sizeof ider, &ider, sizeof ifmt, &ifmt, sizeof mt, &mt, (size_t)0);
 }
 
-static int fits(const clremat_buf *b, int64_t n, int fmt)
-{
-    return b && b->bytes >= (size_t)n * (fmt ? 2 : 4);
-}
-
 int clremat_op_convert_table(clremat_ctx *ctx, const clremat_buf *src, clremat_buf *dst, int dfmt, int64_t n,
                              const clremat_buf *table, float scale, int acc)
 {
@@ -52,7 +47,7 @@ int clremat_op_convert_table(clremat_ctx *ctx, const clremat_buf *src, clremat_b
         return CLREMAT_OK;
     if ((st = table_fits(ctx, table)) != CLREMAT_OK)
         return st;
-    if (n > 2147483647 || !fits(src, n, 1) || !fits(dst, n, dfmt))
+    if (n > 2147483647 || !clremat_buf_holds(src, n, 1) || !clremat_buf_holds(dst, n, dfmt))
         return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT,
                             "activation by table: %lld elements do not fit the buffers", (long long)n);
     ms = clremat_mem(src);
@@ -73,7 +68,7 @@ int clremat_op_mul_dact_table(clremat_ctx *ctx, int64_t n, const clremat_buf *ta
         return CLREMAT_OK;
     if ((st = table_fits(ctx, table)) != CLREMAT_OK)
         return st;
-    if (n > 2147483647 || !fits(x, n, 1) || !fits(dy, n, fdy) || !fits(z, n, fz))
+    if (n > 2147483647 || !clremat_buf_holds(x, n, 1) || !clremat_buf_holds(dy, n, fdy) || !clremat_buf_holds(z, n, fz))
         return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT,
                             "activation gradient by table: %lld elements do not fit the buffers", (long long)n);
     mx = clremat_mem(x);

@@ -26,11 +26,6 @@ static int64_t elems(const clremat_layer_call *c, int i)
     return c->batch * clremat_elems_of(&c->g->layers[c->layer].in_shape[i]);
 }
 
-static int fits(const clremat_buf *b, int64_t n, int fmt)
-{
-    return b && b->bytes >= (size_t)n * (fmt ? 2 : 4);
-}
-
 static int too_small(clremat_layer_call *c, const char *what)
 {
     return clremat_fail(c->ctx, CLREMAT_ERR_INVALID_ARGUMENT, "layer %s: %s buffer missing or too small",
@@ -50,7 +45,7 @@ static int add16_forward(clremat_layer_call *c, const clremat_layer_cost *cost)
     const int64_t n = elems(c, 0);
     cl_int in = (cl_int)n, fa = fin(c, cost, 0), fb = fin(c, cost, 1), fy = fout(c, cost);
     cl_mem ma, mb, my;
-    if (n > 2147483647 || !fits(c->in[0], n, fa) || !fits(c->in[1], n, fb) || !fits(c->slot[0], n, fy))
+    if (n > 2147483647 || !clremat_buf_holds(c->in[0], n, fa) || !clremat_buf_holds(c->in[1], n, fb) || !clremat_buf_holds(c->slot[0], n, fy))
         return too_small(c, "input or output");
     ma = clremat_mem(c->in[0]);
     mb = clremat_mem(c->in[1]);
@@ -81,7 +76,7 @@ static int drop16_apply(clremat_layer_call *c, const clremat_buf *x, int fx, clr
     if (!(L->rate >= 0.0 && L->rate < 1.0))
         return clremat_fail(c->ctx, CLREMAT_ERR_SHAPE, "dropout layer %s: rate %g is not in [0, 1)", L->name,
                             L->rate);
-    if (n > 2147483647 || !fits(x, n, fx) || !fits(y, n, fy))
+    if (n > 2147483647 || !clremat_buf_holds(x, n, fx) || !clremat_buf_holds(y, n, fy))
         return too_small(c, "source or destination");
     if (L->rate == 0.0)
         return clremat_op_convert(c->ctx, x, fx, y, fy, n, 0, 1.0f, acc);
@@ -169,8 +164,8 @@ static int ln16_forward(clremat_layer_call *c, const clremat_layer_cost *cost)
     cl_float eps = (cl_float)L->eps;
     cl_mem mx, mg, mb, my, ms;
     ln16_dims(c, &rows, &D);
-    if (rows * D > 2147483647 || !fits(c->in[0], rows * D, fx) || !fits(c->slot[0], rows * D, fy) ||
-        !fits(c->slot[1], rows * 2, 0) || !fits(c->param[0], D, 0) || !fits(c->param[1], D, 0))
+    if (rows * D > 2147483647 || !clremat_buf_holds(c->in[0], rows * D, fx) || !clremat_buf_holds(c->slot[0], rows * D, fy) ||
+        !clremat_buf_holds(c->slot[1], rows * 2, 0) || !clremat_buf_holds(c->param[0], D, 0) || !clremat_buf_holds(c->param[1], D, 0))
         return too_small(c, "input, output, stats or parameter");
     ir = (cl_int)rows, iD = (cl_int)D;
     mx = clremat_mem(c->in[0]), mg = clremat_mem(c->param[0]), mb = clremat_mem(c->param[1]);
@@ -191,14 +186,14 @@ static int ln16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
     if (c->in_act[0])
         return clremat_fail(c->ctx, CLREMAT_ERR_INTERNAL, "layernorm %s: a fused activation read under a mixed "
                             "policy", L->name);
-    if (rows * D > 2147483647 || !fits(c->in[0], rows * D, fx) || !fits(c->dout, rows * D, fdy) ||
-        !fits(c->slot[1], rows * 2, 0) || !fits(c->param[0], D, 0) || (c->din[0] && !fits(c->din[0], rows * D, fx)))
+    if (rows * D > 2147483647 || !clremat_buf_holds(c->in[0], rows * D, fx) || !clremat_buf_holds(c->dout, rows * D, fdy) ||
+        !clremat_buf_holds(c->slot[1], rows * 2, 0) || !clremat_buf_holds(c->param[0], D, 0) || (c->din[0] && !clremat_buf_holds(c->din[0], rows * D, fx)))
         return too_small(c, "input, gradient, stats or gamma");
     ir = (cl_int)rows, iD = (cl_int)D;
     mx = clremat_mem(c->in[0]), ms = clremat_mem(c->slot[1]), mdy = clremat_mem(c->dout);
     if (c->grad[0] || c->grad[1]) {
         cl_mem mgg, mgb;
-        if (!fits(c->grad[0], D, 0) || !fits(c->grad[1], D, 0))
+        if (!clremat_buf_holds(c->grad[0], D, 0) || !clremat_buf_holds(c->grad[1], D, 0))
             return clremat_fail(c->ctx, CLREMAT_ERR_INVALID_ARGUMENT,
                                 "layernorm %s: gamma and beta gradients are written together", L->name);
         mgg = clremat_mem(c->grad[0]), mgb = clremat_mem(c->grad[1]);

@@ -374,7 +374,7 @@ int clremat_op_convert(clremat_ctx *ctx, const clremat_buf *src, int sfmt, clrem
                          &iacc, sizeof isf, &isf, sizeof ms, &ms, sizeof idf, &idf, sizeof md, &md, (size_t)0);
 }
 
-static int fits(const clremat_buf *b, int64_t n, int fmt)
+int clremat_buf_holds(const clremat_buf *b, int64_t n, int fmt)
 {
     return b && b->bytes >= (size_t)n * (fmt ? 2 : 4);
 }
@@ -386,7 +386,7 @@ int clremat_op_mul_dact(clremat_ctx *ctx, int64_t n, int act, const clremat_buf 
     cl_mem mx, mdy, mz;
     if (n <= 0)
         return CLREMAT_OK;
-    if (n > 2147483647 || !fits(x, n, fx) || !fits(dy, n, fdy) || !fits(z, n, fz))
+    if (n > 2147483647 || !clremat_buf_holds(x, n, fx) || !clremat_buf_holds(dy, n, fdy) || !clremat_buf_holds(z, n, fz))
         return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "act backward: %lld elements do not fit the buffers",
                             (long long)n);
     mx = clremat_mem(x);

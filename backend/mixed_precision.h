@@ -66,6 +66,9 @@ int clremat_mixed_recompute_act(clremat_layer_call *c, const clremat_layer_cost 
 int clremat_op_convert(clremat_ctx *ctx, const clremat_buf *src, int sfmt, clremat_buf *dst, int dfmt, int64_t n,
                        int act, float scale, int acc);
 
+/** Whether b holds n elements of storage format fmt (0 float32, else 16-bit). */
+int clremat_buf_holds(const clremat_buf *b, int64_t n, int fmt);
+
 /** z (format fz; acc: old + new) = dy * act'(x) over n elements, dy of
  * format fdy and x of fx: clremat_act_bwd8's floats. */
 int clremat_op_mul_dact(clremat_ctx *ctx, int64_t n, int act, const clremat_buf *x, int fx, const clremat_buf *dy,
