@@ -51,10 +51,24 @@ all=$( (for t in $first; do echo "$t"; done; ls $work/bin/tests) | awk '!seen[$0
 # test_layering reads the build's object files, which the bundle lacks
 all=$(printf '%s\n' $all | grep -v '^test_layering$')
 [ -n "${TESTS:-}" ] && all=$TESTS   # a list of program names narrows the run
+# The GEMM suites run once per GEMM path as two jobs (NAME@native,
+# NAME@clblast), so the longest suites take half the wall time.
+gemm_suites=$(sed -n 's/^GEMM_SUITES="\(.*\)"$/\1/p' "$top/tests/run-on-devices.sh")
+runs=$(for t in $all; do
+    case " $gemm_suites " in
+        *" $t "*) echo "$t@native"; echo "$t@clblast" ;;
+        *) echo "$t" ;;
+    esac
+done)
 start=$(date +%s)
-printf '%s\n' $all | xargs -P "$jobs" -I{} sh -c \
-    't0=$(date +%s); timeout '"$limit"' sh '"$top"'/tests/run-on-devices.sh '"$work"'/bin/tests/{} > '"$work"'/logs/{}.log 2>&1;
-     st=$?; echo "{} $st $(( $(date +%s) - t0 ))s" >> '"$work"'/status'
+printf '%s\n' $runs | xargs -P "$jobs" -I{} sh -c '
+    run=$1 limit=$2 top=$3 work=$4
+    t=${run%@*} path=
+    [ "$run" = "$t" ] || path=${run#*@}
+    t0=$(date +%s)
+    CLREMAT_GEMM=$path timeout "$limit" sh "$top/tests/run-on-devices.sh" "$work/bin/tests/$t" > "$work/logs/$run.log" 2>&1
+    st=$?
+    echo "$run $st $(( $(date +%s) - t0 ))s" >> "$work/status"' _ {} "$limit" "$top" "$work"
 echo "tests took $(( $(date +%s) - start )) s"
 
 # Summary: each program's exit (0 pass, 77 skip, 124 timeout) and Check's totals.
