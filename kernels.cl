@@ -3,16 +3,28 @@
  * for kernel development. Kernels are deterministic: no atomics on floats and
  * a fixed reduction order, so recomputation reproduces results bit for bit. */
 
-/* Floating-point contraction is off in the whole file: every a * b + c
- * rounds the product, and the products meant to fuse (the inner loops of
- * the GEMM, convolution and attention kernels) say so with fma(). The
+/* Floating-point contraction is off in the whole file where the host
+ * passes -DCLREMAT_CONTRACT_OFF (backend/program.c: every platform but
+ * Mesa's): every a * b + c then rounds the product, and the products meant
+ * to fuse (the inner loops of the GEMM, convolution and attention kernels,
+ * the exp polynomial, GELU) say so with CLREMAT_FMA, which is fma(). The
  * bits then follow from the source alone, whatever the compiler: OpenCL's
  * default (FP_CONTRACT ON) lets each compiler fuse as it likes, and
  * NVIDIA's fuses across statements (as clang's -ffp-contract=fast). On an
  * H200 that gave two kernels holding the same arithmetic other bits (a
  * layernorm backward reading x, and one reading act(pre) in the activations
- * mode), so remat modes stopped agreeing with none bit for bit. */
+ * mode), so remat modes stopped agreeing with none bit for bit. Mesa's
+ * rusticl keeps the default and CLREMAT_FMA(a, b, c) is a * b + c there:
+ * with contraction off and fma(), llvmpipe's kernels disagreed with each
+ * other (a wide and an eight-wide GELU backward, a GEMM packing through
+ * ReLU, NaN signs through the GELU table), while in-statement contraction
+ * keeps them bitwise alike, as it did before. */
+#ifdef CLREMAT_CONTRACT_OFF
 #pragma OPENCL FP_CONTRACT OFF
+#define CLREMAT_FMA(a, b, c) fma(a, b, c)
+#else
+#define CLREMAT_FMA(a, b, c) ((a) * (b) + (c))
+#endif
 
 /* y[i] = a * x[i] + y[i]: the smoke-test kernel. */
 __kernel void axpy(const int n, const float a, __global const float *x, __global float *y)
@@ -133,7 +145,7 @@ void clremat_gemm_tiled(const int tA, const int tB, const int M, const int N, co
                 b[j] = Bs[k][tx + GEMM_LX * j];
             for (int i = 0; i < 4; i++)
                 for (int j = 0; j < 4; j++)
-                    acc[i][j] = fma(a[i], b[j], acc[i][j]);
+                    acc[i][j] = CLREMAT_FMA(a[i], b[j], acc[i][j]);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -242,16 +254,17 @@ void clremat_opt1(const int kind, const float8 hp, const float g, __global float
     {                                                                                                   \
         const T x = clamp(xin, -87.0f, 88.0f);                                                          \
         const T t = x * 1.44269504088896341f;                                                           \
-        const T n = (t + 12582912.0f) - 12582912.0f; /* rint(t): |t| < 2^22, round to nearest even */ \
-        const T r = fma(-n, (T)(-2.12194440e-4f), fma(-n, (T)(0.693359375f), x));                                 \
+        const T n = (t + 12582912.0f) - 12582912.0f; /* rint(t): |t| < 2^22, round to nearest even */   \
+        const T r = CLREMAT_FMA(-n, (T)(-2.12194440e-4f),                                               \
+                                CLREMAT_FMA(-n, (T)(0.693359375f), x));                                 \
         const T z = r * r;                                                                              \
         T p = 1.9875691500e-4f;                                                                         \
-        p = fma(p, r, (T)(1.3981999507e-3f));                                                                \
-        p = fma(p, r, (T)(8.3334519073e-3f));                                                                \
-        p = fma(p, r, (T)(4.1665795894e-2f));                                                                \
-        p = fma(p, r, (T)(1.6666665459e-1f));                                                                \
-        p = fma(p, r, (T)(5.0000001201e-1f));                                                                \
-        p = fma(p, z, r) + 1.0f;                                                                        \
+        p = CLREMAT_FMA(p, r, (T)(1.3981999507e-3f));                                                   \
+        p = CLREMAT_FMA(p, r, (T)(8.3334519073e-3f));                                                   \
+        p = CLREMAT_FMA(p, r, (T)(4.1665795894e-2f));                                                   \
+        p = CLREMAT_FMA(p, r, (T)(1.6666665459e-1f));                                                   \
+        p = CLREMAT_FMA(p, r, (T)(5.0000001201e-1f));                                                   \
+        p = CLREMAT_FMA(p, z, r) + 1.0f;                                                                \
         return p * as_##T((convert_##IT(n) + 127) << 23);                                               \
     }
 CLREMAT_DEFINE_EXP(clremat_gexp1, float, int)
@@ -269,14 +282,14 @@ CLREMAT_DEFINE_EXP(clremat_gexp8, float8, int8)
  * 0.044715 x^3), which is 0.5 x (1 + tanh(u)) exactly in real arithmetic,
  * with GEXP (CLREMAT_DEFINE_EXP above) for exp: no tanh, every operation
  * vectorizes. */
-#define CLREMAT_DEFINE_ACT(NAME, T, GEXP)                                                                 \
+#define CLREMAT_DEFINE_ACT(NAME, T, GEXP)                                                               \
     T NAME(const int act, const T x)                                                                    \
     {                                                                                                   \
         switch (act) {                                                                                  \
         case CLREMAT_ACT_RELU:                                                                          \
             return select((T)0.0f, x, x > 0.0f);                                                        \
         case CLREMAT_ACT_GELU_TANH:                                                                     \
-            return x / (1.0f + GEXP(CLREMAT_GELU_M2K * fma(CLREMAT_GELU_C * x * x, x, x)));         \
+            return x / (1.0f + GEXP(CLREMAT_GELU_M2K * CLREMAT_FMA(CLREMAT_GELU_C * x * x, x, x)));     \
         case CLREMAT_ACT_GELU_EXACT:                                                                    \
             return 0.5f * x * (1.0f + erf(x * CLREMAT_INV_SQRT2));                                      \
         case CLREMAT_ACT_TANH:                                                                          \
@@ -290,15 +303,16 @@ CLREMAT_DEFINE_EXP(clremat_gexp8, float8, int8)
         }                                                                                               \
     }
 
-#define CLREMAT_DEFINE_DACT(NAME, T, GEXP)                                                                \
+#define CLREMAT_DEFINE_DACT(NAME, T, GEXP)                                                              \
     T NAME(const int act, const T x)                                                                    \
     {                                                                                                   \
         switch (act) {                                                                                  \
         case CLREMAT_ACT_RELU:                                                                          \
             return select((T)0.0f, (T)1.0f, x > 0.0f);                                                  \
         case CLREMAT_ACT_GELU_TANH: {                                                                   \
-            const T s = 1.0f / (1.0f + GEXP(CLREMAT_GELU_M2K * fma(CLREMAT_GELU_C * x * x, x, x))); \
-            return fma(-(CLREMAT_GELU_M2K * x * s * (1.0f - s)), fma(3.0f * CLREMAT_GELU_C * x, x, (T)(1.0f)), s); \
+            const T s = 1.0f / (1.0f + GEXP(CLREMAT_GELU_M2K * CLREMAT_FMA(CLREMAT_GELU_C * x * x, x, x))); \
+            return CLREMAT_FMA(-(CLREMAT_GELU_M2K * x * s * (1.0f - s)),                                \
+                               CLREMAT_FMA(3.0f * CLREMAT_GELU_C * x, x, (T)(1.0f)), s);                \
         }                                                                                               \
         case CLREMAT_ACT_GELU_EXACT:                                                                    \
             return 0.5f * (1.0f + erf(x * CLREMAT_INV_SQRT2)) + x * CLREMAT_INV_SQRT_2PI * exp(-0.5f * x * x); \
@@ -1746,8 +1760,8 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
 #pragma unroll
                     for (int r = 0; r < GC_MR; r++) {
                         const float av = a[r];
-                        c0[r] = fma((gc_vec)(av), b0, c0[r]);
-                        c1[r] = fma((gc_vec)(av), b1, c1[r]);
+                        c0[r] = CLREMAT_FMA((gc_vec)(av), b0, c0[r]);
+                        c1[r] = CLREMAT_FMA((gc_vec)(av), b1, c1[r]);
                     }
                 }
                 const int mrow = m0 + pi * GC_MR, ncol = n0 + pj * GC_NR;
@@ -2141,7 +2155,7 @@ __kernel void flash_attn_fwd(const int T, const int H, const int KVH, const int 
                 for (int jj = 0; jj < lim; jj++) {
                     float dot = 0.0f;
                     for (int d = 0; d < dh; d++)
-                        dot = fma(q[d], Ks[jj * dh + d], dot);
+                        dot = CLREMAT_FMA(q[d], Ks[jj * dh + d], dot);
                     s[jj] = dot * scale;
                     mt = fmax(mt, s[jj]);
                 }
@@ -2158,7 +2172,7 @@ __kernel void flash_attn_fwd(const int T, const int H, const int KVH, const int 
                     if (rate > 0.0f)
                         p *= attn_keep(rate, slo, shi, step, layer, (uint)(((size_t)bh * T + i) * T + j0 + jj) + eoff);
                     for (int d = 0; d < dh; d++)
-                        acc[d] = fma(p, Vs[jj * dh + d], acc[d]);
+                        acc[d] = CLREMAT_FMA(p, Vs[jj * dh + d], acc[d]);
                 }
             }
         }
@@ -2247,8 +2261,8 @@ __kernel void flash_attn_bwd_dkdv(const int T, const int H, const int KVH, const
                 const int i = i0 + ii;
                 float sd = 0.0f, dpd = 0.0f, kf = 1.0f;
                 for (int d = 0; d < dh; d++) {
-                    sd = fma(Qs[ii * dh + d], k[d], sd);
-                    dpd = fma(dOs[ii * dh + d], v[d], dpd);
+                    sd = CLREMAT_FMA(Qs[ii * dh + d], k[d], sd);
+                    dpd = CLREMAT_FMA(dOs[ii * dh + d], v[d], dpd);
                 }
                 const float sv = sd * scale;
                 const float p = exp(sv - Rs[ii]) * Rs[BR + ii];
@@ -2256,8 +2270,8 @@ __kernel void flash_attn_bwd_dkdv(const int T, const int H, const int KVH, const
                     kf = attn_keep(rate, slo, shi, step, layer, (uint)(((size_t)bh * T + i) * T + j) + eoff);
                 const float pd = p * kf, ds = scale * p * (dpd * kf - Rs[2 * BR + ii]);
                 for (int d = 0; d < dh; d++) {
-                    dv[d] = fma(pd, dOs[ii * dh + d], dv[d]);
-                    dk[d] = fma(ds, Qs[ii * dh + d], dk[d]);
+                    dv[d] = CLREMAT_FMA(pd, dOs[ii * dh + d], dv[d]);
+                    dk[d] = CLREMAT_FMA(ds, Qs[ii * dh + d], dk[d]);
                 }
             }
         }
@@ -2318,8 +2332,8 @@ __kernel void flash_attn_bwd_dq(const int T, const int H, const int KVH, const i
         for (int jj = 0; jj < lim; jj++) {
             float sd = 0.0f, dpd = 0.0f, kf = 1.0f;
             for (int d = 0; d < dh; d++) {
-                sd = fma(q[d], Ks[jj * dh + d], sd);
-                dpd = fma(dor[d], Vs[jj * dh + d], dpd);
+                sd = CLREMAT_FMA(q[d], Ks[jj * dh + d], sd);
+                dpd = CLREMAT_FMA(dor[d], Vs[jj * dh + d], dpd);
             }
             const float sv = sd * scale;
             const float p = exp(sv - mi) * inv;
@@ -2327,7 +2341,7 @@ __kernel void flash_attn_bwd_dq(const int T, const int H, const int KVH, const i
                 kf = attn_keep(rate, slo, shi, step, layer, (uint)(((size_t)bh * T + i) * T + j0 + jj) + eoff);
             const float ds = scale * p * (dpd * kf - Di);
             for (int d = 0; d < dh; d++)
-                dq[d] = fma(ds, Ks[jj * dh + d], dq[d]);
+                dq[d] = CLREMAT_FMA(ds, Ks[jj * dh + d], dq[d]);
         }
     }
     if (valid) {
@@ -2971,11 +2985,11 @@ CD_INLINE void cd_tile_fma(cd_vec acc[16][2], const int nv, const int mode, __gl
             const cd_vec b0 = mode == 1 ? cd_loadv(b, 0, nb) : cd_vload(0, b);
             const cd_vec b1 = nv == 1 ? (cd_vec)(0.0f) : mode == 1 ? cd_loadv(b, CD_VW, nb) : cd_vload(1, b);
 #define CD_TILE_FMA(p)                                                                                             \
-    if (p < CD_QN(nv) && !((mode == 2 && p == 0) || (mode == 3 && p == CD_QN(nv) - 1))) {                         \
+    if (p < CD_QN(nv) && !((mode == 2 && p == 0) || (mode == 3 && p == CD_QN(nv) - 1))) {                          \
         const float v = mode != 1 ? ap[p][k] : ok[p] ? ap[p][k] : 0.0f;                                            \
-        acc[p][0] = fma((cd_vec)(v), b0, acc[p][0]);                                                               \
+        acc[p][0] = CLREMAT_FMA((cd_vec)(v), b0, acc[p][0]);                                                       \
         if (nv == 2)                                                                                               \
-            acc[p][1] = fma((cd_vec)(v), b1, acc[p][1]);                                                           \
+            acc[p][1] = CLREMAT_FMA((cd_vec)(v), b1, acc[p][1]);                                                   \
     }
             CD_EACH16(CD_TILE_FMA)
 #undef CD_TILE_FMA
@@ -3247,9 +3261,9 @@ CD_INLINE void cd_wgrad_fma(cd_vec acc[16][2], const int nv, const int mode, __g
 #define CD_WG(c)                                                                                                   \
     if (c < CD_WC(nv)) {                                                                                           \
         const float v = mode && c >= nc ? 0.0f : xp[c];                                                            \
-        acc[c][0] = fma((cd_vec)(v), d0, acc[c][0]);                                                               \
+        acc[c][0] = CLREMAT_FMA((cd_vec)(v), d0, acc[c][0]);                                                       \
         if (nv == 2)                                                                                               \
-            acc[c][1] = fma((cd_vec)(v), d1, acc[c][1]);                                                           \
+            acc[c][1] = CLREMAT_FMA((cd_vec)(v), d1, acc[c][1]);                                                   \
     }
         CD_EACH16(CD_WG)
 #undef CD_WG
@@ -3382,8 +3396,8 @@ void conv_dw_fwd(const int H, const int W, const int C, const int OH, const int 
                     const int iw = (ow0 + p) * SW - PW + kw * DW;
                     if (ow0 + p < OW && iw >= 0 && iw < W) {
                         __global const float *xp = xrow + (long)iw * C;
-                        a0[p] = fma(cd_gather8(xp, f0, F, dm), w0, a0[p]);
-                        a1[p] = fma(cd_gather8(xp, f0 + 8, F, dm), w1, a1[p]);
+                        a0[p] = CLREMAT_FMA(cd_gather8(xp, f0, F, dm), w0, a0[p]);
+                        a1[p] = CLREMAT_FMA(cd_gather8(xp, f0 + 8, F, dm), w1, a1[p]);
                     }
                 }
             }
@@ -3425,8 +3439,8 @@ void conv_dw_bwd_data(const int H, const int W, const int C, const int OH, const
                         const int tw = iw0 + p + PW - kw * DW;
                         if (iw0 + p < W && tw >= 0 && tw % SW == 0 && tw / SW < OW) {
                             __global const float *dp = drow + (long)(tw / SW) * F;
-                            a0[p] = fma(cd_strided8(dp, c0, C, dm, m), w0, a0[p]);
-                            a1[p] = fma(cd_strided8(dp, c0 + 8, C, dm, m), w1, a1[p]);
+                            a0[p] = CLREMAT_FMA(cd_strided8(dp, c0, C, dm, m), w0, a0[p]);
+                            a1[p] = CLREMAT_FMA(cd_strided8(dp, c0 + 8, C, dm, m), w1, a1[p]);
                         }
                     }
                 }
@@ -3466,8 +3480,8 @@ void conv_dw_wgrad(const int rows, const int RC, const int H, const int W, const
         if (ih >= 0 && ih < H && iw >= 0 && iw < W) {
             __global const float *xp = x + ((long)(b * H + ih) * W + iw) * C;
             __global const float *dp = dz + (long)r * F;
-            a0 = fma(cd_gather8(xp, f0, F, dm), clremat_load8(dp, f0, F), a0);
-            a1 = fma(cd_gather8(xp, f0 + 8, F, dm), clremat_load8(dp, f0 + 8, F), a1);
+            a0 = CLREMAT_FMA(cd_gather8(xp, f0, F, dm), clremat_load8(dp, f0, F), a0);
+            a1 = CLREMAT_FMA(cd_gather8(xp, f0 + 8, F, dm), clremat_load8(dp, f0 + 8, F), a1);
         }
         if (++ow == OW) {
             ow = 0;

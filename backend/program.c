@@ -108,7 +108,9 @@ static int choose_build_options(clremat_ctx *ctx)
      * build, took 63 s with them against 27 s, and the test runs there take
      * the CLBlast path (no direct convolution). */
     const int mesa = strstr(ctx->info.platform, "rusticl") || strstr(ctx->info.platform, "Clover");
-    /* Division and sqrt correctly rounded where the device offers it: OpenCL
+    /* Contraction off (kernels.cl, CLREMAT_CONTRACT_OFF) everywhere but on
+     * Mesa, whose llvmpipe kernels disagreed with each other that way.
+     * Division and sqrt correctly rounded where the device offers it: OpenCL
      * otherwise allows 2.5 and 3 ulp, and then a compiler may divide one way
      * in one kernel and another way (a reciprocal, say) in the next, so two
      * kernels holding the same arithmetic could disagree (kernels.cl turns
@@ -117,8 +119,9 @@ static int choose_build_options(clremat_ctx *ctx)
     if (clGetDeviceInfo(ctx->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) != CL_SUCCESS)
         fp = 0;
     if ((size_t)snprintf(ctx->build_options, sizeof ctx->build_options,
-                         "%s -DGC_MC=%d -DGC_NC=%d -DGC_KC=%d -DGC_MR=%d -DGC_NR=%d -DCD_SPECIALISE=%d%s",
+                         "%s -DGC_MC=%d -DGC_NC=%d -DGC_KC=%d -DGC_MR=%d -DGC_NR=%d -DCD_SPECIALISE=%d%s%s",
                          BUILD_OPTIONS, ctx->gemm_mc, ctx->gemm_nc, ctx->gemm_kc, mr, nr, !mesa,
+                         mesa ? "" : " -DCLREMAT_CONTRACT_OFF",
                          (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) ? " -cl-fp32-correctly-rounded-divide-sqrt" : "") >=
         sizeof ctx->build_options)
         return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "the program's build options exceed %zu characters",
