@@ -68,7 +68,8 @@ int clremat_op_mul_dact_table(clremat_ctx *ctx, int64_t n, const clremat_buf *ta
         return CLREMAT_OK;
     if ((st = table_fits(ctx, table)) != CLREMAT_OK)
         return st;
-    if (n > 2147483647 || !clremat_buf_holds(x, n, 1) || !clremat_buf_holds(dy, n, fdy) || !clremat_buf_holds(z, n, fz))
+    if (n > 2147483647 || !clremat_buf_holds(x, n, 1) || !clremat_buf_holds(dy, n, fdy) ||
+        !clremat_buf_holds(z, n, fz))
         return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT,
                             "activation gradient by table: %lld elements do not fit the buffers", (long long)n);
     mx = clremat_mem(x);

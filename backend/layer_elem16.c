@@ -45,7 +45,8 @@ static int add16_forward(clremat_layer_call *c, const clremat_layer_cost *cost)
     const int64_t n = elems(c, 0);
     cl_int in = (cl_int)n, fa = fin(c, cost, 0), fb = fin(c, cost, 1), fy = fout(c, cost);
     cl_mem ma, mb, my;
-    if (n > 2147483647 || !clremat_buf_holds(c->in[0], n, fa) || !clremat_buf_holds(c->in[1], n, fb) || !clremat_buf_holds(c->slot[0], n, fy))
+    if (n > 2147483647 || !clremat_buf_holds(c->in[0], n, fa) || !clremat_buf_holds(c->in[1], n, fb) ||
+        !clremat_buf_holds(c->slot[0], n, fy))
         return too_small(c, "input or output");
     ma = clremat_mem(c->in[0]);
     mb = clremat_mem(c->in[1]);
@@ -164,8 +165,9 @@ static int ln16_forward(clremat_layer_call *c, const clremat_layer_cost *cost)
     cl_float eps = (cl_float)L->eps;
     cl_mem mx, mg, mb, my, ms;
     ln16_dims(c, &rows, &D);
-    if (rows * D > 2147483647 || !clremat_buf_holds(c->in[0], rows * D, fx) || !clremat_buf_holds(c->slot[0], rows * D, fy) ||
-        !clremat_buf_holds(c->slot[1], rows * 2, 0) || !clremat_buf_holds(c->param[0], D, 0) || !clremat_buf_holds(c->param[1], D, 0))
+    if (rows * D > 2147483647 || !clremat_buf_holds(c->in[0], rows * D, fx) ||
+        !clremat_buf_holds(c->slot[0], rows * D, fy) || !clremat_buf_holds(c->slot[1], rows * 2, 0) ||
+        !clremat_buf_holds(c->param[0], D, 0) || !clremat_buf_holds(c->param[1], D, 0))
         return too_small(c, "input, output, stats or parameter");
     ir = (cl_int)rows, iD = (cl_int)D;
     mx = clremat_mem(c->in[0]), mg = clremat_mem(c->param[0]), mb = clremat_mem(c->param[1]);
@@ -186,8 +188,9 @@ static int ln16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
     if (c->in_act[0])
         return clremat_fail(c->ctx, CLREMAT_ERR_INTERNAL, "layernorm %s: a fused activation read under a mixed "
                             "policy", L->name);
-    if (rows * D > 2147483647 || !clremat_buf_holds(c->in[0], rows * D, fx) || !clremat_buf_holds(c->dout, rows * D, fdy) ||
-        !clremat_buf_holds(c->slot[1], rows * 2, 0) || !clremat_buf_holds(c->param[0], D, 0) || (c->din[0] && !clremat_buf_holds(c->din[0], rows * D, fx)))
+    if (rows * D > 2147483647 || !clremat_buf_holds(c->in[0], rows * D, fx) ||
+        !clremat_buf_holds(c->dout, rows * D, fdy) || !clremat_buf_holds(c->slot[1], rows * 2, 0) ||
+        !clremat_buf_holds(c->param[0], D, 0) || (c->din[0] && !clremat_buf_holds(c->din[0], rows * D, fx)))
         return too_small(c, "input, gradient, stats or gamma");
     ir = (cl_int)rows, iD = (cl_int)D;
     mx = clremat_mem(c->in[0]), ms = clremat_mem(c->slot[1]), mdy = clremat_mem(c->dout);

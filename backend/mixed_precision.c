@@ -386,7 +386,8 @@ int clremat_op_mul_dact(clremat_ctx *ctx, int64_t n, int act, const clremat_buf 
     cl_mem mx, mdy, mz;
     if (n <= 0)
         return CLREMAT_OK;
-    if (n > 2147483647 || !clremat_buf_holds(x, n, fx) || !clremat_buf_holds(dy, n, fdy) || !clremat_buf_holds(z, n, fz))
+    if (n > 2147483647 || !clremat_buf_holds(x, n, fx) || !clremat_buf_holds(dy, n, fdy) ||
+        !clremat_buf_holds(z, n, fz))
         return clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "act backward: %lld elements do not fit the buffers",
                             (long long)n);
     mx = clremat_mem(x);

@@ -2,9 +2,10 @@
 # device-check.sh: on a machine with an OpenCL driver but no build tools,
 # run the bundle made by tools/device-bundle.sh: every test program through
 # tests/run-on-devices.sh (device suites once per device, the GEMM suites on
-# both GEMM paths), in parallel, then one `clremat compare`. Where no ICD file
-# is installed it writes one for NVIDIA's libnvidia-opencl.so.1. Logs and a
-# summary go to $OUT (default /tmp/device-check).
+# both GEMM paths, as two jobs), in parallel, then one `clremat compare`.
+# Where libnvidia-opencl.so.1 is found but no ICD file names it, the run
+# uses NVIDIA's alone. Logs and a summary go to $OUT (default
+# /tmp/device-check).
 #
 # usage: [TESTS="test_a test_b"] tools/device-check.sh DIR [JOBS] [TEST_TIMEOUT_S]
 #        (in the repository root)
