@@ -3500,6 +3500,17 @@ void conv_dw_wgrad(const int rows, const int RC, const int H, const int W, const
  * launches (the storage helpers clremat_ld16 / clremat_st16 are above the
  * layer kernels, which share bodies with their 16-bit forms). */
 
+/* v *= s, skipped where s is 1: the same value for every number, and a
+ * NaN keeps its sign and payload through a plain conversion (NVIDIA's
+ * multiply returns the canonical NaN 0x7fffffff whatever its operand, so a
+ * negative NaN became a positive one in bfloat16). Every conversion kernel
+ * scales through it, so they agree bit for bit with each other. */
+#define CLREMAT_SCALE_BY(v, s) \
+    do {                       \
+        if ((s) != 1.0f)       \
+            (v) *= (s);        \
+    } while (0)
+
 /* dst[i] = store(dfmt, act(load(sfmt, src[i])) * scale) (acc: added to
  * dst[i]'s value, in float32, before the store); act 0 is the identity. The
  * conversion at a layer boundary, the activation recompute of the mixed
@@ -3513,7 +3524,7 @@ __kernel void clremat_cvt16(const int n, const int act, const float scale, const
         float v = clremat_ld16(src, sfmt, i);
         if (act)
             v = clremat_act1(act, v);
-        v *= scale;
+        CLREMAT_SCALE_BY(v, scale);
         if (acc)
             v = clremat_ld16(dst, dfmt, i) + v;
         clremat_st16(dst, dfmt, i, v);
@@ -3744,7 +3755,7 @@ __kernel void ce_backward16(const int rows, const int C, const int acc, const in
     const float inv = 1.0f / s, invn = 1.0f / divisor;
     for (int j = 0; j < C; j++) {
         float v = (exp(clremat_ld16(logits, fmt, o + j) - m) * inv - (j == y ? 1.0f : 0.0f)) * invn;
-        v *= scale;
+        CLREMAT_SCALE_BY(v, scale);
         if (acc)
             v = clremat_ld16(din, fmt, o + j) + v;
         clremat_st16(din, fmt, o + j, v);
@@ -4092,7 +4103,7 @@ __kernel void clremat_cvt16w(const int n, const int act, const float scale, cons
         float16 v = clremat_ld16_fmt(src, sfmt, i0);
         if (act)
             v = gc_act16(act, v);
-        v *= scale;
+        CLREMAT_SCALE_BY(v, scale);
         if (acc)
             v = clremat_ld16_fmt(dst, dfmt, i0) + v;
         clremat_st16_fmt(dst, dfmt, i0, v);
@@ -4105,7 +4116,7 @@ __kernel void clremat_cvt16w(const int n, const int act, const float scale, cons
             float8 v = clremat_ldf8(src, sfmt, j, n);
             if (act)
                 v = clremat_act8(act, v);
-            v *= scale;
+            CLREMAT_SCALE_BY(v, scale);
             if (acc)
                 v = clremat_ldf8(dst, dfmt, j, n) + v;
             clremat_stf8(dst, dfmt, j, n, v);
@@ -4207,7 +4218,7 @@ EW16_INLINE void clremat_cvt16_table_at(const int n, const float scale, const in
                                         const int i0, const int whole)
 {
     float8 v = CLREMAT_LOOKUP8(table, clremat_bits8(src, i0, n, whole));
-    v *= scale;
+    CLREMAT_SCALE_BY(v, scale);
     if (acc)
         v = clremat_ldw8(dst, dfmt, i0, n, whole) + v;
     clremat_stw8(dst, dfmt, i0, n, whole, v);
@@ -4227,7 +4238,7 @@ __kernel void clremat_cvt16_table(const int n, const float scale, const int acc,
 #if CLREMAT_EW == 16
     if (i0 + 16 <= n) {
         float16 v = CLREMAT_LOOKUP16(table, vload16(0, (__global const ushort *)src + i0));
-        v *= scale;
+        CLREMAT_SCALE_BY(v, scale);
         if (acc)
             v = clremat_ld16_fmt(dst, dfmt, i0) + v;
         clremat_st16_fmt(dst, dfmt, i0, v);
@@ -4458,7 +4469,7 @@ __kernel void clremat_cvt16x8(const int n, const int act, const float scale, con
         float8 v = clremat_ld8_fmt(src, sfmt, i0);
         if (act)
             v = clremat_act8(act, v);
-        v *= scale;
+        CLREMAT_SCALE_BY(v, scale);
         if (acc)
             v = clremat_ld8_fmt(dst, dfmt, i0) + v;
         clremat_st8_fmt(dst, dfmt, i0, v);
@@ -4466,7 +4477,7 @@ __kernel void clremat_cvt16x8(const int n, const int act, const float scale, con
         float8 v = clremat_ldf8(src, sfmt, i0, n);
         if (act)
             v = clremat_act8(act, v);
-        v *= scale;
+        CLREMAT_SCALE_BY(v, scale);
         if (acc)
             v = clremat_ldf8(dst, dfmt, i0, n) + v;
         clremat_stf8(dst, dfmt, i0, n, v);
@@ -4558,6 +4569,6 @@ __kernel void clremat_cvt16x8_multi(const int4 n, const int4 sf, const int4 df, 
         return;
     }
     float8 v = clremat_ldf8(s, sfmt, b * 8, cnt);
-    v *= scale;
+    CLREMAT_SCALE_BY(v, scale);
     clremat_stf8(d, dfmt, b * 8, cnt, v);
 }

@@ -103,7 +103,8 @@ int clremat_attn_flash_cost(const clremat_graph *g, int l, int64_t batch, clrema
  * <= 64 and <= the work-group limits of the device and of each kernel
  * whose local memory (with the kernel's own) fits the device's local
  * memory; no larger than T needs; at most $CLREMAT_ATTN_TILE when set.
- * Deterministic per device and setting, so every rerun gives the same bits. */
+ * Deterministic per device and setting, whatever ran before, so every
+ * rerun gives the same bits. */
 static int attn_flash_tiles(clremat_ctx *ctx, const char *lname, int64_t T, int64_t dh, int *tile)
 {
     static const char *const kn[3] = {"flash_attn_fwd", "flash_attn_bwd_dkdv", "flash_attn_bwd_dq"};
@@ -123,17 +124,23 @@ static int attn_flash_tiles(clremat_ctx *ctx, const char *lname, int64_t T, int6
     if (item_max[0] && item_max[0] < wg)
         wg = item_max[0];
     for (int k = 0; k < 3; k++) {
-        cl_kernel kern;
+        /* A kernel object of its own, with no argument set: the cached one's
+         * CL_KERNEL_LOCAL_MEM_SIZE counts the __local arguments its last
+         * launch set, which made every call after the first take smaller
+         * tiles where local memory is tight (an NVIDIA H200's 48 KiB), and
+         * so other bits. */
         size_t kwg = 0;
-        int st = clremat_kernel(ctx, kn[k], &kern);
-        if (st != CLREMAT_OK)
-            return st;
+        cl_kernel kern = clCreateKernel(ctx->program, kn[k], &e);
+        if (e != CL_SUCCESS)
+            return clremat_fail(ctx, e, "attention %s: kernel '%s' not found in kernels.cl: %s", lname, kn[k],
+                                clremat_status_str(e));
         if (clGetKernelWorkGroupInfo(kern, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL) ==
                 CL_SUCCESS && kwg > 0 && kwg < wg)
             wg = kwg;
         if (clGetKernelWorkGroupInfo(kern, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE, sizeof used[k], &used[k],
                                      NULL) != CL_SUCCESS)
             used[k] = 0;
+        clReleaseKernel(kern);
     }
     { /* CLREMAT_ATTN_TILE caps the tile (tests: many tiles on short sequences) */
         const char *env = getenv("CLREMAT_ATTN_TILE");

@@ -50,6 +50,7 @@ void lc_graph_of_layer(clremat_graph *g, clremat_layer *layer)
     for (int i = 0; i < layer->n_inputs; i++)
         layer->inputs[i] = -1;
     layer->block = -1;
+    g->io.input = layer->in_shape[0]; /* the graph's input is the layer's (first) input */
 }
 
 clremat_shape lc_shape(int rank, const int64_t *dims)

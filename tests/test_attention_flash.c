@@ -22,6 +22,7 @@
 #include "rng.h"
 #include "data.h"
 #include "executor.h"
+#include "gemm.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,9 +249,17 @@ static void run_layer(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, c
     int64_t nx = batch * L->in_shape[0].dims[0] * L->in_shape[0].dims[1];
     clremat_layer_cost cost;
     clremat_layer_call c;
-    clremat_buf *tf = NULL, *tb = NULL;
+    clremat_buf *tf = NULL, *tb = NULL, *ws = NULL;
+    size_t ws_fwd = 0, ws_bwd = 0;
     memset(&c, 0, sizeof c);
     ck_assert_int_eq(clremat_layer_cost_of(g, 0, batch, &cost), CLREMAT_OK);
+    /* the GEMM workspace of the context's path (CLBlast's on larger shapes), as a step allocates it */
+    ck_assert_msg(clremat_layer_gemm_workspace(ctx, g, 0, batch, &cost, &ws_fwd, &ws_bwd) == CLREMAT_OK,
+                  "GEMM workspace: %s", clremat_ctx_last_error(ctx));
+    if (ws_fwd || ws_bwd)
+        ck_assert_int_eq(clremat_pool_alloc(ctx->pool, ws_fwd > ws_bwd ? ws_fwd : ws_bwd, "gemm workspace", &ws),
+                         CLREMAT_OK);
+    ctx->gemm_ws = ws;
     c.ctx = ctx;
     c.g = g;
     c.batch = batch;
@@ -288,6 +297,8 @@ static void run_layer(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, c
     }
     clremat_pool_release(ctx->pool, tf);
     clremat_pool_release(ctx->pool, tb);
+    clremat_pool_release(ctx->pool, ws);
+    ctx->gemm_ws = NULL;
 }
 
 /* max |a - b| / max(max |b|, tiny): the difference relative to the
@@ -475,6 +486,56 @@ START_TEST(test_flash_llm_fields_vs_plain)
                 free(par[p]);
         }
     }
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
+/* The tiles do not depend on what ran before: a head width whose 64-row
+ * tiles take about 80% of the device's local memory, run in a fresh
+ * context and again after it, gives the same bits. (CL_KERNEL_LOCAL_MEM_SIZE
+ * of a kernel whose __local arguments were set by a launch counts them:
+ * the tiles were once sized from the cached kernels after their first
+ * launch, so on an NVIDIA H200's 48 KiB every later layer call took smaller
+ * tiles than the first, and llama_tiny under full differed from none.) */
+START_TEST(test_flash_tiles_stable)
+{
+    clremat_ctx *ctx;
+    cl_ulong local_mem = 0;
+    clremat_layer L;
+    clremat_graph g;
+    attn_result r[3];
+    float *x, *par[2], *dout;
+    const attn_ext e = {1, 1, 0.0};
+    int64_t dh, T = 80, B = 1;
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_int_eq(clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local_mem, &local_mem, NULL),
+                     CL_SUCCESS);
+    /* the dk/dv kernel's 6 t dh + 3 t floats at t = 64, 80% of local memory */
+    dh = ((int64_t)(local_mem / 5 * 4 / sizeof(float)) - 3 * 64) / (6 * 64);
+    ck_assert_int_ge(dh, 1);
+    fprintf(stderr, "tiles_stable on %s: %llu bytes of local memory, head width %lld\n", ctx->info.name,
+            (unsigned long long)local_mem, (long long)dh);
+    make_attention_ext(&L, T, dh, 1, 1, 0.0, CLREMAT_ATTN_MEMORY_EFFICIENT, e);
+    lc_graph_of_layer(&g, &L);
+    x = uniform_floats(B * T * dh, 21, 1.0f);
+    dout = uniform_floats(B * T * dh, 22, 1.0f);
+    for (int p = 0; p < 2; p++)
+        par[p] = uniform_floats(L.params[p].elems, 23 + (unsigned)p, 1.0f / sqrtf((float)dh));
+    for (int k = 0; k < 3; k++) /* fresh, again, again */
+        run_layer(ctx, &g, B, x, par, dout, 3, 1, &r[k]);
+    for (int k = 1; k < 3; k++) {
+        ck_assert_msg(memcmp(r[0].out, r[k].out, sizeof(float) * (size_t)(B * T * dh)) == 0, "run %d: output", k);
+        ck_assert_msg(memcmp(r[0].din, r[k].din, sizeof(float) * (size_t)(B * T * dh)) == 0, "run %d: din", k);
+        for (int p = 0; p < 2; p++)
+            ck_assert_msg(memcmp(r[0].grad[p], r[k].grad[p], sizeof(float) * (size_t)L.params[p].elems) == 0,
+                          "run %d: gradient %d", k, p);
+    }
+    for (int k = 0; k < 3; k++)
+        result_free(&r[k]);
+    free(x);
+    free(dout);
+    for (int p = 0; p < 2; p++)
+        free(par[p]);
     clremat_ctx_destroy(ctx);
 }
 END_TEST
@@ -687,6 +748,7 @@ int main(void)
     tcase_add_test(tc, test_flash_dropout_check);
     tcase_add_test(tc, test_flash_vs_plain);
     tcase_add_test(tc, test_flash_deterministic);
+    tcase_add_test(tc, test_flash_tiles_stable);
     tcase_add_test(tc, test_flash_llm_fields_check);
     tcase_add_test(tc, test_flash_llm_fields_vs_plain);
     if (!test_reduced()) /* llama_tiny: too slow on slow implementations */

@@ -109,12 +109,30 @@ static char *path_in(const char *name)
     return p;
 }
 
+/* The predicted peak `clremat ARGS --json` prints (a plan command). */
+static unsigned long long planned_peak(const char *args)
+{
+    char cmd[2100];
+    json_error_t jerr;
+    json_t *root, *peak;
+    unsigned long long bytes;
+    snprintf(cmd, sizeof cmd, "%s --json", args);
+    ck_assert_msg(run(NULL, cmd, out, sizeof out, err, sizeof err, NULL) == 0, "`%s` failed: %s", cmd, err);
+    root = json_loads(out, 0, &jerr);
+    ck_assert_msg(root != NULL, "`%s`: not JSON (%s): %s", cmd, jerr.text, out);
+    peak = json_object_get(root, "predicted_peak_bytes");
+    ck_assert_msg(json_is_integer(peak), "`%s`: no predicted_peak_bytes", cmd);
+    bytes = (unsigned long long)json_integer_value(peak);
+    json_decref(root);
+    return bytes;
+}
+
 /* 1. and 2.: a batch whose products overflow, and one far too large for
  * the device, are refused before any host buffer is sized from them. */
 START_TEST(test_huge_batch)
 {
     char args[2048], needle[64];
-    const unsigned long long need = 18816628800ull; /* the regression model's peak at batch 4000000 */
+    unsigned long long need;
     clremat_device_info info;
     snprintf(args, sizeof args, "train %s --batch 4611686018427387904 --costs measured --steps 1 --quiet", model());
     EXPECT_REFUSED(NULL, 20, args, "--batch", "'4611686018427387904'", "2147483647");
@@ -133,10 +151,19 @@ START_TEST(test_huge_batch)
              model());
     EXPECT_REFUSED(NULL, 20, args, "batch 2147483647 is too large", "largest is 16777215");
     /* below the index limit but far beyond the device: the plan is refused
-     * before the batch is allocated or measured (once 44 s and 7.9 GB). The
-     * batch needs 18816628800 bytes; a device with that much (an NVIDIA H200
-     * has 139 GiB, and PoCL on a 128 GiB host offers it all) would train it,
-     * so there the same refusal is asked for beneath a limit of 1 GiB. */
+     * before the batch is allocated or measured (once 44 s and 7.9 GB),
+     * naming the bytes the plan for this device needs: 18816628800 on the
+     * native GEMM path, more where the device's GEMM path takes workspace
+     * (CLBlast's, 22848757824 on an NVIDIA H200), as `plan --gemm auto`
+     * predicts it. A device with that much (an H200 has 139 GiB, and PoCL on
+     * a 128 GiB host offers it all) would train it, so there the same
+     * refusal is asked for beneath a limit of 1 GiB. */
+    snprintf(args, sizeof args, "plan %s --batch 4000000", model());
+    need = planned_peak(args);
+    ck_assert_uint_eq(need, 18816628800ull);
+    snprintf(args, sizeof args, "plan %s --batch 4000000 --gemm auto", model());
+    need = planned_peak(args);
+    ck_assert_uint_ge(need, 18816628800ull);
     ck_assert_msg(clremat_select_device(getenv("CLREMAT_DEVICE"), &info) == CLREMAT_OK, "%s", clremat_last_error());
     snprintf(args, sizeof args, "train %s --batch 4000000 --costs measured --steps 1 --quiet%s", model(),
              info.global_mem_bytes >= need ? " --memory-limit 1GiB" : "");
