@@ -240,6 +240,16 @@ static void result_free(attn_result *r)
         free(r->grad[p]);
 }
 
+/* a and b, outputs of L over n input floats, are the same bits. */
+static void assert_same_bits(const attn_result *a, const attn_result *b, int64_t n, const clremat_layer *L)
+{
+    ck_assert_msg(memcmp(a->out, b->out, sizeof(float) * (size_t)n) == 0, "output differs");
+    ck_assert_msg(memcmp(a->din, b->din, sizeof(float) * (size_t)n) == 0, "input gradient differs");
+    for (int p = 0; p < L->n_params; p++)
+        ck_assert_msg(memcmp(a->grad[p], b->grad[p], sizeof(float) * (size_t)L->params[p].elems) == 0,
+                      "gradient of %s differs", L->params[p].name);
+}
+
 /* Forward then backward of g's layer 0 at batch on the given data, every
  * buffer exactly as the cost says. */
 static void run_layer(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, const float *x, float *const *par,
@@ -416,10 +426,7 @@ START_TEST(test_flash_deterministic)
             par[p] = uniform_floats(L.params[p].elems, 7 + (unsigned)p, 0.7f);
         run_layer(ctx, &g, B, x, par, dout, 9, 2, &r1);
         run_layer(ctx, &g, B, x, par, dout, 9, 2, &r2);
-        ck_assert_int_eq(memcmp(r1.out, r2.out, sizeof(float) * B * T * D), 0);
-        ck_assert_int_eq(memcmp(r1.din, r2.din, sizeof(float) * B * T * D), 0);
-        for (int p = 0; p < 4; p++)
-            ck_assert_int_eq(memcmp(r1.grad[p], r2.grad[p], sizeof(float) * (size_t)L.params[p].elems), 0);
+        assert_same_bits(&r1, &r2, B * T * D, &L);
         result_free(&r1);
         result_free(&r2);
         free(x);
@@ -474,10 +481,7 @@ START_TEST(test_flash_llm_fields_vs_plain)
                 par[p] = uniform_floats(L.params[p].elems, 17 + (unsigned)p, 0.7f);
             run_layer(ctx, &g, B, x, par, dout, 9, 2, &r1);
             run_layer(ctx, &g, B, x, par, dout, 9, 2, &r2);
-            ck_assert_int_eq(memcmp(r1.out, r2.out, sizeof(float) * B * T * D), 0);
-            ck_assert_int_eq(memcmp(r1.din, r2.din, sizeof(float) * B * T * D), 0);
-            for (int p = 0; p < 2; p++)
-                ck_assert_int_eq(memcmp(r1.grad[p], r2.grad[p], sizeof(float) * (size_t)L.params[p].elems), 0);
+            assert_same_bits(&r1, &r2, B * T * D, &L);
             result_free(&r1);
             result_free(&r2);
             free(x);
@@ -523,13 +527,8 @@ START_TEST(test_flash_tiles_stable)
         par[p] = uniform_floats(L.params[p].elems, 23 + (unsigned)p, 1.0f / sqrtf((float)dh));
     for (int k = 0; k < 3; k++) /* fresh, again, again */
         run_layer(ctx, &g, B, x, par, dout, 3, 1, &r[k]);
-    for (int k = 1; k < 3; k++) {
-        ck_assert_msg(memcmp(r[0].out, r[k].out, sizeof(float) * (size_t)(B * T * dh)) == 0, "run %d: output", k);
-        ck_assert_msg(memcmp(r[0].din, r[k].din, sizeof(float) * (size_t)(B * T * dh)) == 0, "run %d: din", k);
-        for (int p = 0; p < 2; p++)
-            ck_assert_msg(memcmp(r[0].grad[p], r[k].grad[p], sizeof(float) * (size_t)L.params[p].elems) == 0,
-                          "run %d: gradient %d", k, p);
-    }
+    for (int k = 1; k < 3; k++)
+        assert_same_bits(&r[0], &r[k], B * T * dh, &L);
     for (int k = 0; k < 3; k++)
         result_free(&r[k]);
     free(x);
