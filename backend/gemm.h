@@ -11,8 +11,9 @@
 #include "layers.h"
 
 /** Resolves the context's GEMM path if it is still CLREMAT_GEMM_AUTO:
- * $CLREMAT_GEMM, then this process's earlier choice for the same device and
- * driver, then the cache file, then a calibration (written to the cache).
+ * $CLREMAT_GEMM, then CLBlast where the device is not a CPU, then this
+ * process's earlier choice for the same device and driver, then the cache
+ * file, then a calibration (written to the cache).
  * Never fails: on any trouble the native path is used. */
 clremat_gemm_path clremat_gemm_resolve(clremat_ctx *ctx);
 

@@ -320,7 +320,8 @@ END_TEST
  * cache file round-trips, a file of the previous format version (same
  * device and driver) or a corrupt one is ignored, and a fresh context with
  * an empty cache calibrates, caches its decision (the one
- * clremat_gemm_decide makes from the recorded times) and reads it back. */
+ * clremat_gemm_decide makes from the recorded times) and reads it back; on a
+ * device that is not a CPU it takes CLBlast and writes nothing. */
 /* Removes a test's cache folder and the XDG_CACHE_HOME pointing at it. */
 static void rmdir_cache(const char *dir)
 {
@@ -391,9 +392,16 @@ START_TEST(test_path_parse_and_cache)
         ck_assert_int_eq(remove(path), 0);
     }
     clremat_ctx_destroy(ctx);
-    /* a fresh context on an empty cache: AUTO calibrates and writes the file */
+    /* a fresh context on an empty cache: AUTO calibrates and writes the file
+     * on a CPU device; elsewhere it takes CLBlast without calibrating */
     TEST_OPEN_CTX(ctx, 0);
-    {
+    if (strcmp(ctx->info.type, "cpu") != 0) {
+        char path[4200];
+        ck_assert_int_eq(clremat_ctx_gemm(ctx), CLREMAT_GEMM_CLBLAST);
+        ck_assert_int_eq(clremat_gemm_cache_file(ctx, path, sizeof path), 1);
+        ck_assert_msg(access(path, F_OK) != 0, "%s: a %s device calibrated (%s)", ctx->info.name, ctx->info.type,
+                      path);
+    } else {
         char path[4200], text[4096];
         double nat[CLREMAT_GEMM_CAL_SHAPES], clb[CLREMAT_GEMM_CAL_SHAPES];
         _Static_assert(CLREMAT_GEMM_CAL_SHAPES == 4, "the sscanf calls below read four times");
