@@ -240,16 +240,6 @@ static void result_free(attn_result *r)
         free(r->grad[p]);
 }
 
-/* a and b, outputs of L over n input floats, are the same bits. */
-static void assert_same_bits(const attn_result *a, const attn_result *b, int64_t n, const clremat_layer *L)
-{
-    ck_assert_msg(memcmp(a->out, b->out, sizeof(float) * (size_t)n) == 0, "output differs");
-    ck_assert_msg(memcmp(a->din, b->din, sizeof(float) * (size_t)n) == 0, "input gradient differs");
-    for (int p = 0; p < L->n_params; p++)
-        ck_assert_msg(memcmp(a->grad[p], b->grad[p], sizeof(float) * (size_t)L->params[p].elems) == 0,
-                      "gradient of %s differs", L->params[p].name);
-}
-
 /* Forward then backward of g's layer 0 at batch on the given data, every
  * buffer exactly as the cost says. */
 static void run_layer(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, const float *x, float *const *par,
@@ -309,6 +299,41 @@ static void run_layer(clremat_ctx *ctx, const clremat_graph *g, int64_t batch, c
     clremat_pool_release(ctx->pool, tb);
     clremat_pool_release(ctx->pool, ws);
     ctx->gemm_ws = NULL;
+}
+
+/* Runs layer L (a one-layer graph) forward and backward `runs` times on
+ * the same inputs (uniform data from seed; parameters scaled by pscale),
+ * the first in whatever state ctx is, and asserts every run gives the
+ * first one's bits: output, input gradient, every parameter gradient. */
+static void assert_repeatable(clremat_ctx *ctx, clremat_layer *L, int64_t B, unsigned seed, float pscale, int runs)
+{
+    clremat_graph g;
+    attn_result r[3];
+    float *x, *dout, *par[4];
+    int64_t n;
+    ck_assert(runs >= 2 && runs <= 3);
+    lc_graph_of_layer(&g, L);
+    n = B * L->in_shape[0].dims[0] * L->in_shape[0].dims[1];
+    x = uniform_floats(n, seed, 1.0f);
+    dout = uniform_floats(n, seed + 1, 1.0f);
+    for (int p = 0; p < L->n_params; p++)
+        par[p] = uniform_floats(L->params[p].elems, seed + 2 + (unsigned)p, pscale);
+    for (int k = 0; k < runs; k++)
+        run_layer(ctx, &g, B, x, par, dout, 9, 2, &r[k]);
+    for (int k = 1; k < runs; k++) {
+        ck_assert_msg(memcmp(r[0].out, r[k].out, sizeof(float) * (size_t)n) == 0, "run %d: output differs", k);
+        ck_assert_msg(memcmp(r[0].din, r[k].din, sizeof(float) * (size_t)n) == 0, "run %d: input gradient differs",
+                      k);
+        for (int p = 0; p < L->n_params; p++)
+            ck_assert_msg(memcmp(r[0].grad[p], r[k].grad[p], sizeof(float) * (size_t)L->params[p].elems) == 0,
+                          "run %d: gradient of %s differs", k, L->params[p].name);
+    }
+    for (int k = 0; k < runs; k++)
+        result_free(&r[k]);
+    free(x);
+    free(dout);
+    for (int p = 0; p < L->n_params; p++)
+        free(par[p]);
 }
 
 /* max |a - b| / max(max |b|, tiny): the difference relative to the
@@ -411,28 +436,12 @@ END_TEST
 START_TEST(test_flash_deterministic)
 {
     clremat_layer L;
-    clremat_graph g;
     clremat_ctx *ctx;
     TEST_OPEN_CTX(ctx, 0);
     for (int drop = 0; drop < 2; drop++) {
-        attn_result r1, r2;
-        float *x, *par[4], *dout;
         enum { B = 2, T = 45, D = 12, H = 3 };
         make_attention(&L, T, D, H, 1, drop ? 0.3 : 0.0, CLREMAT_ATTN_MEMORY_EFFICIENT);
-        lc_graph_of_layer(&g, &L);
-        x = uniform_floats(B * T * D, 5, 1.0f);
-        dout = uniform_floats(B * T * D, 6, 1.0f);
-        for (int p = 0; p < 4; p++)
-            par[p] = uniform_floats(L.params[p].elems, 7 + (unsigned)p, 0.7f);
-        run_layer(ctx, &g, B, x, par, dout, 9, 2, &r1);
-        run_layer(ctx, &g, B, x, par, dout, 9, 2, &r2);
-        assert_same_bits(&r1, &r2, B * T * D, &L);
-        result_free(&r1);
-        result_free(&r2);
-        free(x);
-        free(dout);
-        for (int p = 0; p < 4; p++)
-            free(par[p]);
+        assert_repeatable(ctx, &L, B, 5, 0.7f, 2);
     }
     clremat_ctx_destroy(ctx);
 }
@@ -468,26 +477,10 @@ START_TEST(test_flash_llm_fields_vs_plain)
         static const attn_ext es[2] = {{1, 1, 10000.0}, {2, 1, 10000.0}};
         for (int k = 0; k < 2; k++) {
             clremat_layer L;
-            clremat_graph g;
-            attn_result r1, r2;
-            float *x, *par[2], *dout;
             enum { B = 2, T = 45, D = 16, H = 4 };
             make_attention_ext(&L, T, D, H, 1, k ? 0.3 : 0.0, CLREMAT_ATTN_MEMORY_EFFICIENT, es[k]);
-            lc_graph_of_layer(&g, &L);
             ck_assert_int_eq(L.n_params, 2);
-            x = uniform_floats(B * T * D, 15, 1.0f);
-            dout = uniform_floats(B * T * D, 16, 1.0f);
-            for (int p = 0; p < 2; p++)
-                par[p] = uniform_floats(L.params[p].elems, 17 + (unsigned)p, 0.7f);
-            run_layer(ctx, &g, B, x, par, dout, 9, 2, &r1);
-            run_layer(ctx, &g, B, x, par, dout, 9, 2, &r2);
-            assert_same_bits(&r1, &r2, B * T * D, &L);
-            result_free(&r1);
-            result_free(&r2);
-            free(x);
-            free(dout);
-            for (int p = 0; p < 2; p++)
-                free(par[p]);
+            assert_repeatable(ctx, &L, B, 15, 0.7f, 2);
         }
     }
     clremat_ctx_destroy(ctx);
@@ -506,11 +499,8 @@ START_TEST(test_flash_tiles_stable)
     clremat_ctx *ctx;
     cl_ulong local_mem = 0;
     clremat_layer L;
-    clremat_graph g;
-    attn_result r[3];
-    float *x, *par[2], *dout;
     const attn_ext e = {1, 1, 0.0};
-    int64_t dh, T = 80, B = 1;
+    int64_t dh, T = 80;
     TEST_OPEN_CTX(ctx, 0);
     ck_assert_int_eq(clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local_mem, &local_mem, NULL),
                      CL_SUCCESS);
@@ -520,21 +510,7 @@ START_TEST(test_flash_tiles_stable)
     fprintf(stderr, "tiles_stable on %s: %llu bytes of local memory, head width %lld\n", ctx->info.name,
             (unsigned long long)local_mem, (long long)dh);
     make_attention_ext(&L, T, dh, 1, 1, 0.0, CLREMAT_ATTN_MEMORY_EFFICIENT, e);
-    lc_graph_of_layer(&g, &L);
-    x = uniform_floats(B * T * dh, 21, 1.0f);
-    dout = uniform_floats(B * T * dh, 22, 1.0f);
-    for (int p = 0; p < 2; p++)
-        par[p] = uniform_floats(L.params[p].elems, 23 + (unsigned)p, 1.0f / sqrtf((float)dh));
-    for (int k = 0; k < 3; k++) /* fresh, again, again */
-        run_layer(ctx, &g, B, x, par, dout, 3, 1, &r[k]);
-    for (int k = 1; k < 3; k++)
-        assert_same_bits(&r[0], &r[k], B * T * dh, &L);
-    for (int k = 0; k < 3; k++)
-        result_free(&r[k]);
-    free(x);
-    free(dout);
-    for (int p = 0; p < 2; p++)
-        free(par[p]);
+    assert_repeatable(ctx, &L, 1, 21, 1.0f / sqrtf((float)dh), 3); /* fresh, again, again */
     clremat_ctx_destroy(ctx);
 }
 END_TEST
