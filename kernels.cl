@@ -3503,8 +3503,9 @@ void conv_dw_wgrad(const int rows, const int RC, const int H, const int W, const
 /* v *= s, skipped where s is 1: the same value for every number, and a
  * NaN keeps its sign and payload through a plain conversion (NVIDIA's
  * multiply returns the canonical NaN 0x7fffffff whatever its operand, so a
- * negative NaN became a positive one in bfloat16). Every conversion kernel
- * scales through it, so they agree bit for bit with each other. */
+ * negative NaN became a positive one in bfloat16). Every 16-bit kernel that
+ * scales what it stores (the conversions, ce_backward16's loss-scaled
+ * gradient) scales through it, so they agree bit for bit with each other. */
 #define CLREMAT_SCALE_BY(v, s) \
     do {                       \
         if ((s) != 1.0f)       \

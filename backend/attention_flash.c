@@ -98,20 +98,22 @@ int clremat_attn_flash_cost(const clremat_graph *g, int l, int64_t batch, clrema
     return CLREMAT_OK;
 }
 
-/* Tile sizes of the three tiled kernels on ctx's device for head width dh:
- * one tile t (BR = BC = t, the work-group size), the largest power of two
- * <= 64 and <= the work-group limits of the device and of each kernel
- * whose local memory (with the kernel's own) fits the device's local
- * memory; no larger than T needs; at most $CLREMAT_ATTN_TILE when set.
- * Deterministic per device and setting, whatever ran before, so every
- * rerun gives the same bits. */
-static int attn_flash_tiles(clremat_ctx *ctx, const char *lname, int64_t T, int64_t dh, int *tile)
+/* The limits the tiles depend on, read once per context into ctx->flash:
+ * the device's local memory, the smallest of the device's and the three
+ * kernels' work-group limits (and 64), and each kernel's own local memory.
+ * The kernels' figures come from kernel objects made for the query, with no
+ * argument set: a launched kernel's CL_KERNEL_LOCAL_MEM_SIZE counts the
+ * __local arguments its last launch set, which once made every call after
+ * the first take smaller tiles where local memory is tight (an NVIDIA
+ * H200's 48 KiB), and so other bits. */
+static int attn_flash_limits(clremat_ctx *ctx, const char *lname)
 {
     static const char *const kn[3] = {"flash_attn_fwd", "flash_attn_bwd_dkdv", "flash_attn_bwd_dq"};
     cl_ulong local_mem = 0, used[3] = {0, 0, 0};
     size_t dev_wg = 0, item_max[16] = {0}, wg = 64; /* item sizes: one per dimension (3 or more) */
-    int64_t t;
     cl_int e;
+    if (ctx->flash.wg > 0)
+        return CLREMAT_OK;
     e = clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local_mem, &local_mem, NULL);
     if (e == CL_SUCCESS)
         e = clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof dev_wg, &dev_wg, NULL);
@@ -124,11 +126,6 @@ static int attn_flash_tiles(clremat_ctx *ctx, const char *lname, int64_t T, int6
     if (item_max[0] && item_max[0] < wg)
         wg = item_max[0];
     for (int k = 0; k < 3; k++) {
-        /* A kernel object of its own, with no argument set: the cached one's
-         * CL_KERNEL_LOCAL_MEM_SIZE counts the __local arguments its last
-         * launch set, which made every call after the first take smaller
-         * tiles where local memory is tight (an NVIDIA H200's 48 KiB), and
-         * so other bits. */
         size_t kwg = 0;
         cl_kernel kern = clCreateKernel(ctx->program, kn[k], &e);
         if (e != CL_SUCCESS)
@@ -142,6 +139,31 @@ static int attn_flash_tiles(clremat_ctx *ctx, const char *lname, int64_t T, int6
             used[k] = 0;
         clReleaseKernel(kern);
     }
+    ctx->flash.local_mem = local_mem;
+    for (int k = 0; k < 3; k++)
+        ctx->flash.used[k] = used[k];
+    ctx->flash.wg = wg > 0 ? wg : 1;
+    return CLREMAT_OK;
+}
+
+/* Tile sizes of the three tiled kernels on ctx's device for head width dh:
+ * one tile t (BR = BC = t, the work-group size), the largest power of two
+ * <= 64 and <= the work-group limits of the device and of each kernel
+ * whose local memory (with the kernel's own) fits the device's local
+ * memory; no larger than T needs; at most $CLREMAT_ATTN_TILE when set.
+ * Deterministic per device and setting, whatever ran before, so every
+ * rerun gives the same bits. */
+static int attn_flash_tiles(clremat_ctx *ctx, const char *lname, int64_t T, int64_t dh, int *tile)
+{
+    const cl_ulong *used = ctx->flash.used;
+    cl_ulong local_mem;
+    size_t wg;
+    int64_t t;
+    int st = attn_flash_limits(ctx, lname);
+    if (st != CLREMAT_OK)
+        return st;
+    local_mem = ctx->flash.local_mem;
+    wg = ctx->flash.wg;
     { /* CLREMAT_ATTN_TILE caps the tile (tests: many tiles on short sequences) */
         const char *env = getenv("CLREMAT_ATTN_TILE");
         long cap = env ? strtol(env, NULL, 10) : 0;

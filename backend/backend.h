@@ -64,6 +64,13 @@ struct clremat_ctx {
      * native float vectors (AVX-512), else 6 x 16 */
     int gemm_mr, gemm_nr;
     char build_options[256];        /**< clBuildProgram options of the program */
+    /* memory-efficient attention's tile limits (attention_flash.c), read
+     * once: wg 0 until then */
+    struct {
+        size_t wg;                  /**< smallest work-group limit of the device and the flash kernels, <= 64 */
+        cl_ulong local_mem;         /**< the device's local memory, bytes */
+        cl_ulong used[3];           /**< each flash kernel's own local memory (no argument set), bytes */
+    } flash;
 };
 
 /** Sets the context's last error (printf-style) and returns status. ctx may be

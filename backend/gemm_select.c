@@ -272,7 +272,7 @@ clremat_gemm_path clremat_gemm_resolve(clremat_ctx *ctx)
         return settle(ctx, forced);
     /* The native kernel runs one work-item per work-group, a CPU's design:
      * on an NVIDIA H200 the transformer's step took 16.33 ms on it against
-     * 5.32 ms on CLBlast, while the calibration's 256-cubed products, bound
+     * 5.32 ms on CLBlast (two runs of one day), while the calibration's 256-cubed products, bound
      * by launches there, ran at 8-9 GFLOP/s on both and picked either by
      * noise. Elsewhere than on a CPU device the choice is CLBlast. */
     if (strcmp(ctx->info.type, "cpu") != 0)
