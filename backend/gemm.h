@@ -100,7 +100,7 @@ int clremat_layer_gemm_workspace(clremat_ctx *ctx, const clremat_graph *g, int l
 /** Version of the calibration rule and of its cache files; part of the
  * cache key and the file's first line, so files of another rule are never
  * read. Bump it whenever what is measured or how it is decided changes. */
-#define CLREMAT_GEMM_CAL_VERSION 2
+#define CLREMAT_GEMM_CAL_VERSION 3
 
 /** One calibration of both GEMM paths on a device. */
 typedef struct {

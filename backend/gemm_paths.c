@@ -13,6 +13,7 @@
  * is enqueued; the workspace each call would need is recorded instead. */
 #include "gemm.h"
 #include "gemm16.h"
+#include "gemm_split.h"
 #include "kernel_run.h"
 #include <clblast_c.h>
 
@@ -71,73 +72,6 @@ static int check_args(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     return check_args_fmt(ctx, tA, tB, M, N, K, A, 0, offA, lda, sa, B, 0, offB, ldb, sb, C, offC, ldc, sc, batch);
 }
 
-/* The block size that splits n into as many blocks as blocks of at most
- * maxb need, evenly, rounded up to a multiple of unit (the micro-tile) and
- * never above maxb. The result of the GEMM does not depend on it. */
-static cl_int even_block(int64_t n, cl_int maxb, cl_int unit)
-{
-    const int64_t blocks = (n + maxb - 1) / maxb;
-    int64_t b = (n + blocks - 1) / blocks;
-    b = (b + unit - 1) / unit * unit;
-    return b < maxb ? (cl_int)b : maxb;
-}
-
-/* The row block of a native GEMM split by rows only (one work-group
- * column, each work-group walking every column block: clremat_gemm_cpu):
- * at least two blocks per compute unit where M allows (a micro-panel of
- * rows at the least), evenly, at most the compiled block. */
-static cl_int rows_only_bm(const clremat_ctx *ctx, int64_t M, int64_t batch)
-{
-    const int64_t cu = ctx->info.compute_units ? ctx->info.compute_units : 1;
-    const int64_t mr = ctx->gemm_mr;
-    int64_t blocks = (M + ctx->gemm_mc - 1) / ctx->gemm_mc, most = (M + mr - 1) / mr;
-    if (blocks * batch < 2 * cu)
-        blocks = (2 * cu + batch - 1) / batch;
-    if (blocks > most)
-        blocks = most;
-    if (blocks < 1)
-        blocks = 1;
-    return even_block(M, (cl_int)(((M + blocks - 1) / blocks + mr - 1) / mr * mr), (cl_int)mr);
-}
-
-/* The column groups of the 2-D split (bm x bn blocks): each work-group
- * walks cb / groups column blocks within each k-block, its A block packed
- * once for all of them (clremat_gemm_cpu). The fewest groups, dividing the
- * cb column blocks, that give every compute unit two work-groups in whole
- * rounds (the launch's work-groups a multiple of the compute units); cb
- * (a block a group) where none does. At 256x1024x1024 on two cores: 2
- * groups of 4 blocks, A packed twice instead of 8 times, 6-9% faster in
- * alternating bench/gemm_bench runs (5% at its :nt). */
-static int64_t column_groups(const clremat_ctx *ctx, int64_t M, int64_t N, int64_t batch, cl_int bm, cl_int bn)
-{
-    const int64_t cu = ctx->info.compute_units ? ctx->info.compute_units : 1;
-    const int64_t rb = (M + bm - 1) / bm, cb = (N + bn - 1) / bn;
-    for (int64_t g = 1; g < cb; g++)
-        if (cb % g == 0 && rb * g * batch >= 2 * cu && (rb * g * batch) % cu == 0)
-            return g;
-    return cb;
-}
-
-/* Whether the native GEMM splits by rows only rather than by row and
- * column blocks (bm x bn): always when A is packed through an activation
- * (actA: act then runs once per element of A, not once per column block),
- * else when it packs fewer floats -- A once and B once per row block of
- * rm rows, against A once per column group (column_groups) and B once
- * per row block of the 2-D split -- with work-groups for every compute
- * unit. The result does not depend on the split (every C element sums the
- * same k-blocks in the same order). */
-static int split_rows_only(const clremat_ctx *ctx, int64_t M, int64_t N, int64_t K, int64_t batch, cl_int bm,
-                           int64_t groups, cl_int rm, int actA)
-{
-    const int64_t cu = ctx->info.compute_units ? ctx->info.compute_units : 1;
-    const double a = (double)M * (double)K, b = (double)K * (double)N;
-    const double two_d = a * (double)groups + b * (double)((M + bm - 1) / bm);
-    const double rows = a + b * (double)((M + rm - 1) / rm);
-    if (actA)
-        return 1;
-    return ((M + rm - 1) / rm) * batch >= 2 * cu && rows < two_d;
-}
-
 /* The native kernel, optionally with the dense epilogue (bias, act, out). */
 static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
                       const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa, const clremat_buf *B,
@@ -157,31 +91,14 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     cl_int ikeep = f16 && f16->fC ? f16->keepC : 0;
     cl_mem mC16 = f16 && f16->C16 ? clremat_mem(f16->C16) : mC;
     size_t global[3], local[3] = {1, 1, 1};
-    const int64_t want = 4 * (int64_t)(ctx->info.compute_units ? ctx->info.compute_units : 1);
-    cl_int bm = ctx->gemm_mc, bn = ctx->gemm_nc; /* the largest blocks compiled in (backend/program.c) */
-    cl_int rm;
-    int64_t groups;
-    int rows_only;
-    /* big blocks amortize packing; halve them (bm stays a multiple of the
-     * register tile's rows, 6 or 12, bn of its columns, 16 or 32) until there are work-groups for every compute unit */
-    while (((N + bn - 1) / bn) * ((M + bm - 1) / bm) * batch < want && (bm > 36 || bn > 32)) {
-        if (bm > 36 && (bm >= bn || bn <= 32))
-            bm /= 2;
-        else
-            bn /= 2;
-    }
-    /* the same number of blocks, of even size: 1024 rows in blocks of 288
-     * would leave a last block of 160 and one compute unit idle at the end */
-    bm = even_block(M, bm, ctx->gemm_mr);
-    bn = even_block(N, bn, ctx->gemm_nr);
-    groups = column_groups(ctx, M, N, batch, bm, bn);
-    rm = rows_only_bm(ctx, M, batch);
-    rows_only = split_rows_only(ctx, M, N, K, batch, bm, groups, rm, actA);
-    if (rows_only) { /* one work-group column, walking every column block */
-        bm = rm;
-        bn = even_block(N, ctx->gemm_nc, ctx->gemm_nr);
-    }
-    global[0] = rows_only ? 1 : (size_t)groups;
+    const clremat_gemm_blocks blocks = {ctx->info.compute_units, ctx->gemm_mr, ctx->gemm_nr, ctx->gemm_mc,
+                                        ctx->gemm_nc};
+    clremat_gemm_split split;
+    cl_int bm, bn;
+    clremat_gemm_split_choose(&blocks, tA, tB, M, N, K, batch, actA, &split);
+    bm = split.bm;
+    bn = split.bn;
+    global[0] = (size_t)split.groups;
     global[1] = (size_t)((M + bm - 1) / bm);
     global[2] = (size_t)batch;
     for (int i = 0; i < 8; i++)

@@ -1,0 +1,96 @@
+/* gemm_split.c: the native GEMM's work-group split (gemm_split.h), chosen
+ * by modelled time: fewer, larger work-groups pack less (B is packed once
+ * per row block, A once per column group), more of them balance the
+ * compute units better. Both effects are measured in bench/README.md
+ * ("the native GEMM's split"). */
+#include "gemm_split.h"
+
+/* Model units are FLOPs of the register tile (two a multiply-add). A
+ * packed float costs PACK_COPY of them where the pack copies contiguous
+ * runs (op(A) = A^T, op(B) = B), PACK_TRANSPOSE where it gathers across
+ * rows (op(A) = A, op(B) = B^T).
+ *
+ * A launch of fewer than SMALL_LAUNCH FLOPs a compute unit is split by
+ * rows only, and the model charges it one work-group more than its
+ * busiest unit's rounds: there the wake-up of PoCL's worker threads is a
+ * large part of the time (256 cubed: 100 GFLOP/s as one work-group on two
+ * threads, 115-150 as two or four), a unit starting late finishes a
+ * work-group after the others, and smaller work-groups shorten that where
+ * packing allows.
+ *
+ * Fitted to alternating runs on PoCL (2 threads, AVX-512, 12 x 32 tile;
+ * bench/README.md, "the native GEMM's split"). Above SMALL_LAUNCH the
+ * choices on the benchmark's shapes are the same for PACK_COPY from 25 to
+ * 200 and every one measured at least as fast as the rule before. Small
+ * launches: 256 cubed (16.8 MFLOP a unit) ran 15% faster as four row
+ * blocks of 72 than as two of 132 or as 2 x 2 blocks of 132 x 128; 384
+ * cubed (28.3) faster as two row blocks of 192 than as four of 96;
+ * 2048x64x64 as 16 row blocks than as 4; 64x64x2048 (A^T) as two row
+ * blocks of 36 than as six of 12, each repacking B's 2048 x 64. */
+#define PACK_COPY 100.0
+#define PACK_TRANSPOSE 200.0
+#define SMALL_LAUNCH 24e6
+
+/* The block size that splits n into as many blocks as blocks of at most
+ * maxb need, evenly, rounded up to a multiple of unit and never above maxb. */
+static int even_block(int64_t n, int maxb, int unit)
+{
+    const int64_t blocks = (n + maxb - 1) / maxb;
+    int64_t b = (n + blocks - 1) / blocks;
+    b = (b + unit - 1) / unit * unit;
+    return b < maxb ? (int)b : maxb;
+}
+
+void clremat_gemm_split_choose(const clremat_gemm_blocks *blocks, int tA, int tB, int64_t M, int64_t N, int64_t K,
+                               int64_t batch, int actA, clremat_gemm_split *out)
+{
+    const int64_t cu = blocks->compute_units > 0 ? blocks->compute_units : 1;
+    const int64_t kk = K > 0 ? K : 1, nb = batch > 0 ? batch : 1;
+    const double pack_a = tA ? PACK_COPY : PACK_TRANSPOSE, pack_b = tB ? PACK_TRANSPOSE : PACK_COPY;
+    const double flop_per_unit = 2.0 * (double)M * (double)N * (double)kk * (double)nb / (double)cu;
+    const int small = flop_per_unit < SMALL_LAUNCH;
+    const int64_t top = (M + blocks->mr - 1) / blocks->mr * blocks->mr; /* M in whole tiles */
+    double best = -1.0;
+    out->bm = blocks->mr;
+    out->bn = blocks->nr;
+    out->groups = 1;
+    if (M <= 0 || N <= 0)
+        return;
+    /* every column block size that halving the compiled one gives (the
+     * even split of N: fewer, wider blocks pack A less often, more of them
+     * give small N work-groups for every unit), and every row block size
+     * that some number of row blocks gives (the even split into that
+     * number: other sizes repeat one of those); a small launch is split by
+     * rows only, in the widest column blocks */
+    for (int nc = blocks->nc; nc >= blocks->nr && (nc == blocks->nc || !small); nc /= 2) {
+        const int bn = even_block(N, nc, blocks->nr);
+        const int64_t cb = (N + bn - 1) / bn;
+        if (nc < blocks->nc && bn == even_block(N, nc * 2, blocks->nr))
+            continue; /* the same blocks as the wider nc */
+        for (int bm = blocks->mr; bm <= blocks->mc && bm <= top; bm += blocks->mr) {
+            const int64_t rb = (M + bm - 1) / bm;
+            if (even_block(M, bm, blocks->mr) != bm)
+                continue;
+            for (int64_t g = 1; g <= (actA || small ? 1 : cb); g++) {
+                const int64_t per = (cb + g - 1) / g, w = rb * g * nb;
+                const double cols = (double)(per * bn < N ? per * bn : N);
+                double t;
+                if ((cb + per - 1) / per != g) /* a column group would be empty */
+                    continue;
+                if (g > 1 && w > 4 * cu) /* enough work-groups already: more only pack A again */
+                    break;
+                /* the busiest unit's work-groups (whole rounds of cu), plus one
+                 * for a unit that starts late on a small launch, each its
+                 * multiply-adds and packing at the largest block's size */
+                t = ((double)((w + cu - 1) / cu) + (small ? 1.0 : 0.0)) *
+                    (2.0 * bm * cols * (double)kk + pack_a * (double)bm * (double)kk + pack_b * (double)kk * cols);
+                if (best < 0.0 || t < best) {
+                    best = t;
+                    out->bm = bm;
+                    out->bn = bn;
+                    out->groups = g;
+                }
+            }
+        }
+    }
+}

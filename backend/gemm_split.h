@@ -1,0 +1,41 @@
+/* gemm_split.h: how the native GEMM (clremat_gemm_cpu) divides C among its
+ * work-groups -- rows per work-group, the column block, and how many
+ * work-group columns share the column blocks -- chosen by a small model of
+ * the time each split takes on a CPU device. A pure function of the sizes
+ * and the device's compute units and compiled blocks, so tests can check
+ * it without a device. The GEMM's result never depends on the split. */
+#ifndef CLREMAT_GEMM_SPLIT_H
+#define CLREMAT_GEMM_SPLIT_H
+
+#include <stdint.h>
+
+/** The blocks the native kernel was compiled with (backend/program.c) and
+ * the device's compute units. */
+typedef struct {
+    int64_t compute_units; /**< CL_DEVICE_MAX_COMPUTE_UNITS (PoCL: worker threads) */
+    int mr, nr;            /**< the register tile: rows (6 or 12) and columns (16 or 32) */
+    int mc, nc;            /**< the largest row and column blocks local memory holds */
+} clremat_gemm_blocks;
+
+/** One launch's split: work-group (g, r, b) computes rows [r*bm, r*bm+bm)
+ * of matrix b, walking column blocks [g*per, g*per+per) of bn columns in
+ * every k-block, per = ceil(ceil(N/bn) / groups); groups == 1 walks them
+ * all (split by rows only). */
+typedef struct {
+    int bm;         /**< rows per work-group: a multiple of mr, at most mc */
+    int bn;         /**< columns per column block: a multiple of nr, at most nc */
+    int64_t groups; /**< work-group columns; every one has column blocks to walk */
+} clremat_gemm_split;
+
+/** The split of least modelled time for op(A) (M x K) times op(B) (K x N),
+ * batch matrices, transposes tA, tB; actA: A is packed through an
+ * activation, which then must run once per element (groups 1). The model:
+ * each work-group's cost is its multiply-adds plus the floats it packs (A
+ * once per column group, B once per row block; a gathering pack costs
+ * twice a copying one); the launch takes its busiest compute unit's whole
+ * rounds of work-groups, plus one work-group on a launch small enough that
+ * a unit waking late decides its time (gemm_split.c). */
+void clremat_gemm_split_choose(const clremat_gemm_blocks *blocks, int tA, int tB, int64_t M, int64_t N, int64_t K,
+                               int64_t batch, int actA, clremat_gemm_split *out);
+
+#endif

@@ -1,0 +1,223 @@
+/* test_gemm_split.c: the native GEMM's work-group split
+ * (clremat_gemm_split_choose, backend/gemm_split.h). Without a device:
+ * every split of a sweep of shapes, batches, transposes, tiles and
+ * compute-unit counts is one the kernel can run (blocks within the compiled
+ * ones, whole register tiles, no empty column group, actA by rows only) and
+ * keeps at least half the compute units busy where the shape allows
+ * (beyond small launches); and the splits measured best on a 2-thread PoCL
+ * (bench/README.md) are the ones chosen. On a device: the same GEMM split
+ * as for 1, 2, 3, 8 and 64 compute units gives the same bits. */
+#include "testutil.h"
+#include "backend.h"
+#include "gemm_split.h"
+#include <math.h>
+#include <stdlib.h>
+
+/* The 12 x 32 tile's blocks on an AVX-512 PoCL device and the 6 x 16
+ * tile's (backend/program.c), with cu compute units. */
+static clremat_gemm_blocks blocks_of(int wide, int64_t cu)
+{
+    clremat_gemm_blocks b = {cu, wide ? 12 : 6, wide ? 32 : 16, wide ? 576 : 288, 256};
+    return b;
+}
+
+/* Work-groups of a split. */
+static int64_t work_groups(const clremat_gemm_split *s, int64_t M, int64_t batch)
+{
+    return (M + s->bm - 1) / s->bm * s->groups * batch;
+}
+
+START_TEST(test_splits_valid)
+{
+    static const int64_t dims[] = {1, 5, 12, 13, 100, 256, 333, 1000, 4096, 50257};
+    static const int64_t ks[] = {0, 1, 64, 300, 4096};
+    static const int64_t batches[] = {1, 3, 64};
+    static const int64_t cus[] = {1, 2, 3, 16, 64};
+    const size_t nd = sizeof dims / sizeof dims[0];
+    int64_t checked = 0;
+    for (int wide = 0; wide < 2; wide++)
+        for (size_t c = 0; c < sizeof cus / sizeof cus[0]; c++) {
+            const clremat_gemm_blocks b = blocks_of(wide, cus[c]);
+            for (size_t i = 0; i < nd; i++)
+                for (size_t j = 0; j < nd; j++)
+                    for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++)
+                        for (size_t z = 0; z < sizeof batches / sizeof batches[0]; z++)
+                            for (int t = 0; t < 8; t++) {
+                                const int64_t M = dims[i], N = dims[j], K = ks[k], batch = batches[z];
+                                const int tA = t & 1, tB = (t >> 1) & 1, actA = t >> 2;
+                                const int64_t rb_most = (M + b.mr - 1) / b.mr;
+                                clremat_gemm_split s;
+                                int64_t cb, per, w, most;
+                                double flop;
+                                clremat_gemm_split_choose(&b, tA, tB, M, N, K, batch, actA, &s);
+                                ck_assert_msg(s.bm > 0 && s.bm <= b.mc && s.bm % b.mr == 0 && s.bn > 0 &&
+                                                  s.bn <= b.nc && s.bn % b.nr == 0,
+                                              "%lldx%lldx%lld: blocks %d x %d outside the compiled %d x %d or not "
+                                              "whole tiles", (long long)M, (long long)N, (long long)K, s.bm, s.bn,
+                                              b.mc, b.nc);
+                                cb = (N + s.bn - 1) / s.bn;
+                                ck_assert(s.groups >= 1 && s.groups <= cb);
+                                per = (cb + s.groups - 1) / s.groups;
+                                ck_assert_msg((s.groups - 1) * per < cb, "%lldx%lld: group %lld of %lld is empty",
+                                              (long long)M, (long long)N, (long long)s.groups, (long long)s.groups);
+                                if (actA)
+                                    ck_assert_int_eq(s.groups, 1);
+                                ck_assert((cb - 1) * s.bn < N); /* no empty column block */
+                                w = work_groups(&s, M, batch);
+                                most = rb_most * (actA ? 1 : cb) * batch; /* one tile of rows a work-group */
+                                flop = 2.0 * (double)M * (double)N * (double)(K > 0 ? K : 1) * (double)batch /
+                                       (double)b.compute_units;
+                                /* beyond a small launch (where one unit waking late is a large part of
+                                 * the time and the model may take fewer work-groups), at least half the
+                                 * units work where the shape allows (blocks that do not divide among the
+                                 * units, 4 column blocks on 3 units, may leave one idle) */
+                                if (flop < 24e6) /* a small launch: by rows only, the widest column blocks */
+                                    ck_assert_msg(s.groups == 1 && (N <= b.nc ? cb == 1 : s.bn > b.nc / 2),
+                                                  "%lldx%lldx%lld: small launch split %d x %d, %lld groups",
+                                                  (long long)M, (long long)N, (long long)K, s.bm, s.bn,
+                                                  (long long)s.groups);
+                                else {
+                                    const int64_t can = most < b.compute_units ? most : b.compute_units;
+                                    ck_assert_msg(2 * (w < b.compute_units ? w : b.compute_units) >= can,
+                                                  "%lldx%lldx%lld batch %lld on %lld units: %lld work-groups, %lld "
+                                                  "possible", (long long)M, (long long)N, (long long)K,
+                                                  (long long)batch, (long long)b.compute_units, (long long)w,
+                                                  (long long)most);
+                                }
+                                checked++;
+                            }
+        }
+    ck_assert_int_eq(checked, 2 * 5 * 10 * 10 * 5 * 3 * 8);
+}
+END_TEST
+
+/* The splits measured best (alternating runs, 2-thread PoCL, 12 x 32 tile;
+ * bench/README.md), each against the split the previous rule took. */
+START_TEST(test_measured_choices)
+{
+    const clremat_gemm_blocks b = blocks_of(1, 2);
+    clremat_gemm_split s;
+    /* 256x1024x1024: one row block, two column groups of two blocks (A
+     * packed twice, B once) rather than two row blocks of 132 x two groups
+     * (B packed twice); both transposes of B */
+    for (int tB = 0; tB < 2; tB++) {
+        clremat_gemm_split_choose(&b, 0, tB, 256, 1024, 1024, 1, 0, &s);
+        ck_assert_int_eq(s.bm, 264);
+        ck_assert_int_eq(s.bn, 256);
+        ck_assert_int_eq(s.groups, 2);
+    }
+    /* 1024 cubed: two row blocks by rows only (B packed twice) rather than
+     * two row blocks x two column groups */
+    clremat_gemm_split_choose(&b, 0, 0, 1024, 1024, 1024, 1, 0, &s);
+    ck_assert_int_eq(s.bm, 516);
+    ck_assert_int_eq(s.groups, 1);
+    /* 512 cubed: two row blocks of 264 by rows only rather than one of 516
+     * in two column groups: untransposed A's pack gathers, B's copies */
+    clremat_gemm_split_choose(&b, 0, 0, 512, 512, 512, 1, 0, &s);
+    ck_assert_int_eq(s.bm, 264);
+    ck_assert_int_eq(s.groups, 1);
+    /* 512x2048x2048:nt: two column groups rather than eight */
+    clremat_gemm_split_choose(&b, 0, 1, 512, 2048, 2048, 1, 0, &s);
+    ck_assert_int_eq(s.bm, 516);
+    ck_assert_int_eq(s.groups, 2);
+    /* 256 cubed, a small launch: four row blocks of 72 (two a unit) */
+    clremat_gemm_split_choose(&b, 0, 0, 256, 256, 256, 1, 0, &s);
+    ck_assert_int_eq(s.bm, 72);
+    ck_assert_int_eq(work_groups(&s, 256, 1), 4);
+    /* 384 cubed (28.3 MFLOP a unit): two row blocks of 192 */
+    clremat_gemm_split_choose(&b, 0, 0, 384, 384, 384, 1, 0, &s);
+    ck_assert_int_eq(s.bm, 192);
+    ck_assert_int_eq(work_groups(&s, 384, 1), 2);
+    /* A packed through an activation: by rows only whatever packs less */
+    clremat_gemm_split_choose(&b, 1, 0, 256, 1024, 1024, 1, 1, &s);
+    ck_assert_int_eq(s.groups, 1);
+    ck_assert_int_eq(work_groups(&s, 256, 1), 2);
+    /* one compute unit: one work-group, the least packing */
+    {
+        const clremat_gemm_blocks one = blocks_of(1, 1);
+        clremat_gemm_split_choose(&one, 0, 1, 256, 1024, 1024, 1, 0, &s);
+        ck_assert_int_eq(s.bm, 264);
+        ck_assert_int_eq(s.groups, 1);
+    }
+}
+END_TEST
+
+/* The same product on several compute-unit counts, so under several
+ * splits: the same bits (every C element sums the same k-blocks in the
+ * same order whatever the split). */
+START_TEST(test_bits_independent_of_split)
+{
+    static const int64_t shapes[][5] = {/* M, N, K, tA, tB */
+                                        {256, 1024, 300, 0, 0}, {333, 777, 555, 1, 0}, {40, 1000, 70, 0, 1},
+                                        {150, 145, 300, 1, 1}};
+    static const int64_t cus[] = {1, 2, 3, 8, 64};
+    clremat_ctx *ctx;
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_int_eq(clremat_ctx_set_gemm(ctx, CLREMAT_GEMM_NATIVE), CLREMAT_OK);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+        const int tA = (int)shapes[i][3], tB = (int)shapes[i][4];
+        const int64_t na = M * K, nb = K * N, nc = M * N;
+        const cl_uint saved = ctx->info.compute_units;
+        float *ha = malloc(na * sizeof(float)), *hb = malloc(nb * sizeof(float));
+        float *first = malloc(nc * sizeof(float)), *got = malloc(nc * sizeof(float));
+        clremat_buf *A, *B, *C;
+        int distinct = 0;
+        clremat_gemm_split prev = {0, 0, 0};
+        if (test_reduced() && M * N * K > 1000000)
+            continue;
+        ck_assert_ptr_nonnull(ha);
+        ck_assert_ptr_nonnull(hb);
+        ck_assert_ptr_nonnull(first);
+        ck_assert_ptr_nonnull(got);
+        for (int64_t j = 0; j < na; j++) /* values whose sums round differently in another order */
+            ha[j] = (float)sin(0.37 * (double)j) * (1.0f + (float)(j % 7) * 1e-3f);
+        for (int64_t j = 0; j < nb; j++)
+            hb[j] = (float)cos(0.11 * (double)j) * 3.0f;
+        ck_assert_int_eq(clremat_pool_alloc(ctx->pool, na * sizeof(float), "A", &A), CLREMAT_OK);
+        ck_assert_int_eq(clremat_pool_alloc(ctx->pool, nb * sizeof(float), "B", &B), CLREMAT_OK);
+        ck_assert_int_eq(clremat_pool_alloc(ctx->pool, nc * sizeof(float), "C", &C), CLREMAT_OK);
+        ck_assert_int_eq(clremat_write(ctx, A, 0, na * sizeof(float), ha), CLREMAT_OK);
+        ck_assert_int_eq(clremat_write(ctx, B, 0, nb * sizeof(float), hb), CLREMAT_OK);
+        for (size_t c = 0; c < sizeof cus / sizeof cus[0]; c++) {
+            const clremat_gemm_blocks b = {(int64_t)cus[c], ctx->gemm_mr, ctx->gemm_nr, ctx->gemm_mc, ctx->gemm_nc};
+            clremat_gemm_split s;
+            clremat_gemm_split_choose(&b, tA, tB, M, N, K, 1, 0, &s);
+            if (c == 0 || s.bm != prev.bm || s.bn != prev.bn || s.groups != prev.groups)
+                distinct++;
+            prev = s;
+            ctx->info.compute_units = (cl_uint)cus[c];
+            ck_assert_int_eq(clremat_gemm(ctx, tA, tB, M, N, K, 1.0f, A, 0, tA ? M : K, 0, B, 0, tB ? K : N, 0,
+                                          0.0f, C, 0, N, 0, 1),
+                             CLREMAT_OK);
+            ctx->info.compute_units = saved;
+            ck_assert_int_eq(clremat_read(ctx, C, 0, nc * sizeof(float), c == 0 ? first : got), CLREMAT_OK);
+            if (c > 0)
+                ck_assert_msg(memcmp(first, got, nc * sizeof(float)) == 0,
+                              "%lldx%lldx%lld: %lld compute units (split %d x %d, %lld groups) changed the bits",
+                              (long long)M, (long long)N, (long long)K, (long long)cus[c], s.bm, s.bn,
+                              (long long)s.groups);
+        }
+        ck_assert_msg(distinct >= 3, "%lldx%lldx%lld: only %d distinct splits: the test compares too little",
+                      (long long)M, (long long)N, (long long)K, distinct);
+        clremat_pool_release(ctx->pool, A);
+        clremat_pool_release(ctx->pool, B);
+        clremat_pool_release(ctx->pool, C);
+        free(ha);
+        free(hb);
+        free(first);
+        free(got);
+    }
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
+int main(void)
+{
+    TCase *tc;
+    Suite *s = test_suite("gemm_split", 300, &tc);
+    tcase_add_test(tc, test_splits_valid);
+    tcase_add_test(tc, test_measured_choices);
+    tcase_add_test(tc, test_bits_independent_of_split);
+    return test_run_device_suite(s);
+}
