@@ -95,49 +95,38 @@ END_TEST
  * bench/README.md), each against the split the previous rule took. */
 START_TEST(test_measured_choices)
 {
-    const clremat_gemm_blocks b = blocks_of(1, 2);
-    clremat_gemm_split s;
-    /* 256x1024x1024: one row block, two column groups of two blocks (A
-     * packed twice, B once) rather than two row blocks of 132 x two groups
-     * (B packed twice); both transposes of B */
-    for (int tB = 0; tB < 2; tB++) {
-        clremat_gemm_split_choose(&b, 0, tB, 256, 1024, 1024, 1, 0, &s);
-        ck_assert_int_eq(s.bm, 264);
-        ck_assert_int_eq(s.bn, 256);
-        ck_assert_int_eq(s.groups, 2);
-    }
-    /* 1024 cubed: two row blocks by rows only (B packed twice) rather than
-     * two row blocks x two column groups */
-    clremat_gemm_split_choose(&b, 0, 0, 1024, 1024, 1024, 1, 0, &s);
-    ck_assert_int_eq(s.bm, 516);
-    ck_assert_int_eq(s.groups, 1);
-    /* 512 cubed: two row blocks of 264 by rows only rather than one of 516
-     * in two column groups: untransposed A's pack gathers, B's copies */
-    clremat_gemm_split_choose(&b, 0, 0, 512, 512, 512, 1, 0, &s);
-    ck_assert_int_eq(s.bm, 264);
-    ck_assert_int_eq(s.groups, 1);
-    /* 512x2048x2048:nt: two column groups rather than eight */
-    clremat_gemm_split_choose(&b, 0, 1, 512, 2048, 2048, 1, 0, &s);
-    ck_assert_int_eq(s.bm, 516);
-    ck_assert_int_eq(s.groups, 2);
-    /* 256 cubed, a small launch: four row blocks of 72 (two a unit) */
-    clremat_gemm_split_choose(&b, 0, 0, 256, 256, 256, 1, 0, &s);
-    ck_assert_int_eq(s.bm, 72);
-    ck_assert_int_eq(work_groups(&s, 256, 1), 4);
-    /* 384 cubed (28.3 MFLOP a unit): two row blocks of 192 */
-    clremat_gemm_split_choose(&b, 0, 0, 384, 384, 384, 1, 0, &s);
-    ck_assert_int_eq(s.bm, 192);
-    ck_assert_int_eq(work_groups(&s, 384, 1), 2);
-    /* A packed through an activation: by rows only whatever packs less */
-    clremat_gemm_split_choose(&b, 1, 0, 256, 1024, 1024, 1, 1, &s);
-    ck_assert_int_eq(s.groups, 1);
-    ck_assert_int_eq(work_groups(&s, 256, 1), 2);
-    /* one compute unit: one work-group, the least packing */
-    {
-        const clremat_gemm_blocks one = blocks_of(1, 1);
-        clremat_gemm_split_choose(&one, 0, 1, 256, 1024, 1024, 1, 0, &s);
-        ck_assert_int_eq(s.bm, 264);
-        ck_assert_int_eq(s.groups, 1);
+    /* compute units, tA, tB, M, N, K, actA; the split expected: rows, columns, groups, work-groups */
+    static const struct {
+        int64_t cu;
+        int tA, tB;
+        int64_t M, N, K;
+        int actA, bm, bn;
+        int64_t groups, wgs;
+        const char *why;
+    } cases[] = {
+        {2, 0, 0, 256, 1024, 1024, 0, 264, 256, 2, 2,
+         "one row block, two column groups (B packed once) rather than 2 x 2 (B twice)"},
+        {2, 0, 1, 256, 1024, 1024, 0, 264, 256, 2, 2, "the same with B transposed"},
+        {2, 0, 0, 1024, 1024, 1024, 0, 516, 256, 1, 2, "two row blocks by rows only rather than 2 x 2"},
+        {2, 0, 0, 512, 512, 512, 0, 264, 256, 1, 2,
+         "two row blocks by rows only rather than one in two groups: A's pack gathers, B's copies"},
+        {2, 0, 1, 512, 2048, 2048, 0, 516, 256, 2, 2, "two column groups rather than eight"},
+        {2, 0, 0, 256, 256, 256, 0, 72, 256, 1, 4, "a small launch: four row blocks of 72 (two a unit)"},
+        {2, 0, 0, 384, 384, 384, 0, 192, 192, 1, 2, "28.3 MFLOP a unit: two row blocks of 192"},
+        {2, 1, 0, 256, 1024, 1024, 1, 132, 256, 1, 2, "A through an activation: by rows only"},
+        {1, 0, 1, 256, 1024, 1024, 0, 264, 256, 1, 1, "one compute unit: one work-group, the least packing"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const clremat_gemm_blocks b = blocks_of(1, cases[i].cu);
+        clremat_gemm_split s;
+        clremat_gemm_split_choose(&b, cases[i].tA, cases[i].tB, cases[i].M, cases[i].N, cases[i].K, 1,
+                                  cases[i].actA, &s);
+        ck_assert_msg(s.bm == cases[i].bm && s.bn == cases[i].bn && s.groups == cases[i].groups &&
+                          work_groups(&s, cases[i].M, 1) == cases[i].wgs,
+                      "%lldx%lldx%lld on %lld units: split %d x %d, %lld groups, expected %d x %d, %lld groups "
+                      "(%s)", (long long)cases[i].M, (long long)cases[i].N, (long long)cases[i].K,
+                      (long long)cases[i].cu, s.bm, s.bn, (long long)s.groups, cases[i].bm, cases[i].bn,
+                      (long long)cases[i].groups, cases[i].why);
     }
 }
 END_TEST
