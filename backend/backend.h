@@ -63,6 +63,10 @@ struct clremat_ctx {
     /* its register tile (GC_MR x GC_NR): 12 x 32 on devices with 16-wide
      * native float vectors (AVX-512), else 6 x 16 */
     int gemm_mr, gemm_nr;
+    /* the most loop iterations one native GEMM work-item may run, 0 for
+     * no limit: Mesa's llvmpipe ends every work-item's loops after 65535
+     * iterations in all (backend/program.c) */
+    int64_t gemm_max_iterations;
     char build_options[256];        /**< clBuildProgram options of the program */
     /* memory-efficient attention's tile limits (attention_flash.c), read
      * once: wg 0 until then */

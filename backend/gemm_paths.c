@@ -92,10 +92,17 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     cl_mem mC16 = f16 && f16->C16 ? clremat_mem(f16->C16) : mC;
     size_t global[3], local[3] = {1, 1, 1};
     const clremat_gemm_blocks blocks = {ctx->info.compute_units, ctx->gemm_mr, ctx->gemm_nr, ctx->gemm_mc,
-                                        ctx->gemm_nc};
+                                        ctx->gemm_nc, ctx->gemm_max_iterations};
     clremat_gemm_split split;
     cl_int bm, bn;
     clremat_gemm_split_choose(&blocks, tA, tB, M, N, K, batch, actA, &split);
+    if (blocks.max_iterations > 0 && clremat_gemm_split_iterations(&blocks, N, K, &split) > blocks.max_iterations)
+        return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE,
+                            "native GEMM %lldx%lldx%lld: a work-item would run about %lld loop iterations; this "
+                            "device (%s) leaves a work-item's loops after 65535 (Mesa's llvmpipe), so the product "
+                            "would come out wrong; use the CLBlast path (--gemm clblast)",
+                            (long long)M, (long long)N, (long long)K,
+                            (long long)clremat_gemm_split_iterations(&blocks, N, K, &split), ctx->info.name);
     bm = split.bm;
     bn = split.bn;
     global[0] = (size_t)split.groups;

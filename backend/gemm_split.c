@@ -41,21 +41,47 @@ static int even_block(int64_t n, int maxb, int unit)
     return b < maxb ? (int)b : maxb;
 }
 
-void clremat_gemm_split_choose(const clremat_gemm_blocks *blocks, int tA, int tB, int64_t M, int64_t N, int64_t K,
-                               int64_t batch, int actA, clremat_gemm_split *out)
+/* The loop iterations the work-item of split s's largest work-group runs:
+ * per k, ITER_PER_TILE_K for each register tile it computes plus
+ * ITER_PER_K for its packing and write-back. Measured on Mesa's llvmpipe
+ * (rusticl, Debian 12), the device whose loop budget this counts against,
+ * with one-work-group GEMMs of growing K: one 6 x 16 tile ran correctly up
+ * to K = 19351 (3.4 iterations a k), 8 x 4 tiles to 1009 (65 a k); one
+ * 12 x 32 tile to 3939 (16.6), 4 x 2 to 554 (118): its 12-row loop stays
+ * rolled. The figures here are above every measurement. */
+#define ITER_PER_K 2
+static int64_t iter_per_tile_k(const clremat_gemm_blocks *blocks)
+{
+    return blocks->mr >= 12 ? 16 : 2;
+}
+
+static int64_t split_iterations(const clremat_gemm_blocks *blocks, int64_t N, int64_t K, int bm, int bn,
+                                int64_t groups)
+{
+    const int64_t cb = (N + bn - 1) / bn, per = (cb + groups - 1) / groups;
+    const int64_t cols = per * bn < N ? per * bn : N;
+    const int64_t tiles = (int64_t)(bm / blocks->mr) * ((cols + blocks->nr - 1) / blocks->nr);
+    return (K > 0 ? K : 1) * (tiles * iter_per_tile_k(blocks) + ITER_PER_K);
+}
+
+int64_t clremat_gemm_split_iterations(const clremat_gemm_blocks *blocks, int64_t N, int64_t K,
+                                      const clremat_gemm_split *s)
+{
+    return split_iterations(blocks, N, K, s->bm, s->bn, s->groups);
+}
+
+/* The least modelled time among the splits allowed: by rows only in the
+ * widest column blocks when small, within max_iterations loop iterations
+ * a work-item when max_iterations > 0 (fewest iterations when fewest is
+ * set, whatever the time). Returns whether one was found. */
+static int search(const clremat_gemm_blocks *blocks, int tA, int tB, int64_t M, int64_t N, int64_t K, int64_t batch,
+                  int actA, int small, int64_t max_iterations, int fewest, clremat_gemm_split *out)
 {
     const int64_t cu = blocks->compute_units > 0 ? blocks->compute_units : 1;
     const int64_t kk = K > 0 ? K : 1, nb = batch > 0 ? batch : 1;
     const double pack_a = tA ? PACK_COPY : PACK_TRANSPOSE, pack_b = tB ? PACK_TRANSPOSE : PACK_COPY;
-    const double flop_per_unit = 2.0 * (double)M * (double)N * (double)kk * (double)nb / (double)cu;
-    const int small = flop_per_unit < SMALL_LAUNCH;
     const int64_t top = (M + blocks->mr - 1) / blocks->mr * blocks->mr; /* M in whole tiles */
     double best = -1.0;
-    out->bm = blocks->mr;
-    out->bn = blocks->nr;
-    out->groups = 1;
-    if (M <= 0 || N <= 0)
-        return;
     /* every column block size that halving the compiled one gives (the
      * even split of N: fewer, wider blocks pack A less often, more of them
      * give small N work-groups for every unit), and every row block size
@@ -74,16 +100,21 @@ void clremat_gemm_split_choose(const clremat_gemm_blocks *blocks, int tA, int tB
             for (int64_t g = 1; g <= (actA || small ? 1 : cb); g++) {
                 const int64_t per = (cb + g - 1) / g, w = rb * g * nb;
                 const double cols = (double)(per * bn < N ? per * bn : N);
+                const int64_t steps = split_iterations(blocks, N, K, bm, bn, g);
                 double t;
                 if ((cb + per - 1) / per != g) /* a column group would be empty */
                     continue;
-                if (g > 1 && w > 4 * cu) /* enough work-groups already: more only pack A again */
+                if (g > 1 && w > 4 * cu && !fewest) /* enough work-groups already: more only pack A again */
                     break;
+                if (max_iterations > 0 && steps > max_iterations && !fewest)
+                    continue;
                 /* the busiest unit's work-groups (whole rounds of cu), plus one
                  * for a unit that starts late on a small launch, each its
                  * multiply-adds and packing at the largest block's size */
-                t = ((double)((w + cu - 1) / cu) + (small ? 1.0 : 0.0)) *
-                    (2.0 * bm * cols * (double)kk + pack_a * (double)bm * (double)kk + pack_b * (double)kk * cols);
+                t = fewest ? (double)steps
+                           : ((double)((w + cu - 1) / cu) + (small ? 1.0 : 0.0)) *
+                                 (2.0 * bm * cols * (double)kk + pack_a * (double)bm * (double)kk +
+                                  pack_b * (double)kk * cols);
                 if (best < 0.0 || t < best) {
                     best = t;
                     out->bm = bm;
@@ -93,4 +124,25 @@ void clremat_gemm_split_choose(const clremat_gemm_blocks *blocks, int tA, int tB
             }
         }
     }
+    return best >= 0.0;
+}
+
+void clremat_gemm_split_choose(const clremat_gemm_blocks *blocks, int tA, int tB, int64_t M, int64_t N, int64_t K,
+                               int64_t batch, int actA, clremat_gemm_split *out)
+{
+    const int64_t cu = blocks->compute_units > 0 ? blocks->compute_units : 1;
+    const double flop_per_unit = 2.0 * (double)M * (double)N * (double)(K > 0 ? K : 1) *
+                                 (double)(batch > 0 ? batch : 1) / (double)cu;
+    const int small = flop_per_unit < SMALL_LAUNCH;
+    out->bm = blocks->mr;
+    out->bn = blocks->nr;
+    out->groups = 1;
+    if (M <= 0 || N <= 0)
+        return;
+    /* under a loop budget a small launch may need column blocks too; where
+     * no split keeps within it, the one of fewest iterations (the caller
+     * refuses to run it: clremat_gemm_split_iterations) */
+    if (!search(blocks, tA, tB, M, N, K, batch, actA, small, blocks->max_iterations, 0, out) &&
+        !search(blocks, tA, tB, M, N, K, batch, actA, 0, blocks->max_iterations, 0, out))
+        search(blocks, tA, tB, M, N, K, batch, actA, 0, 0, 1, out);
 }

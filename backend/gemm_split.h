@@ -15,6 +15,7 @@ typedef struct {
     int64_t compute_units; /**< CL_DEVICE_MAX_COMPUTE_UNITS (PoCL: worker threads) */
     int mr, nr;            /**< the register tile: rows (6 or 12) and columns (16 or 32) */
     int mc, nc;            /**< the largest row and column blocks local memory holds */
+    int64_t max_iterations; /**< the most loop iterations a work-item may run in all (Mesa's llvmpipe); 0: no limit */
 } clremat_gemm_blocks;
 
 /** One launch's split: work-group (g, r, b) computes rows [r*bm, r*bm+bm)
@@ -34,8 +35,16 @@ typedef struct {
  * once per column group, B once per row block; a gathering pack costs
  * twice a copying one); the launch takes its busiest compute unit's whole
  * rounds of work-groups, plus one work-group on a launch small enough that
- * a unit waking late decides its time (gemm_split.c). */
+ * a unit waking late decides its time (gemm_split.c). With max_iterations,
+ * only splits whose work-items stay within it; where none does, the split
+ * of fewest, which the caller must not run (clremat_gemm_split_iterations). */
 void clremat_gemm_split_choose(const clremat_gemm_blocks *blocks, int tA, int tB, int64_t M, int64_t N, int64_t K,
                                int64_t batch, int actA, clremat_gemm_split *out);
+
+/** The loop iterations (estimated from measurements on llvmpipe:
+ * gemm_split.c) the work-item of split s's largest work-group runs, to hold
+ * against blocks->max_iterations. */
+int64_t clremat_gemm_split_iterations(const clremat_gemm_blocks *blocks, int64_t N, int64_t K,
+                                      const clremat_gemm_split *s);
 
 #endif

@@ -44,6 +44,8 @@ static char *read_file(const char *path, const char *what, size_t *len)
 }
 
 #define BUILD_OPTIONS "-cl-std=CL1.2"
+/* loop iterations a work-item of Mesa's llvmpipe runs in all before it leaves its loops */
+#define LLVMPIPE_LOOP_BUDGET 65535
 
 /* Native GEMM blocks (kernels.cl, clremat_gemm_cpu: GC_MC x GC_KC of A and
  * GC_KC x GC_NC of B in local memory), largest first: the first whose
@@ -108,6 +110,13 @@ static int choose_build_options(clremat_ctx *ctx)
      * build, took 63 s with them against 27 s, and the test runs there take
      * the CLBlast path (no direct convolution). */
     const int mesa = strstr(ctx->info.platform, "rusticl") || strstr(ctx->info.platform, "Clover");
+    /* Mesa's llvmpipe (gallivm) counts every loop iteration of a
+     * work-item against one budget of 65535 and then leaves the loops,
+     * silently: measured with a one-loop kernel on rusticl (Debian 12's
+     * Mesa 22.3), which returned 65535 for 70000 iterations. The native
+     * GEMM's work-groups are sized to stay within three quarters of it by
+     * an estimate of their iterations (clremat_gemm_split_choose). */
+    ctx->gemm_max_iterations = mesa && strstr(ctx->info.name, "llvmpipe") ? LLVMPIPE_LOOP_BUDGET / 4 * 3 : 0;
     /* Contraction off (kernels.cl, CLREMAT_CONTRACT_OFF) everywhere but on
      * Mesa, whose llvmpipe kernels disagreed with each other that way.
      * Division and sqrt correctly rounded where the device offers it: OpenCL
