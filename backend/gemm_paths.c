@@ -96,13 +96,15 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     clremat_gemm_split split;
     cl_int bm, bn;
     clremat_gemm_split_choose(&blocks, tA, tB, M, N, K, batch, actA, &split);
-    if (blocks.max_iterations > 0 && clremat_gemm_split_iterations(&blocks, N, K, &split) > blocks.max_iterations)
-        return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE,
-                            "native GEMM %lldx%lldx%lld: a work-item would run about %lld loop iterations; this "
-                            "device (%s) leaves a work-item's loops after 65535 (Mesa's llvmpipe), so the product "
-                            "would come out wrong; use the CLBlast path (--gemm clblast)",
-                            (long long)M, (long long)N, (long long)K,
-                            (long long)clremat_gemm_split_iterations(&blocks, N, K, &split), ctx->info.name);
+    if (blocks.max_iterations > 0) {
+        const int64_t iterations = clremat_gemm_split_iterations(&blocks, N, K, &split);
+        if (iterations > blocks.max_iterations)
+            return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE,
+                                "native GEMM %lldx%lldx%lld: a work-item would run about %lld loop iterations; "
+                                "this device (%s) leaves a work-item's loops after 65535 (Mesa's llvmpipe), so the "
+                                "product would come out wrong; use the CLBlast path (--gemm clblast)",
+                                (long long)M, (long long)N, (long long)K, (long long)iterations, ctx->info.name);
+    }
     bm = split.bm;
     bn = split.bn;
     global[0] = (size_t)split.groups;

@@ -13,17 +13,19 @@
  * A launch of fewer than SMALL_LAUNCH FLOPs a compute unit is split by
  * rows only, and the model charges it one work-group more than its
  * busiest unit's rounds: there the wake-up of PoCL's worker threads is a
- * large part of the time (256 cubed: 100 GFLOP/s as one work-group on two
- * threads, 115-150 as two or four), a unit starting late finishes a
+ * large part of the time (256 cubed: 95-102 GFLOP/s as one work-group on
+ * two threads, 114-149 as two or four), a unit starting late finishes a
  * work-group after the others, and smaller work-groups shorten that where
  * packing allows.
  *
  * Fitted to alternating runs on PoCL (2 threads, AVX-512, 12 x 32 tile;
  * bench/README.md, "the native GEMM's split"). Above SMALL_LAUNCH the
  * choices on the benchmark's shapes are the same for PACK_COPY from 25 to
- * 200 and every one measured at least as fast as the rule before. Small
- * launches: 256 cubed (16.8 MFLOP a unit) ran 15% faster as four row
- * blocks of 72 than as two of 132 or as 2 x 2 blocks of 132 x 128; 384
+ * 200, and none measured slower than the rule before beyond the
+ * method's scatter (0.98-0.99). Small launches: 256 cubed (16.8 MFLOP a
+ * unit) ran 2-15% faster as four row blocks of 72 than as two of 132 in
+ * three alternating runs (two runs with POCL_AFFINITY=1 went 1-2% the
+ * other way), and 15% faster than as 2 x 2 blocks of 132 x 128; 384
  * cubed (28.3) faster as two row blocks of 192 than as four of 96;
  * 2048x64x64 as 16 row blocks than as 4; 64x64x2048 (A^T) as two row
  * blocks of 36 than as six of 12, each repacking B's 2048 x 64. */
@@ -47,8 +49,9 @@ static int even_block(int64_t n, int maxb, int unit)
  * (rusticl, Debian 12), the device whose loop budget this counts against,
  * with one-work-group GEMMs of growing K: one 6 x 16 tile ran correctly up
  * to K = 19351 (3.4 iterations a k), 8 x 4 tiles to 1009 (65 a k); one
- * 12 x 32 tile to 3939 (16.6), 4 x 2 to 554 (118): its 12-row loop stays
- * rolled. The figures here are above every measurement. */
+ * 12 x 32 tile to 3939 (16.6), 4 x 2 to 554 (118): probably its 12-row
+ * loop left rolled (inferred from the count, not read from the compiled
+ * code). The figures here are above every measurement. */
 #define ITER_PER_K 2
 static int64_t iter_per_tile_k(const clremat_gemm_blocks *blocks)
 {
@@ -100,7 +103,8 @@ static int search(const clremat_gemm_blocks *blocks, int tA, int tB, int64_t M, 
             for (int64_t g = 1; g <= (actA || small ? 1 : cb); g++) {
                 const int64_t per = (cb + g - 1) / g, w = rb * g * nb;
                 const double cols = (double)(per * bn < N ? per * bn : N);
-                const int64_t steps = split_iterations(blocks, N, K, bm, bn, g);
+                /* a work-item's loop iterations, where a budget or fewest asks for them */
+                const int64_t steps = fewest || max_iterations > 0 ? split_iterations(blocks, N, K, bm, bn, g) : 0;
                 double t;
                 if ((cb + per - 1) / per != g) /* a column group would be empty */
                     continue;
