@@ -550,8 +550,8 @@ int seq_clamp_id(const float f, const int n)
     const int d = get_global_id(0);                                                                                \
     if (d >= D)                                                                                                    \
         return;                                                                                                    \
-    float sg = 0.0f, sb = 0.0f;                                                                                    \
-    for (int r = 0; r < rows; r++) {                                                                               \
+    float sg = r0 > 0 ? dgamma[d] : 0.0f, sb = r0 > 0 ? dbeta[d] : 0.0f;                                           \
+    for (int r = r0; r < rows; r++) {                                                                              \
         const size_t i = (size_t)r * D + d;                                                                        \
         sg += LN_DY(i) * (LN_X(i) - stats[2 * r]) * stats[2 * r + 1];                                              \
         sb += LN_DY(i);                                                                                            \
@@ -586,9 +586,13 @@ __kernel void ln_backward_dx(const int rows, const int D, const int acc, __globa
 }
 
 /* Layernorm parameter gradients, one work-item per column d, rows in order:
- * dgamma[d] = sum dy * xhat, dbeta[d] = sum dy. */
+ * dgamma[d] = sum dy * xhat, dbeta[d] = sum dy, over rows [r0, rows): from
+ * r0 > 0 on, continuing the sums already in dgamma and dbeta (the launcher
+ * splits the rows on a device with a loop budget, loop_budget.h; the same
+ * for the other row sums of the normalizations below). */
 __kernel void ln_backward_params(const int rows, const int D, __global const float *x, __global const float *stats,
-                                 __global const float *dy, __global float *dgamma, __global float *dbeta)
+                                 __global const float *dy, __global float *dgamma, __global float *dbeta,
+                                 const int r0)
 {
     CLREMAT_LN_BACKWARD_PARAMS_BODY
 }
@@ -621,10 +625,13 @@ __kernel void emb_forward(const int ntok, const int dim, const int vocab, const 
         out[i] = emb_value(i, dim, vocab, T, positions, ids, table, pos);
 }
 
-/* Embedding table gradient, one work-item per vocabulary row: scans every
- * token in order and adds the rows of dout whose id is this row. */
+/* Embedding table gradient, one work-item per vocabulary row: scans the
+ * tokens [t0, ntok) in order and adds the rows of dout whose id is this
+ * row (the launcher splits the tokens into ranges on a device with a loop
+ * budget, loop_budget.h: the later ranges take emb_backward_table_acc,
+ * which adds to the same floats in the same order). */
 __kernel void emb_backward_table(const int ntok, const int dim, const int vocab, __global const float *ids,
-                                 __global const float *dout, __global float *gtable)
+                                 __global const float *dout, __global float *gtable, const int t0)
 {
     const int v = get_global_id(0);
     if (v >= vocab)
@@ -632,7 +639,7 @@ __kernel void emb_backward_table(const int ntok, const int dim, const int vocab,
     __global float *g = gtable + (size_t)v * dim;
     for (int d = 0; d < dim; d++)
         g[d] = 0.0f;
-    for (int tok = 0; tok < ntok; tok++) {
+    for (int tok = t0; tok < ntok; tok++) {
         if (seq_clamp_id(ids[tok], vocab) != v)
             continue;
         __global const float *src = dout + (size_t)tok * dim;
@@ -847,19 +854,22 @@ __kernel void mse_backward(const int n, const int acc, __global const float *p, 
 }
 
 /* Loss result, one work-item: out[0] = sum of part[0..n) / divisor; out[1] =
- * sum of part[n..2n) when has_correct, else 0. Sums in index order. */
+ * sum of part[n..2n) when has_correct, else 0. Sums in index order, over
+ * [i0, i1) a launch: from i0 > 0 on continuing the sums already in out, and
+ * dividing only at i1 = n (the launcher splits the range on a device with a
+ * loop budget, loop_budget.h). */
 __kernel void seq_loss_finish(const int n, const int has_correct, const float divisor, __global const float *part,
-                              __global float *out)
+                              __global float *out, const int i0, const int i1)
 {
     if (get_global_id(0) != 0)
         return;
-    float s = 0.0f, k = 0.0f;
-    for (int i = 0; i < n; i++)
+    float s = i0 > 0 ? out[0] : 0.0f, k = i0 > 0 ? out[1] : 0.0f;
+    for (int i = i0; i < i1; i++)
         s += part[i];
     if (has_correct)
-        for (int i = 0; i < n; i++)
+        for (int i = i0; i < i1; i++)
             k += part[n + i];
-    out[0] = s / divisor;
+    out[0] = i1 < n ? s : s / divisor;
     out[1] = k;
 }
 
@@ -2033,13 +2043,13 @@ __kernel void rms_backward_dx(const int rows, const int D, const int acc, __glob
 /* RMSNorm scale gradient, one work-item per column d, rows in order:
  * dscale[d] = sum dy * x * rstd. */
 __kernel void rms_backward_scale(const int rows, const int D, __global const float *x, __global const float *rstd,
-                                 __global const float *dy, __global float *dscale)
+                                 __global const float *dy, __global float *dscale, const int r0)
 {
     const int d = get_global_id(0);
     if (d >= D)
         return;
-    float s = 0.0f;
-    for (int r = 0; r < rows; r++)
+    float s = r0 > 0 ? dscale[d] : 0.0f;
+    for (int r = r0; r < rows; r++)
         s += dy[(size_t)r * D + d] * (x[(size_t)r * D + d] * rstd[r]);
     dscale[d] = s;
 }
@@ -2084,13 +2094,13 @@ __kernel void mul_acc(const int n, const int acc, __global float *dst, __global 
  * projection whose backward wrote gtable first): one work-item per vocab
  * row, tokens in order, as emb_backward_table without the zeroing. */
 __kernel void emb_backward_table_acc(const int ntok, const int dim, const int vocab, __global const float *ids,
-                                     __global const float *dout, __global float *gtable)
+                                     __global const float *dout, __global float *gtable, const int t0)
 {
     const int v = get_global_id(0);
     if (v >= vocab)
         return;
     __global float *g = gtable + (size_t)v * dim;
-    for (int tok = 0; tok < ntok; tok++) {
+    for (int tok = t0; tok < ntok; tok++) {
         if (seq_clamp_id(ids[tok], vocab) != v)
             continue;
         __global const float *src = dout + (size_t)tok * dim;
@@ -3556,12 +3566,28 @@ inline float8 clremat_colsum_ld8(__global const uchar *x, const int fmt, const l
 }
 
 /* The sums of the nb (0 to 8) whole blocks of eight columns from c0 into
- * s[0..nb). The tests of nb are the same for every row: predicted
- * branches on a CPU, uniform ones on a GPU. */
+ * s[0..nb), each starting from 0 or, with `from` (not NULL), from its
+ * value there: a launch over the next rows continues the sums of the
+ * launch before (the launcher splits the rows on a device with a loop
+ * budget, loop_budget.h), the same floats added in the same order. The
+ * tests of nb are the same for every row: predicted branches on a CPU,
+ * uniform ones on a GPU. */
 inline void clremat_colsum_blocks(const int rows, const int ld, const long off, const int fmt,
-                                  __global const uchar *x, const int c0, const int nb, float8 *s)
+                                  __global const uchar *x, const int c0, const int nb, float8 *s,
+                                  __global const float *from)
 {
     float8 a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f, a4 = 0.0f, a5 = 0.0f, a6 = 0.0f, a7 = 0.0f;
+    if (from) {
+        const __global float *f = from + c0;
+        a0 = nb > 0 ? vload8(0, f) : a0;
+        a1 = nb > 1 ? vload8(1, f) : a1;
+        a2 = nb > 2 ? vload8(2, f) : a2;
+        a3 = nb > 3 ? vload8(3, f) : a3;
+        a4 = nb > 4 ? vload8(4, f) : a4;
+        a5 = nb > 5 ? vload8(5, f) : a5;
+        a6 = nb > 6 ? vload8(6, f) : a6;
+        a7 = nb > 7 ? vload8(7, f) : a7;
+    }
     if (nb > 0)
         for (int r = 0; r < rows; r++) {
             const long o = off + (long)r * ld + c0;
@@ -3584,11 +3610,11 @@ inline void clremat_colsum_blocks(const int rows, const int ld, const long off, 
     s[0] = a0, s[1] = a1, s[2] = a2, s[3] = a3, s[4] = a4, s[5] = a5, s[6] = a6, s[7] = a7;
 }
 
-/* The sum of column c alone. */
+/* The sum of column c alone, from a0. */
 inline float clremat_colsum_one(const int rows, const int ld, const long off, const int fmt, __global const uchar *x,
-                                const int c)
+                                const int c, const float a0)
 {
-    float a = 0.0f;
+    float a = a0;
     for (int r = 0; r < rows; r++) {
         const long i = off + (long)r * ld + c;
         a += fmt ? clremat_ld16(x, fmt, i) : ((__global const float *)x)[i];
@@ -3605,17 +3631,19 @@ inline int clremat_colsum_span(const int cols, const int blocks, int *nb, int *e
     return c0;
 }
 
+/* resume: continue the sums already in y (rows after those of the launch
+ * before) instead of starting from 0. */
 inline void clremat_colsum_store(const int rows, const int cols, const int ld, const long off, const int blocks,
-                                 const int fmt, __global const uchar *x, __global float *y)
+                                 const int fmt, __global const uchar *x, __global float *y, const int resume)
 {
     float8 s[CLREMAT_COLSUM_WIDE];
     int nb, end;
     const int c0 = clremat_colsum_span(cols, blocks, &nb, &end);
-    clremat_colsum_blocks(rows, ld, off, fmt, x, c0, nb, s);
+    clremat_colsum_blocks(rows, ld, off, fmt, x, c0, nb, s, resume ? y : (__global const float *)0);
     for (int b = 0; b < nb; b++)
         vstore8(s[b], 0, y + c0 + 8 * b);
     for (int c = c0 + 8 * nb; c < end; c++)
-        y[c] = clremat_colsum_one(rows, ld, off, fmt, x, c);
+        y[c] = clremat_colsum_one(rows, ld, off, fmt, x, c, resume ? y[c] : 0.0f);
 }
 
 inline void clremat_colsum_upd(const int rows, const int cols, const int blocks, const int fmt,
@@ -3625,23 +3653,23 @@ inline void clremat_colsum_upd(const int rows, const int cols, const int blocks,
     float8 s[CLREMAT_COLSUM_WIDE];
     int nb, end;
     const int c0 = clremat_colsum_span(cols, blocks, &nb, &end);
-    clremat_colsum_blocks(rows, cols, 0, fmt, x, c0, nb, s);
+    clremat_colsum_blocks(rows, cols, 0, fmt, x, c0, nb, s, (__global const float *)0);
     for (int b = 0; b < nb; b++)
         clremat_opt_cols8(kind, hp, s[b], p, s0, s1, c0 + 8 * b);
     for (int c = c0 + 8 * nb; c < end; c++)
-        clremat_opt1(kind, hp, clremat_colsum_one(rows, cols, 0, fmt, x, c), p, s0, s1, c);
+        clremat_opt1(kind, hp, clremat_colsum_one(rows, cols, 0, fmt, x, c, 0.0f), p, s0, s1, c);
 }
 
 __kernel void clremat_colsum8(const int rows, const int cols, const int ld, const int off, const int blocks,
-                              __global const float *x, __global float *y)
+                              __global const float *x, __global float *y, const int resume)
 {
-    clremat_colsum_store(rows, cols, ld, off, blocks, 0, (__global const uchar *)x, y);
+    clremat_colsum_store(rows, cols, ld, off, blocks, 0, (__global const uchar *)x, y, resume);
 }
 
 __kernel void clremat_colsum8_16(const int rows, const int cols, const int ld, const int off, const int blocks,
-                                 const int fmt, __global const uchar *x, __global float *y)
+                                 const int fmt, __global const uchar *x, __global float *y, const int resume)
 {
-    clremat_colsum_store(rows, cols, ld, off, blocks, fmt, x, y);
+    clremat_colsum_store(rows, cols, ld, off, blocks, fmt, x, y, resume);
 }
 
 __kernel void clremat_colsum8_upd(const int rows, const int cols, const int blocks, __global const float *x,
@@ -3683,7 +3711,7 @@ __kernel void emb_forward16(const int ntok, const int dim, const int vocab, cons
 
 __kernel void emb_backward_table16(const int ntok, const int dim, const int vocab, const int acc,
                                    __global const float *ids, const int fmt, __global const uchar *dout,
-                                   __global float *gtable)
+                                   __global float *gtable, const int t0)
 {
     const int v = get_global_id(0);
     if (v >= vocab)
@@ -3692,7 +3720,7 @@ __kernel void emb_backward_table16(const int ntok, const int dim, const int voca
     if (!acc)
         for (int d = 0; d < dim; d++)
             g[d] = 0.0f;
-    for (int tok = 0; tok < ntok; tok++) {
+    for (int tok = t0; tok < ntok; tok++) {
         if (seq_clamp_id(ids[tok], vocab) != v)
             continue;
         int d = 0; /* eight columns at a time (one vector widening), each column's sum in token order */
@@ -3895,13 +3923,13 @@ __kernel void ln_backward_dx_act(const int rows, const int D, const int acc, __g
 
 __kernel void ln_backward_params_act(const int rows, const int D, __global const float *pre,
                                      __global const float *stats, __global const float *dy, __global float *dgamma,
-                                     __global float *dbeta, const int act)
+                                     __global float *dbeta, const int act, const int r0)
 {
     const int d = get_global_id(0);
     if (d >= D)
         return;
-    float sg = 0.0f, sb = 0.0f;
-    for (int r = 0; r < rows; r++) {
+    float sg = r0 > 0 ? dgamma[d] : 0.0f, sb = r0 > 0 ? dbeta[d] : 0.0f;
+    for (int r = r0; r < rows; r++) {
         const size_t i = (size_t)r * D + d;
         sg += dy[i] * (clremat_act1(act, pre[i]) - stats[2 * r]) * stats[2 * r + 1];
         sb += dy[i];
@@ -4385,8 +4413,8 @@ void clremat_stf(__global uchar *p, const int fmt, const size_t i, const float v
     if (c0 >= D)                                                                                                   \
         return;                                                                                                    \
     if (c0 + 8 <= D) {                                                                                             \
-        float8 sg = 0.0f, sb = 0.0f;                                                                               \
-        for (int r = 0; r < rows; r++) {                                                                           \
+        float8 sg = r0 > 0 ? vload8(0, dgamma + c0) : 0.0f, sb = r0 > 0 ? vload8(0, dbeta + c0) : 0.0f;            \
+        for (int r = r0; r < rows; r++) {                                                                          \
             const int i = r * D + c0;                                                                              \
             const float8 dyv = clremat_ldf8(dy, fdy, i, i + 8);                                                    \
             sg += dyv * (clremat_ldf8(x, fx, i, i + 8) - stats[2 * r]) * stats[2 * r + 1];                         \
@@ -4396,8 +4424,8 @@ void clremat_stf(__global uchar *p, const int fmt, const size_t i, const float v
         vstore8(sb, 0, dbeta + c0);                                                                                \
     } else                                                                                                         \
         for (int d = c0; d < D; d++) {                                                                             \
-            float sg = 0.0f, sb = 0.0f;                                                                            \
-            for (int r = 0; r < rows; r++) {                                                                       \
+            float sg = r0 > 0 ? dgamma[d] : 0.0f, sb = r0 > 0 ? dbeta[d] : 0.0f;                                   \
+            for (int r = r0; r < rows; r++) {                                                                      \
                 const int i = r * D + d;                                                                           \
                 sg += clremat_ldf(dy, fdy, i) * (clremat_ldf(x, fx, i) - stats[2 * r]) * stats[2 * r + 1];         \
                 sb += clremat_ldf(dy, fdy, i);                                                                     \
@@ -4441,7 +4469,7 @@ __kernel void ln_backward_dx16(const int rows, const int D, const int acc, const
 
 __kernel void ln_backward_params16(const int rows, const int D, const int fx_, __global const uchar *x,
                                    __global const float *stats, const int fdy_, __global const uchar *dy,
-                                   __global float *dgamma, __global float *dbeta)
+                                   __global float *dgamma, __global float *dbeta, const int r0)
 {
     if (fx_ == 2 && fdy_ == 2) {
         const int fx = 2, fdy = 2;

@@ -63,9 +63,13 @@ struct clremat_ctx {
     /* its register tile (GC_MR x GC_NR): 12 x 32 on devices with 16-wide
      * native float vectors (AVX-512), else 6 x 16 */
     int gemm_mr, gemm_nr;
-    /* the most loop iterations one native GEMM work-item may run, 0 for
-     * no limit: Mesa's llvmpipe ends every work-item's loops after 65535
-     * iterations in all (backend/program.c) */
+    /* the most loop iterations one work-item may run, 0 for no limit:
+     * Mesa's llvmpipe ends every work-item's loops after 65535 iterations in
+     * all (backend/program.c, loop_budget.h; $CLREMAT_LOOP_BUDGET may set a
+     * smaller one on any device, to test the split launches) */
+    int64_t loop_budget;
+    int loop_budget_env;            /**< 1: loop_budget is $CLREMAT_LOOP_BUDGET's */
+    /* the native GEMM's share of it (three quarters), 0 for no limit */
     int64_t gemm_max_iterations;
     char build_options[256];        /**< clBuildProgram options of the program */
     /* memory-efficient attention's tile limits (attention_flash.c), read

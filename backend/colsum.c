@@ -3,6 +3,7 @@
  * at on each device. */
 #include "colsum.h"
 #include "kernel_run.h"
+#include "loop_budget.h"
 #include <string.h>
 
 int clremat_colsum_blocks(const clremat_ctx *ctx, int64_t cols)
@@ -28,7 +29,7 @@ int clremat_colsum(clremat_ctx *ctx, const char *who, int64_t rows, int64_t cols
     cl_int ir = (cl_int)rows, ic = (cl_int)cols, ild = (cl_int)ld, ioff = (cl_int)off;
     cl_int ib = clremat_colsum_blocks(ctx, cols), ifmt = fmt;
     cl_mem mx, my;
-    int st;
+    int st = CLREMAT_OK;
     const int64_t span = rows > 0 ? off + (rows - 1) * ld + cols : 0; /* elements of x read */
     if (cols < 1)
         return CLREMAT_OK;
@@ -46,11 +47,33 @@ int clremat_colsum(clremat_ctx *ctx, const char *who, int64_t rows, int64_t cols
         return st;
     mx = clremat_mem(x);
     my = clremat_mem(y);
-    if (fmt)
-        return clremat_run1d(ctx, "clremat_colsum8_16", clremat_colsum_items(ctx, cols), sizeof ir, &ir, sizeof ic,
-                             &ic, sizeof ild, &ild, sizeof ioff, &ioff, sizeof ib, &ib, sizeof ifmt, &ifmt, sizeof mx,
-                             &mx, sizeof my, &my, (size_t)0);
-    return clremat_run1d(ctx, "clremat_colsum8", clremat_colsum_items(ctx, cols), sizeof ir, &ir, sizeof ic, &ic,
-                         sizeof ild, &ild, sizeof ioff, &ioff, sizeof ib, &ib, sizeof mx, &mx, sizeof my, &my,
-                         (size_t)0);
+    /* rows [r0, r0 + chunk) a launch: all of them, or under a loop budget
+     * as many as keep a work-item within it, each launch continuing the
+     * sums of the one before (the same bits as one launch) */
+    const int64_t chunk = rows > 0 ? clremat_colsum_rows_per_launch(ctx, rows, cols) : 0;
+    for (int64_t r0 = 0; st == CLREMAT_OK; r0 += chunk) {
+        const int64_t n = rows - r0 < chunk ? rows - r0 : chunk, o = off + r0 * ld;
+        cl_int resume = r0 > 0;
+        if (o > 2147483647)
+            return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "%s: column sums of %lld x %lld from offset %lld",
+                                who, (long long)rows, (long long)cols, (long long)o);
+        ir = (cl_int)n, ioff = (cl_int)o;
+        if (fmt)
+            st = clremat_run1d(ctx, "clremat_colsum8_16", clremat_colsum_items(ctx, cols), sizeof ir, &ir, sizeof ic,
+                               &ic, sizeof ild, &ild, sizeof ioff, &ioff, sizeof ib, &ib, sizeof ifmt, &ifmt,
+                               sizeof mx, &mx, sizeof my, &my, sizeof resume, &resume, (size_t)0);
+        else
+            st = clremat_run1d(ctx, "clremat_colsum8", clremat_colsum_items(ctx, cols), sizeof ir, &ir, sizeof ic,
+                               &ic, sizeof ild, &ild, sizeof ioff, &ioff, sizeof ib, &ib, sizeof mx, &mx,
+                               sizeof my, &my, sizeof resume, &resume, (size_t)0);
+        if (r0 + n >= rows)
+            break;
+    }
+    return st;
+}
+
+int64_t clremat_colsum_rows_per_launch(const clremat_ctx *ctx, int64_t rows, int64_t cols)
+{
+    const int64_t tail = cols % 8; /* the iterations of loop_budget.c's colsum_iters */
+    return clremat_loop_chunk(ctx, 16 + tail, 1 + tail, rows);
 }

@@ -24,4 +24,10 @@ int64_t clremat_colsum_items(const clremat_ctx *ctx, int64_t cols);
 int clremat_colsum(clremat_ctx *ctx, const char *who, int64_t rows, int64_t cols, int64_t ld, int64_t off,
                    const clremat_buf *x, int fmt, clremat_buf *y);
 
+/** Rows one column-sum launch over cols columns takes: all rows, or on a
+ * device with a loop budget (loop_budget.h) as many as keep a work-item
+ * within it; clremat_colsum splits longer sums into such launches, and a
+ * fused bias update (clremat_colsum_update) runs only where this is rows. */
+int64_t clremat_colsum_rows_per_launch(const clremat_ctx *ctx, int64_t rows, int64_t cols);
+
 #endif

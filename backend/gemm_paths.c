@@ -72,8 +72,9 @@ static int check_args(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     return check_args_fmt(ctx, tA, tB, M, N, K, A, 0, offA, lda, sa, B, 0, offB, ldb, sb, C, offC, ldc, sc, batch);
 }
 
-/* The native kernel, optionally with the dense epilogue (bias, act, out). */
-static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
+/* The native kernel over the whole of K, optionally with the dense
+ * epilogue (bias, act, out). */
+static int run_native_one(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
                       const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa, const clremat_buf *B,
                       int64_t offB, int64_t ldb, int64_t sb, float beta, clremat_buf *C, int64_t offC, int64_t ldc,
                       int64_t sc, int64_t batch, int epi, const clremat_buf *bias, int act, clremat_buf *out,
@@ -98,12 +99,19 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     clremat_gemm_split_choose(&blocks, tA, tB, M, N, K, batch, actA, &split);
     if (blocks.max_iterations > 0) {
         const int64_t iterations = clremat_gemm_split_iterations(&blocks, N, K, &split);
+        if (iterations > blocks.max_iterations && ctx->loop_budget_env)
+            return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE,
+                                "native GEMM %lldx%lldx%lld: a work-item would run about %lld loop iterations, over "
+                                "the GEMM's %lld of the budget set by CLREMAT_LOOP_BUDGET",
+                                (long long)M, (long long)N, (long long)K, (long long)iterations,
+                                (long long)blocks.max_iterations);
         if (iterations > blocks.max_iterations)
             return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE,
                                 "native GEMM %lldx%lldx%lld: a work-item would run about %lld loop iterations; "
-                                "this device (%s) leaves a work-item's loops after 65535 (Mesa's llvmpipe), so the "
+                                "this device (%s) leaves a work-item's loops after %lld (Mesa's llvmpipe), so the "
                                 "product would come out wrong; use the CLBlast path (--gemm clblast)",
-                                (long long)M, (long long)N, (long long)K, (long long)iterations, ctx->info.name);
+                                (long long)M, (long long)N, (long long)K, (long long)iterations, ctx->info.name,
+                                (long long)ctx->loop_budget);
     }
     bm = split.bm;
     bn = split.bn;
@@ -122,11 +130,72 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
                        &ifC, sizeof iaccC, &iaccC, sizeof mC16, &mC16, sizeof ikeep, &ikeep, (size_t)0);
 }
 
+/* The k-blocks (of ctx->gemm_kc) one launch of an M x N x K product may
+ * take under the native GEMM's share of a loop budget: all of them
+ * without a budget or where the whole product keeps within it, else the
+ * most whose split keeps within it (0: not even one). */
+static int64_t native_kblocks_per_launch(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K,
+                                         int64_t batch, int actA)
+{
+    const clremat_gemm_blocks blocks = {ctx->info.compute_units, ctx->gemm_mr, ctx->gemm_nr, ctx->gemm_mc,
+                                        ctx->gemm_nc, ctx->gemm_max_iterations};
+    const int64_t nkb = K > 0 ? (K + ctx->gemm_kc - 1) / ctx->gemm_kc : 1;
+    int64_t lo = 0, hi = nkb;
+    if (blocks.max_iterations <= 0)
+        return nkb;
+    while (lo < hi) { /* the largest count whose split keeps within (monotone in K) */
+        const int64_t mid = (lo + hi + 1) / 2, k = mid * ctx->gemm_kc < K ? mid * ctx->gemm_kc : K;
+        clremat_gemm_split split;
+        clremat_gemm_split_choose(&blocks, tA, tB, M, N, k, batch, actA, &split);
+        if (clremat_gemm_split_iterations(&blocks, N, k, &split) <= blocks.max_iterations)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* The native kernel. Under a loop budget a K too long for one launch is
+ * split at k-block boundaries into launches in K order, the first with
+ * beta, the later ones adding into C (beta 1): the kernel adds each k-block
+ * after the first to the C it stored (v = C + alpha c), and a launch's first
+ * k-block with beta 1 computes alpha c + C, the same float, so the parts
+ * give the same bits as one launch. The parts before the last store plain
+ * float32 partial sums into C, as the kernel does between k-blocks (with a
+ * 16-bit result C is its float32 scratch); the last part applies the
+ * epilogue (bias, activation, the 16-bit rounding). The fused optimizer
+ * update (epi 2) takes one k-block and never splits. */
+static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
+                      const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa, const clremat_buf *B,
+                      int64_t offB, int64_t ldb, int64_t sb, float beta, clremat_buf *C, int64_t offC, int64_t ldc,
+                      int64_t sc, int64_t batch, int epi, const clremat_buf *bias, int act, clremat_buf *out,
+                      const clremat_buf *s1, const float hp[8], int okind, int actA, const clremat_gemm16_fmt *f16)
+{
+    const int64_t kb = ctx->gemm_max_iterations > 0 && epi != 2 && K > ctx->gemm_kc
+                           ? native_kblocks_per_launch(ctx, tA, tB, M, N, K, batch, actA)
+                           : 0;
+    const int64_t kpart = kb * ctx->gemm_kc;
+    clremat_gemm16_fmt partial = {f16 ? f16->fA : 0, f16 ? f16->fB : 0, 0, 0, NULL, 0};
+    int st = CLREMAT_OK;
+    if (kpart <= 0 || kpart >= K)
+        return run_native_one(ctx, tA, tB, M, N, K, alpha, A, offA, lda, sa, B, offB, ldb, sb, beta, C, offC, ldc,
+                              sc, batch, epi, bias, act, out, s1, hp, okind, actA, f16);
+    for (int64_t k0 = 0; st == CLREMAT_OK && k0 < K; k0 += kpart) {
+        const int64_t kn = K - k0 < kpart ? K - k0 : kpart;
+        const int last = k0 + kn >= K;
+        st = run_native_one(ctx, tA, tB, M, N, kn, alpha, A, offA + (tA ? k0 * lda : k0), lda, sa, B,
+                            offB + (tB ? k0 : k0 * ldb), ldb, sb, k0 == 0 ? beta : 1.0f, C, offC, ldc, sc, batch,
+                            last ? epi : 0, last ? bias : NULL, last ? act : 0, last ? out : NULL, s1, hp, okind,
+                            actA, last ? f16 : &partial);
+    }
+    return st;
+}
+
 /* The local-memory tiled kernel (batched calls on the CLBlast path). */
-static int run_tiled(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
-                     const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa, const clremat_buf *B, int64_t offB,
-                     int64_t ldb, int64_t sb, float beta, clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc,
-                     int64_t batch)
+static int run_tiled_one(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
+                         const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa, const clremat_buf *B,
+                         int64_t offB, int64_t ldb, int64_t sb, float beta, clremat_buf *C, int64_t offC,
+                         int64_t ldc, int64_t sc, int64_t batch)
 {
     cl_int itA = tA ? 1 : 0, itB = tB ? 1 : 0, iM = (cl_int)M, iN = (cl_int)N, iK = (cl_int)K;
     cl_long loA = offA, llda = lda, lsa = sa, loB = offB, lldb = ldb, lsb = sb, loC = offC, lldc = ldc, lsc = sc;
@@ -142,6 +211,28 @@ static int run_tiled(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int
                        sizeof lsc, &lsc, (size_t)0);
 }
 
+/* The tiled kernel; under a loop budget (loop_budget.c counts 40 loop
+ * iterations a 16-deep k-tile, measured about 35 on llvmpipe) a K too long
+ * for one launch goes in parts in K order, the later ones adding into C
+ * (the same sums, rounded at each part's end). */
+static int run_tiled(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
+                     const clremat_buf *A, int64_t offA, int64_t lda, int64_t sa, const clremat_buf *B, int64_t offB,
+                     int64_t ldb, int64_t sb, float beta, clremat_buf *C, int64_t offC, int64_t ldc, int64_t sc,
+                     int64_t batch)
+{
+    const int64_t kpart = ctx->loop_budget > 0 ? (ctx->loop_budget / 40 - 1) * 16 : K;
+    int st = CLREMAT_OK;
+    if (kpart <= 0 || kpart >= K) /* one launch (the check refuses one too long) */
+        return run_tiled_one(ctx, tA, tB, M, N, K, alpha, A, offA, lda, sa, B, offB, ldb, sb, beta, C, offC, ldc, sc,
+                             batch);
+    for (int64_t k0 = 0; st == CLREMAT_OK && k0 < K; k0 += kpart) {
+        const int64_t kn = K - k0 < kpart ? K - k0 : kpart;
+        st = run_tiled_one(ctx, tA, tB, M, N, kn, alpha, A, offA + (tA ? k0 * lda : k0), lda, sa, B,
+                           offB + (tB ? k0 : k0 * ldb), ldb, sb, k0 == 0 ? beta : 1.0f, C, offC, ldc, sc, batch);
+    }
+    return st;
+}
+
 /* Bytes CLBlast asks for one single GEMM; 0 on a query failure. */
 static size_t clblast_temp(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, int64_t offA,
                            int64_t lda, int64_t offB, int64_t ldb, int64_t offC, int64_t ldc)
@@ -155,6 +246,32 @@ static size_t clblast_temp(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t 
     return bytes;
 }
 
+/* The most of K one CLBlast GEMM takes on a device with a loop budget
+ * (loop_budget.h): its kernels run about K / 16 iterations a work-item
+ * (measured on rusticl llvmpipe: K = 10^6 correct, 2 x 10^6 not), so four
+ * times the budget keeps them within it four times over; K itself elsewhere.
+ * run_clblast splits a longer K into products added into C in K order. */
+static int64_t clblast_k_per_call(const clremat_ctx *ctx, int64_t K)
+{
+    return ctx->loop_budget > 0 && K > 4 * ctx->loop_budget ? 4 * ctx->loop_budget : K;
+}
+
+/* The largest workspace of the calls run_clblast makes for this product
+ * (each K part at its offsets). */
+static size_t clblast_need(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, int64_t offA,
+                           int64_t lda, int64_t offB, int64_t ldb, int64_t offC, int64_t ldc)
+{
+    const int64_t kc = clblast_k_per_call(ctx, K);
+    size_t need = 0;
+    for (int64_t k0 = 0; k0 < K; k0 += kc) {
+        const int64_t kn = K - k0 < kc ? K - k0 : kc;
+        const size_t b = clblast_temp(ctx, tA, tB, M, N, kn, offA + (tA ? k0 * lda : k0), lda,
+                                      offB + (tB ? k0 : k0 * ldb), ldb, offC, ldc);
+        need = b > need ? b : need;
+    }
+    return need;
+}
+
 size_t clremat_gemm_workspace_on(clremat_ctx *ctx, clremat_gemm_path path, int tA, int tB, int64_t M, int64_t N,
                                  int64_t K, int64_t offA, int64_t lda, int64_t sa, int64_t offB, int64_t ldb,
                                  int64_t sb, int64_t offC, int64_t ldc, int64_t sc, int64_t batch)
@@ -162,16 +279,34 @@ size_t clremat_gemm_workspace_on(clremat_ctx *ctx, clremat_gemm_path path, int t
     (void)sa, (void)sb, (void)sc;
     if (path != CLREMAT_GEMM_CLBLAST || batch != 1 || M <= 0 || N <= 0 || K <= 0)
         return 0;
-    return clblast_temp(ctx, tA, tB, M, N, K, offA, lda, offB, ldb, offC, ldc);
+    return clblast_need(ctx, tA, tB, M, N, K, offA, lda, offB, ldb, offC, ldc);
+}
+
+/* One CLBlast GEMM over the whole of K (need: its workspace, planned). */
+static int run_clblast_one(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
+                           const clremat_buf *A, int64_t offA, int64_t lda, const clremat_buf *B, int64_t offB,
+                           int64_t ldb, float beta, clremat_buf *C, int64_t offC, int64_t ldc, size_t need)
+{
+    cl_event ev = NULL;
+    CLBlastStatusCode cs;
+    cs = CLBlastSgemmWithTempBuffer(CLBlastLayoutRowMajor, tA ? CLBlastTransposeYes : CLBlastTransposeNo,
+                                    tB ? CLBlastTransposeYes : CLBlastTransposeNo, (size_t)M, (size_t)N, (size_t)K,
+                                    alpha, clremat_mem(A), (size_t)offA, (size_t)lda, clremat_mem(B), (size_t)offB,
+                                    (size_t)ldb, beta, clremat_mem(C), (size_t)offC, (size_t)ldc,
+                                    &ctx->active_queue, &ev, need > 0 ? clremat_mem(ctx->gemm_ws) : NULL);
+    if (cs != CLBlastSuccess)
+        return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "CLBlastSgemm %lldx%lldx%lld (tA=%d tB=%d) failed: status %d",
+                            (long long)M, (long long)N, (long long)K, tA, tB, (int)cs);
+    return clremat_profile_event(ctx, ev, "CLBlastSgemm");
 }
 
 static int run_clblast(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
                        const clremat_buf *A, int64_t offA, int64_t lda, const clremat_buf *B, int64_t offB,
                        int64_t ldb, float beta, clremat_buf *C, int64_t offC, int64_t ldc)
 {
-    size_t need = clblast_temp(ctx, tA, tB, M, N, K, offA, lda, offB, ldb, offC, ldc);
-    cl_event ev = NULL;
-    CLBlastStatusCode cs;
+    size_t need = clblast_need(ctx, tA, tB, M, N, K, offA, lda, offB, ldb, offC, ldc);
+    const int64_t kc = clblast_k_per_call(ctx, K);
+    int st = CLREMAT_OK;
     if (ctx->dry_run) {
         if (need > ctx->dry_ws)
             ctx->dry_ws = need;
@@ -182,15 +317,14 @@ static int run_clblast(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, i
                             "gemm (CLBlast) %lldx%lldx%lld needs %zu bytes of workspace but %zu were planned",
                             (long long)M, (long long)N, (long long)K, need,
                             ctx->gemm_ws ? (size_t)ctx->gemm_ws->bytes : (size_t)0);
-    cs = CLBlastSgemmWithTempBuffer(CLBlastLayoutRowMajor, tA ? CLBlastTransposeYes : CLBlastTransposeNo,
-                                    tB ? CLBlastTransposeYes : CLBlastTransposeNo, (size_t)M, (size_t)N, (size_t)K,
-                                    alpha, clremat_mem(A), (size_t)offA, (size_t)lda, clremat_mem(B), (size_t)offB,
-                                    (size_t)ldb, beta, clremat_mem(C), (size_t)offC, (size_t)ldc,
-                                    &ctx->active_queue, &ev, need > 0 ? clremat_mem(ctx->gemm_ws) : NULL);
-    if (cs != CLBlastSuccess)
-        return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "CLBlastSgemm %lldx%lldx%lld (tA=%d tB=%d) failed: status %d",
-                            (long long)M, (long long)N, (long long)K, tA, tB, (int)cs);
-    return clremat_profile_event(ctx, ev, "CLBlastSgemm");
+    /* K in parts under a loop budget: C = alpha A B + beta C, then += the
+     * next parts in K order */
+    for (int64_t k0 = 0; st == CLREMAT_OK && k0 < K; k0 += kc) {
+        const int64_t kn = K - k0 < kc ? K - k0 : kc;
+        st = run_clblast_one(ctx, tA, tB, M, N, kn, alpha, A, offA + (tA ? k0 * lda : k0), lda, B,
+                             offB + (tB ? k0 : k0 * ldb), ldb, k0 == 0 ? beta : 1.0f, C, offC, ldc, need);
+    }
+    return st;
 }
 
 int clremat_gemm_on(clremat_ctx *ctx, clremat_gemm_path path, int tA, int tB, int64_t M, int64_t N, int64_t K,
@@ -312,8 +446,7 @@ int clremat_gemm16(clremat_ctx *ctx, const clremat_gemm16_call *g)
     if (upd && ((st = check16(ctx, "state 0", g->s0, M * N, 0)) != CLREMAT_OK ||
                 (g->okind && (st = check16(ctx, "state 1", g->s1, M * N, 0)) != CLREMAT_OK)))
         return st;
-    if (ctx->dry_run)
-        return CLREMAT_OK;
+    /* (in a dry run clremat_run enqueues nothing, after the loop check) */
     return run_native(ctx, g->tA, g->tB, M, N, K, 1.0f, g->A, g->offA, g->tA ? M : K, 0, g->B, g->offB,
                       g->tB ? K : N, 0, 0.0f, C, 0, N, 0, 1, upd ? 2 : (g->bias || (g->fC && g->act)) ? 1 : 0, g->bias,
                       g->fC ? g->act : 0, upd ? g->s0 : (g->fC && g->act ? g->out : NULL),

@@ -30,7 +30,7 @@ int clremat_layer_gemm_workspace(clremat_ctx *ctx, const clremat_graph *g, int l
     dry_bufs b;
     int st;
     *fwd = *bwd = 0;
-    if (clremat_gemm_resolve(ctx) != CLREMAT_GEMM_CLBLAST)
+    if (clremat_gemm_resolve(ctx) != CLREMAT_GEMM_CLBLAST && ctx->loop_budget <= 0)
         return CLREMAT_OK;
     memset(&b, 0, sizeof b);
     memset(&call, 0, sizeof call);
@@ -84,7 +84,7 @@ int clremat_layer_gemm_workspace(clremat_ctx *ctx, const clremat_graph *g, int l
     if (st != CLREMAT_OK) {
         char why[1024];
         snprintf(why, sizeof why, "%s", clremat_ctx_last_error(ctx));
-        return clremat_fail(ctx, st, "GEMM workspace of layer %s: %s", L->name, why);
+        return clremat_fail(ctx, st, "layer %s (%s): %s", L->name, clremat_layer_type_name(L->type), why);
     }
     return CLREMAT_OK;
 }

@@ -1,6 +1,8 @@
 /* kernel_run.c: one-call kernel launches for the layer launchers and
  * optimizers, and the buffer-size check they share. */
 #include "kernel_run.h"
+#include "loop_budget.h"
+#include <string.h>
 
 /* Sets the (size, value) argument pairs of ap on k. */
 static int set_args_v(clremat_ctx *ctx, cl_kernel k, const char *kname, va_list ap)
@@ -19,14 +21,54 @@ static int set_args_v(clremat_ctx *ctx, cl_kernel k, const char *kname, va_list 
     }
 }
 
+/* The loop budget's check (loop_budget.h) of a launch of kname over items
+ * work-items with the (size, value) argument pairs of ap: its integer
+ * arguments are read as such, the others as 0. Runs in a dry run too, so
+ * that the layers' dry run (gemm_workspace.c) refuses a shape before any
+ * step. */
+static int check_loops_v(clremat_ctx *ctx, const char *kname, int64_t items, va_list ap)
+{
+    int64_t arg[CLREMAT_LOOP_MAX_ARGS];
+    int n = 0;
+    if (ctx->loop_budget <= 0)
+        return CLREMAT_OK;
+    for (;;) {
+        size_t size = va_arg(ap, size_t);
+        const void *val;
+        if (size == 0 || n == CLREMAT_LOOP_MAX_ARGS)
+            break;
+        val = va_arg(ap, const void *);
+        arg[n] = 0;
+        if (!val) /* local memory */
+            ;
+        else if (size == sizeof(int32_t)) {
+            int32_t v;
+            memcpy(&v, val, sizeof v);
+            arg[n] = v;
+        } else if (size == sizeof(int64_t)) {
+            int64_t v;
+            memcpy(&v, val, sizeof v);
+            arg[n] = v;
+        }
+        n++;
+    }
+    return clremat_loop_check(ctx, kname, arg, n, items);
+}
+
 int clremat_run(clremat_ctx *ctx, const char *kname, cl_uint dims, const size_t *global,
                 const size_t *local, ...)
 {
     cl_kernel k;
     va_list ap;
     int st;
-    if (ctx->dry_run) /* a workspace dry run enqueues nothing */
-        return CLREMAT_OK;
+    int64_t items = 1;
+    for (cl_uint d = 0; d < dims; d++)
+        items *= (int64_t)global[d];
+    va_start(ap, local);
+    st = check_loops_v(ctx, kname, items, ap);
+    va_end(ap);
+    if (st != CLREMAT_OK || ctx->dry_run) /* a workspace dry run enqueues nothing */
+        return st;
     st = clremat_kernel(ctx, kname, &k);
     if (st != CLREMAT_OK)
         return st;
@@ -44,8 +86,13 @@ int clremat_run1d(clremat_ctx *ctx, const char *kname, int64_t n, ...)
     va_list ap;
     size_t global = (size_t)n;
     int st;
-    if (n <= 0 || ctx->dry_run)
+    if (n <= 0)
         return CLREMAT_OK;
+    va_start(ap, n);
+    st = check_loops_v(ctx, kname, n, ap);
+    va_end(ap);
+    if (st != CLREMAT_OK || ctx->dry_run)
+        return st;
     if (n > 2147483647)
         return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "kernel %s: %lld elements exceed the 2^31 limit",
                             kname, (long long)n);

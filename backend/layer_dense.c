@@ -173,7 +173,10 @@ int clremat_dense_fuses_update(clremat_ctx *ctx, const clremat_graph *g, int l, 
         return 0;
     if (p == 0) /* dW = x^T dZ: K = rows, within one k-block of the native kernel */
         return clremat_gemm_update_fits(ctx, rows);
-    return p == 1 && L->use_bias;
+    /* db = colsum(dZ) consumed by the update: one launch over the rows (a
+     * device's loop budget may split a longer sum into launches that
+     * continue it, which needs the stored gradient) */
+    return p == 1 && L->use_bias && (!ctx || clremat_colsum_rows_per_launch(ctx, rows, units) >= rows);
 }
 
 const clremat_layer_impl clremat_impl_dense = {dense_cost, dense_forward, dense_backward, dense_recompute, NULL};

@@ -8,6 +8,7 @@
 #include "layer_impl.h"
 #include "kernel_run.h"
 #include "mixed_precision.h"
+#include "loop_budget.h"
 #include "act_table.h"
 
 /* Format of input i, of the output (and its gradient). */
@@ -200,9 +201,17 @@ static int ln16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
             return clremat_fail(c->ctx, CLREMAT_ERR_INVALID_ARGUMENT,
                                 "layernorm %s: gamma and beta gradients are written together", L->name);
         mgg = clremat_mem(c->grad[0]), mgb = clremat_mem(c->grad[1]);
-        st = clremat_run1d(c->ctx, "ln_backward_params16", (D + 7) / 8, sizeof ir, &ir, sizeof iD, &iD, sizeof fx, &fx,
-                           sizeof mx, &mx, sizeof ms, &ms, sizeof fdy, &fdy, sizeof mdy, &mdy, sizeof mgg, &mgg,
-                           sizeof mgb, &mgb, (size_t)0);
+        /* rows [r0, r1) a launch: all, or as many as a loop budget allows
+         * (eight row walks at most a work-item), each continuing the sums */
+        const int64_t chunk = clremat_loop_chunk(c->ctx, 8, 8, rows);
+        for (int64_t r0 = 0, r1 = 0, once = 1; st == CLREMAT_OK && (once || r0 < rows); r0 = r1, once = 0) {
+            cl_int ir0 = (cl_int)r0, ir1;
+            r1 = r0 + chunk < rows ? r0 + chunk : rows;
+            ir1 = (cl_int)r1;
+            st = clremat_run1d(c->ctx, "ln_backward_params16", (D + 7) / 8, sizeof ir1, &ir1, sizeof iD, &iD,
+                               sizeof fx, &fx, sizeof mx, &mx, sizeof ms, &ms, sizeof fdy, &fdy, sizeof mdy, &mdy,
+                               sizeof mgg, &mgg, sizeof mgb, &mgb, sizeof ir0, &ir0, (size_t)0);
+        }
     }
     if (st == CLREMAT_OK && c->din[0]) {
         cl_mem mg = clremat_mem(c->param[0]), mdx = clremat_mem(c->din[0]);

@@ -13,6 +13,7 @@
 #include "layer_seq.h"
 #include "layer_impl.h"
 #include "mixed_precision.h"
+#include "loop_budget.h"
 
 /* Tokens, width, vocabulary and positions (T) of layer l. */
 static int emb_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batch, int64_t *ntok,
@@ -87,6 +88,33 @@ static int emb_forward_fmt(clremat_layer_call *c, int fmt)
 
 static int emb_forward(clremat_layer_call *c) { return emb_forward_fmt(c, CLREMAT_FMT_F32); }
 
+/* The table's gradient from the ntok tokens' rows of dout (format fmt),
+ * in token order: one launch, or on a device with a loop budget as many
+ * launches over consecutive token ranges as keep each work-item within it
+ * (each later range adds to the same floats in the same order: the same
+ * bits as one launch). */
+static int emb_backward_table(clremat_layer_call *c, int64_t ntok, int64_t dim, int64_t vocab, int fmt)
+{
+    const int64_t per = fmt ? dim / 8 + dim % 8 + 1 : dim + 1;
+    const int64_t chunk = clremat_loop_chunk(c->ctx, dim + 2, per, ntok);
+    int st = CLREMAT_OK;
+    for (int64_t t0 = 0; st == CLREMAT_OK && (t0 < ntok || t0 == 0); t0 += chunk) {
+        const int64_t t1 = t0 + chunk < ntok ? t0 + chunk : ntok;
+        const int acc = t0 > 0 || c->grad_accumulate[0] != 0;
+        if (fmt)
+            st = clremat_run1d(c->ctx, "emb_backward_table16", vocab, SEQ_I(t1), SEQ_I(dim), SEQ_I(vocab),
+                               SEQ_I(acc), SEQ_M(c->in[0]), SEQ_I(fmt), SEQ_M(c->dout), SEQ_M(c->grad[0]),
+                               SEQ_I(t0), SEQ_END);
+        else
+            st = clremat_run1d(c->ctx, acc ? "emb_backward_table_acc" : "emb_backward_table", vocab, SEQ_I(t1),
+                               SEQ_I(dim), SEQ_I(vocab), SEQ_M(c->in[0]), SEQ_M(c->dout), SEQ_M(c->grad[0]),
+                               SEQ_I(t0), SEQ_END);
+        if (t1 >= ntok)
+            break;
+    }
+    return st;
+}
+
 /* The backward with dout in format fmt. */
 static int emb_backward_fmt(clremat_layer_call *c, int fmt)
 {
@@ -103,15 +131,7 @@ static int emb_backward_fmt(clremat_layer_call *c, int fmt)
         if ((st = clremat_check_buf(c->ctx, L->name, "grad table", c->grad[0], vocab * dim)) != CLREMAT_OK)
             return st;
         /* grad_accumulate: a tied output projection wrote its part first */
-        if (fmt)
-            st = clremat_run1d(c->ctx, "emb_backward_table16", vocab, SEQ_I(ntok), SEQ_I(dim), SEQ_I(vocab),
-                               SEQ_I(c->grad_accumulate[0] != 0), SEQ_M(c->in[0]), SEQ_I(fmt), SEQ_M(c->dout),
-                               SEQ_M(c->grad[0]), SEQ_END);
-        else
-            st = clremat_run1d(c->ctx, c->grad_accumulate[0] ? "emb_backward_table_acc" : "emb_backward_table",
-                               vocab, SEQ_I(ntok), SEQ_I(dim), SEQ_I(vocab), SEQ_M(c->in[0]), SEQ_M(c->dout),
-                               SEQ_M(c->grad[0]), SEQ_END);
-        if (st != CLREMAT_OK)
+        if ((st = emb_backward_table(c, ntok, dim, vocab, fmt)) != CLREMAT_OK)
             return st;
     }
     if (L->positions && c->grad[1]) {

@@ -7,6 +7,7 @@
  * read as act of its producer's kept pre-activation inside the backward's
  * kernels (ln_backward_*_act; bwd_act_fusable_inputs), never recomputed. */
 #include "layer_seq.h"
+#include "loop_budget.h"
 
 /* Rows and width of layer l; checks the parameters match the last dim. */
 static int ln_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batch, int64_t *rows, int64_t *D)
@@ -98,13 +99,20 @@ static int ln_backward(clremat_layer_call *c)
         if ((st = clremat_check_buf(c->ctx, L->name, "grad gamma", c->grad[0], D)) != CLREMAT_OK ||
             (st = clremat_check_buf(c->ctx, L->name, "grad beta", c->grad[1], D)) != CLREMAT_OK)
             return st;
-        if (c->in_act[0]) /* in[0] holds the pre-activation of x */
-            st = clremat_run1d(c->ctx, "ln_backward_params_act", D, SEQ_I(rows), SEQ_I(D), SEQ_M(c->in[0]),
-                               SEQ_M(c->slot[1]), SEQ_M(c->dout), SEQ_M(c->grad[0]), SEQ_M(c->grad[1]),
-                               SEQ_I(c->in_act[0]), SEQ_END);
-        else
-            st = clremat_run1d(c->ctx, "ln_backward_params", D, SEQ_I(rows), SEQ_I(D), SEQ_M(c->in[0]),
-                               SEQ_M(c->slot[1]), SEQ_M(c->dout), SEQ_M(c->grad[0]), SEQ_M(c->grad[1]), SEQ_END);
+        /* rows [r0, r1) a launch: all, or under a loop budget as many as
+         * keep a work-item within it, each continuing the sums before */
+        const int64_t chunk = clremat_loop_chunk(c->ctx, 1, 1, rows);
+        for (int64_t r0 = 0, r1 = 0, once = 1; st == CLREMAT_OK && (once || r0 < rows); r0 = r1, once = 0) {
+            r1 = r0 + chunk < rows ? r0 + chunk : rows;
+            if (c->in_act[0]) /* in[0] holds the pre-activation of x */
+                st = clremat_run1d(c->ctx, "ln_backward_params_act", D, SEQ_I(r1), SEQ_I(D), SEQ_M(c->in[0]),
+                                   SEQ_M(c->slot[1]), SEQ_M(c->dout), SEQ_M(c->grad[0]), SEQ_M(c->grad[1]),
+                                   SEQ_I(c->in_act[0]), SEQ_I(r0), SEQ_END);
+            else
+                st = clremat_run1d(c->ctx, "ln_backward_params", D, SEQ_I(r1), SEQ_I(D), SEQ_M(c->in[0]),
+                                   SEQ_M(c->slot[1]), SEQ_M(c->dout), SEQ_M(c->grad[0]), SEQ_M(c->grad[1]),
+                                   SEQ_I(r0), SEQ_END);
+        }
         if (st != CLREMAT_OK)
             return st;
     }

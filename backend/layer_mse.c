@@ -64,8 +64,7 @@ static int mse_forward(clremat_layer_call *c)
         st = clremat_run1d(c->ctx, "mse_partial", parts, SEQ_I(n), SEQ_I(MSE_CHUNK), SEQ_M(c->in[0]),
                            SEQ_M(c->labels), SEQ_M(c->temp), SEQ_END);
     if (st == CLREMAT_OK)
-        st = clremat_run1d(c->ctx, "seq_loss_finish", 1, SEQ_I(parts), SEQ_I(0), SEQ_F(mse_divisor(c, n)), SEQ_M(c->temp),
-                           SEQ_M(c->slot[0]), SEQ_END);
+        st = seq_loss_finish(c->ctx, parts, 0, mse_divisor(c, n), c->temp, c->slot[0]);
     return st;
 }
 

@@ -4,6 +4,7 @@
  * the input and rstd. The scale gradient is a column reduction in fixed row
  * order (deterministic, no atomics). */
 #include "layer_seq.h"
+#include "loop_budget.h"
 
 /* Rows and width of layer l; checks the scale matches the last dim. */
 static int rms_dims(clremat_ctx *ctx, const clremat_graph *g, int l, int64_t batch, int64_t *rows, int64_t *D)
@@ -84,9 +85,15 @@ static int rms_backward(clremat_layer_call *c)
         st = clremat_check_buf(c->ctx, L->name, "grad scale", c->grad[0], D);
     if (st != CLREMAT_OK)
         return st;
-    if (c->grad[0] && (st = clremat_run1d(c->ctx, "rms_backward_scale", D, SEQ_I(rows), SEQ_I(D), SEQ_M(c->in[0]),
-                                          SEQ_M(c->slot[1]), SEQ_M(c->dout), SEQ_M(c->grad[0]), SEQ_END)))
-        return st;
+    if (c->grad[0]) { /* rows [r0, r1) a launch: all, or as many as a loop budget allows, each continuing */
+        const int64_t chunk = clremat_loop_chunk(c->ctx, 1, 1, rows);
+        for (int64_t r0 = 0, r1 = 0, once = 1; once || r0 < rows; r0 = r1, once = 0) {
+            r1 = r0 + chunk < rows ? r0 + chunk : rows;
+            if ((st = clremat_run1d(c->ctx, "rms_backward_scale", D, SEQ_I(r1), SEQ_I(D), SEQ_M(c->in[0]),
+                                    SEQ_M(c->slot[1]), SEQ_M(c->dout), SEQ_M(c->grad[0]), SEQ_I(r0), SEQ_END)))
+                return st;
+        }
+    }
     if (!c->din[0])
         return CLREMAT_OK;
     return clremat_run1d(c->ctx, "rms_backward_dx", rows, SEQ_I(rows), SEQ_I(D), SEQ_I(c->din_accumulate[0] != 0),

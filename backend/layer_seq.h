@@ -6,6 +6,7 @@
 
 #include "layer_impl.h"
 #include "kernel_run.h"
+#include "loop_budget.h"
 
 /** Kernel argument pairs for clremat_run: an int, a float, a uint, a buffer
  * (NULL buffer allowed: passes a NULL cl_mem), and the terminator. */
@@ -17,6 +18,23 @@
 
 /** Largest element count a kernel index may reach (kernels use int). */
 #define SEQ_INT_MAX 2147483647LL
+
+/** The loss result (kernels.cl, seq_loss_finish): out[0] = sum of part[0,
+ * n) / divisor, out[1] = sum of part[n, 2n) when has_correct, else 0, in
+ * index order: one launch, or under a loop budget (loop_budget.h) several
+ * over consecutive ranges, each continuing the sums (the same bits). */
+static inline int seq_loss_finish(clremat_ctx *ctx, int64_t n, int has_correct, float divisor, clremat_buf *part,
+                                  clremat_buf *out)
+{
+    const int64_t chunk = clremat_loop_chunk(ctx, 2, 2, n);
+    int st = CLREMAT_OK;
+    for (int64_t i0 = 0, i1 = 0, once = 1; st == CLREMAT_OK && (once || i0 < n); i0 = i1, once = 0) {
+        i1 = i0 + chunk < n ? i0 + chunk : n;
+        st = clremat_run1d(ctx, "seq_loss_finish", 1, SEQ_I(n), SEQ_I(has_correct), SEQ_F(divisor), SEQ_M(part),
+                           SEQ_M(out), SEQ_I(i0), SEQ_I(i1), SEQ_END);
+    }
+    return st;
+}
 
 /** Number of rows of a tensor of per-sample shape s at batch size batch:
  * batch times every dimension but the last. */

@@ -75,8 +75,7 @@ static int ce_forward_fmt(clremat_layer_call *c, int fmt)
         st = clremat_run1d(c->ctx, "ce_forward_rows", rows, SEQ_I(rows), SEQ_I(C), SEQ_M(c->in[0]),
                            SEQ_M(c->labels), SEQ_M(c->temp), SEQ_END);
     if (st == CLREMAT_OK)
-        st = clremat_run1d(c->ctx, "seq_loss_finish", 1, SEQ_I(rows), SEQ_I(1), SEQ_F(ce_divisor(c, rows)),
-                           SEQ_M(c->temp), SEQ_M(c->slot[0]), SEQ_END);
+        st = seq_loss_finish(c->ctx, rows, 1, ce_divisor(c, rows), c->temp, c->slot[0]);
     return st;
 }
 

@@ -9,6 +9,7 @@
 #include "backend.h"
 #include "atomic_file.h"
 #include "gemm.h"
+#include "loop_budget.h"
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -44,8 +45,6 @@ static char *read_file(const char *path, const char *what, size_t *len)
 }
 
 #define BUILD_OPTIONS "-cl-std=CL1.2"
-/* loop iterations a work-item of Mesa's llvmpipe runs in all before it leaves its loops */
-#define LLVMPIPE_LOOP_BUDGET 65535
 
 /* Native GEMM blocks (kernels.cl, clremat_gemm_cpu: GC_MC x GC_KC of A and
  * GC_KC x GC_NC of B in local memory), largest first: the first whose
@@ -116,7 +115,15 @@ static int choose_build_options(clremat_ctx *ctx)
      * Mesa 22.3), which returned 65535 for 70000 iterations. The native
      * GEMM's work-groups are sized to stay within three quarters of it by
      * an estimate of their iterations (clremat_gemm_split_choose). */
-    ctx->gemm_max_iterations = mesa && strstr(ctx->info.name, "llvmpipe") ? LLVMPIPE_LOOP_BUDGET / 4 * 3 : 0;
+    ctx->loop_budget = mesa && strstr(ctx->info.name, "llvmpipe") ? CLREMAT_LLVMPIPE_LOOP_BUDGET : 0;
+    {
+        const char *env = getenv("CLREMAT_LOOP_BUDGET"); /* a smaller budget, for tests */
+        const long long b = env ? atoll(env) : 0;
+        ctx->loop_budget_env = b > 0 && (ctx->loop_budget == 0 || b < ctx->loop_budget);
+        if (ctx->loop_budget_env)
+            ctx->loop_budget = b;
+    }
+    ctx->gemm_max_iterations = ctx->loop_budget / 4 * 3;
     /* Contraction off (kernels.cl, CLREMAT_CONTRACT_OFF) everywhere but on
      * Mesa, whose llvmpipe kernels disagreed with each other that way.
      * Division and sqrt correctly rounded where the device offers it: OpenCL

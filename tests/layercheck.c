@@ -3,6 +3,7 @@
  * finite differences on both the reference and the device forward. */
 #include "layercheck.h"
 #include "kernel_run.h"
+#include "gemm.h"
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -61,6 +62,14 @@ clremat_shape lc_shape(int rank, const int64_t *dims)
     for (int i = 0; i < rank; i++)
         s.dims[i] = dims[i];
     return s;
+}
+
+void lc_small_loop_budget(clremat_ctx *ctx, int64_t budget)
+{
+    (void)clremat_gemm_resolve(ctx);
+    ctx->loop_budget = budget;
+    ctx->loop_budget_env = 1;
+    ctx->gemm_max_iterations = 0;
 }
 
 void lc_set_param(clremat_layer *l, int p, const char *name, int rank, const int64_t *dims)

@@ -94,4 +94,11 @@ clremat_shape lc_shape(int rank, const int64_t *dims);
 /** Sets parameter p of a hand-built layer: name, shape, elems. */
 void lc_set_param(clremat_layer *l, int p, const char *name, int rank, const int64_t *dims);
 
+/** Gives ctx a small loop budget (loop_budget.h), as if the device ended a
+ * work-item's loops after `budget` iterations, so that the launchers split
+ * their row sums into several launches on any device; the native GEMM keeps
+ * no budget (its own split is test_gemm_split's). Resolves the GEMM path
+ * first, so that its calibration runs without the budget. */
+void lc_small_loop_budget(clremat_ctx *ctx, int64_t budget);
+
 #endif

@@ -157,7 +157,7 @@ START_TEST(test_embedding16_bits)
             /* the table's gradient from a 16-bit dout (b[4]) against the float32 kernel on it widened */
             b[5] = converted(ctx, b[4], f, 0, n);
             for (int acc = 0; acc < 2; acc++) {
-                cl_int iacc = acc;
+                cl_int iacc = acc, izero = 0; /* tokens from 0 */
                 cl_mem mdout16 = clremat_mem(b[4]), mdout = clremat_mem(b[5]), g1, g2;
                 fill(h, vocab * dim, 6);
                 b[6] = upload(ctx, h, (size_t)(vocab * dim));
@@ -165,12 +165,13 @@ START_TEST(test_embedding16_bits)
                 g1 = clremat_mem(b[6]), g2 = clremat_mem(b[7]);
                 ck_assert_int_eq(clremat_run1d(ctx, acc ? "emb_backward_table_acc" : "emb_backward_table", vocab,
                                                sizeof intok, &intok, sizeof idim, &idim, sizeof ivocab, &ivocab,
-                                               sizeof mid, &mid, sizeof mdout, &mdout, sizeof g1, &g1, (size_t)0),
+                                               sizeof mid, &mid, sizeof mdout, &mdout, sizeof g1, &g1, sizeof izero,
+                                               &izero, (size_t)0),
                                  CLREMAT_OK);
                 ck_assert_int_eq(clremat_run1d(ctx, "emb_backward_table16", vocab, sizeof intok, &intok,
                                                sizeof idim, &idim, sizeof ivocab, &ivocab, sizeof iacc, &iacc,
                                                sizeof mid, &mid, sizeof ifmt, &ifmt, sizeof mdout16, &mdout16,
-                                               sizeof g2, &g2, (size_t)0),
+                                               sizeof g2, &g2, sizeof izero, &izero, (size_t)0),
                                  CLREMAT_OK);
                 expect_same_bytes(ctx, b[6], b[7], sizeof(float) * (size_t)(vocab * dim),
                                   acc ? "emb_backward_table16, accumulated" : "emb_backward_table16", f, dim);

@@ -194,16 +194,18 @@ static clremat_buf *upload_bytes(clremat_ctx *ctx, const void *h, size_t bytes)
 static void colsum_run(clremat_ctx *ctx, const int shape[4], int blocks, int fmt, clremat_buf *x, clremat_buf *y)
 {
     cl_int ir = shape[0], ic = shape[1], ild = shape[1] + shape[2], ioff = shape[3], ib = blocks, ifmt = fmt;
+    cl_int resume = 0; /* sums from 0, not continued */
     cl_mem mx = clremat_mem(x), my = clremat_mem(y);
     const int64_t items = (ic + 8 * blocks - 1) / (8 * blocks);
     if (fmt)
         ck_assert_int_eq(clremat_run1d(ctx, "clremat_colsum8_16", items, sizeof ir, &ir, sizeof ic, &ic, sizeof ild,
                                        &ild, sizeof ioff, &ioff, sizeof ib, &ib, sizeof ifmt, &ifmt, sizeof mx, &mx,
-                                       sizeof my, &my, (size_t)0),
+                                       sizeof my, &my, sizeof resume, &resume, (size_t)0),
                          CLREMAT_OK);
     else
         ck_assert_int_eq(clremat_run1d(ctx, "clremat_colsum8", items, sizeof ir, &ir, sizeof ic, &ic, sizeof ild, &ild,
-                                       sizeof ioff, &ioff, sizeof ib, &ib, sizeof mx, &mx, sizeof my, &my, (size_t)0),
+                                       sizeof ioff, &ioff, sizeof ib, &ib, sizeof mx, &mx, sizeof my, &my,
+                                       sizeof resume, &resume, (size_t)0),
                          CLREMAT_OK);
 }
 

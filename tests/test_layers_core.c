@@ -92,6 +92,23 @@ START_TEST(test_dense_layers)
 }
 END_TEST
 
+/* Under a loop budget of 64 iterations a work-item (lc_small_loop_budget)
+ * the bias gradient's column sums over 150 rows of 13 columns (five in the
+ * last work-item's tail, walked one by one) go in several launches that
+ * continue each other's sums; the layer still matches its reference. */
+START_TEST(test_dense_loop_budget)
+{
+    clremat_ctx *ctx;
+    clremat_layer L;
+    const int64_t d[] = {50, 9};
+    TEST_OPEN_CTX(ctx, 0);
+    lc_small_loop_budget(ctx, 64);
+    make_dense(&L, 2, d, 13, CLREMAT_ACT_GELU_TANH, 1);
+    check(ctx, &L, 3, ref_dense_fwd, ref_dense_bwd, 1.0, 0.6);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
 START_TEST(test_dropout_layers)
 {
     clremat_ctx *ctx;
@@ -259,6 +276,7 @@ int main(void)
     tcase_add_test(tc, test_costs);
     tcase_add_test(tc, test_activation_layers);
     tcase_add_test(tc, test_dense_layers);
+    tcase_add_test(tc, test_dense_loop_budget);
     tcase_add_test(tc, test_dropout_layers);
     tcase_add_test(tc, test_dropout_masks);
     tcase_add_test(tc, test_add_and_reshape);

@@ -234,6 +234,34 @@ static void make_attention(clremat_layer *L, int64_t T, int64_t D, int heads, in
 
 /* ------------------------------------------------------- harness checks */
 
+/* Under a loop budget of 64 iterations a work-item (lc_small_loop_budget)
+ * rmsnorm's scale gradient over 200 rows goes in several launches that
+ * continue each other's sums; the layer still matches its reference. */
+START_TEST(test_rmsnorm_loop_budget)
+{
+    const int64_t dims[2] = {50, 16}, D = 16;
+    clremat_layer L;
+    clremat_graph g;
+    lc_spec spec;
+    clremat_ctx *ctx;
+    TEST_OPEN_CTX(ctx, 0);
+    lc_small_loop_budget(ctx, 64);
+    base_layer(&L, "rms", CLREMAT_RMSNORM, 2, dims);
+    L.eps = 1e-6;
+    lc_set_param(&L, 0, "scale", 1, &D);
+    lc_graph_of_layer(&g, &L);
+    memset(&spec, 0, sizeof spec);
+    spec.g = &g;
+    spec.batch = 4;
+    spec.fwd = rms_fwd;
+    spec.bwd = rms_bwd;
+    spec.param_scale = 1.5;
+    spec.rng = 191;
+    lc_check_layer(ctx, &spec);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
 START_TEST(test_rmsnorm_check)
 {
     static const int64_t shapes[][2] = {{5, 7}, {1, 16}, {3, 33}, {4, 1}};
@@ -629,6 +657,7 @@ int main(void)
     tc = tcase_create("harness");
     tcase_set_timeout(tc, TIMEOUT);
     tcase_add_test(tc, test_rmsnorm_check);
+    tcase_add_test(tc, test_rmsnorm_loop_budget);
     tcase_add_test(tc, test_rope_check);
     tcase_add_test(tc, test_multiply_check);
     tcase_add_test(tc, test_attention_gqa_check);

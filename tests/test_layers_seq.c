@@ -314,6 +314,67 @@ START_TEST(test_softmax_ce_check)
 }
 END_TEST
 
+/* Under a loop budget of 64 iterations a work-item (lc_small_loop_budget):
+ * layernorm's parameter gradients over 200 rows, the embedding's table
+ * gradient over 120 tokens (with and without positions) and the softmax
+ * cross-entropy's loss over 240 rows go in several launches that continue
+ * each other's sums; the layers still match their references. */
+START_TEST(test_loop_budget_split)
+{
+    const int64_t ln_dims[2] = {50, 16}, ce_dims[2] = {60, 10};
+    clremat_layer L;
+    clremat_graph g;
+    lc_spec spec;
+    clremat_ctx *ctx;
+    float ids[3 * 40], labels[240];
+    TEST_OPEN_CTX(ctx, 0);
+    lc_small_loop_budget(ctx, 64);
+
+    make_layernorm(&L, 2, ln_dims);
+    lc_graph_of_layer(&g, &L);
+    memset(&spec, 0, sizeof spec);
+    spec.g = &g;
+    spec.batch = 4;
+    spec.fwd = ln_fwd;
+    spec.bwd = ln_bwd;
+    spec.param_scale = 1.5;
+    spec.rng = 91;
+    lc_check_layer(ctx, &spec);
+
+    for (int positions = 0; positions < 2; positions++) {
+        for (int i = 0; i < 3 * 40; i++)
+            ids[i] = (float)((i * 5 + 3) % 11);
+        make_embedding(&L, 40, 11, 5, positions);
+        lc_graph_of_layer(&g, &L);
+        memset(&spec, 0, sizeof spec);
+        spec.g = &g;
+        spec.batch = 3;
+        spec.fwd = emb_fwd;
+        spec.bwd = emb_bwd;
+        spec.in_fixed[0] = ids;
+        spec.rng = 92 + (unsigned)positions;
+        lc_check_layer(ctx, &spec);
+    }
+
+    for (int r = 0; r < 240; r++)
+        labels[r] = (float)((r * 7 + 2) % 10);
+    make_loss(&L, CLREMAT_SOFTMAX_CE, 2, ce_dims);
+    lc_graph_of_layer(&g, &L);
+    memset(&spec, 0, sizeof spec);
+    spec.g = &g;
+    spec.batch = 4;
+    spec.fwd = ce_fwd;
+    spec.bwd = ce_bwd;
+    spec.loss = 1;
+    spec.labels = labels;
+    spec.n_labels = 240;
+    spec.in_scale = 3.0;
+    spec.rng = 94;
+    lc_check_layer(ctx, &spec);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
 START_TEST(test_mse_check)
 {
     static const int64_t dims[][2] = {{3, 7}, {300, 1}};
@@ -762,6 +823,7 @@ int main(void)
     tcase_add_test(tc, test_attention_dropout_check);
     tcase_add_test(tc, test_softmax_ce_check);
     tcase_add_test(tc, test_mse_check);
+    tcase_add_test(tc, test_loop_budget_split);
     suite_add_tcase(s, tc);
     tc = tcase_create("specific");
     tcase_set_timeout(tc, TIMEOUT);
