@@ -85,7 +85,10 @@ static uint64_t kernels_hash(void)
 }
 
 /* Key of the cache file: platform, device name, driver and device versions,
- * the rule version and the kernels source. */
+ * the rule version, the kernels source and, where there is one, the loop
+ * budget (loop_budget.h): a calibration under $CLREMAT_LOOP_BUDGET, whose
+ * native products may be refused, must not decide for runs without it
+ * (one did: a test run's cached "clblast" made the MLP step 9x slower). */
 static uint64_t device_key(const clremat_ctx *ctx)
 {
     uint64_t h = clremat_hash64(0, ctx->info.platform, strlen(ctx->info.platform) + 1);
@@ -93,6 +96,8 @@ static uint64_t device_key(const clremat_ctx *ctx)
     h = clremat_hash64(h, ctx->info.driver_version, strlen(ctx->info.driver_version) + 1);
     h = clremat_hash64(h, ctx->info.device_version, strlen(ctx->info.device_version) + 1);
     h = clremat_hash64(h, CACHE_MAGIC, sizeof CACHE_MAGIC);
+    if (ctx->loop_budget > 0)
+        h = clremat_hash64(h, &(int64_t){ctx->loop_budget}, sizeof(int64_t));
     return clremat_hash64(h, &(uint64_t){kernels_hash()}, sizeof(uint64_t));
 }
 

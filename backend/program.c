@@ -123,7 +123,7 @@ static int choose_build_options(clremat_ctx *ctx)
         if (ctx->loop_budget_env)
             ctx->loop_budget = b;
     }
-    ctx->gemm_max_iterations = ctx->loop_budget / 4 * 3;
+    ctx->gemm_max_iterations = ctx->loop_budget > 0 && ctx->loop_budget < 4 ? 1 : ctx->loop_budget / 4 * 3;
     /* Contraction off (kernels.cl, CLREMAT_CONTRACT_OFF) everywhere but on
      * Mesa, whose llvmpipe kernels disagreed with each other that way.
      * Division and sqrt correctly rounded where the device offers it: OpenCL

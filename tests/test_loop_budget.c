@@ -15,7 +15,8 @@
  * so that their row sums, token scans and losses go in split launches,
  * end with the losses and parameters of the same run without a budget, bit
  * for bit, and a model over the budget is refused, naming its layer, before
- * a step runs. The layers' split launches are checked against their double
+ * a step runs; a GEMM calibration made under a budget is not taken
+ * without it. The layers' split launches are checked against their double
  * references in test_layers_core (dense), test_layers_seq (layernorm,
  * embedding, cross-entropy) and test_layers_llm (rmsnorm). */
 #include "testutil.h"
@@ -30,6 +31,7 @@
 #include "kernel_run.h"
 #include <math.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static int64_t iters(const char *k, const int64_t *a, int n) { return clremat_loop_iterations(k, a, n, 1, NULL); }
 
@@ -273,6 +275,38 @@ START_TEST(test_native_k_split_bits)
 }
 END_TEST
 
+/* A GEMM calibration made under a budget (where the native products may be
+ * refused and lose) is cached apart: a context without the budget does
+ * not take its decision. On PoCL, where the native path wins by about five
+ * times, the context without a budget must resolve to it. */
+START_TEST(test_calibration_keyed_by_budget)
+{
+    clremat_ctx *ctx;
+    clremat_gemm_path budgeted, plain;
+    char dir[] = "/tmp/clremat-calXXXXXX", cmd[128];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    setenv("XDG_CACHE_HOME", dir, 1); /* no calibration cached yet (this test's own process) */
+    TEST_OPEN_CTX(ctx, 0);
+    if (!strstr(ctx->info.platform, "Portable Computing Language")) {
+        printf("calibration under a budget: not checked on %s\n", ctx->info.platform);
+        clremat_ctx_destroy(ctx);
+        rmdir(dir);
+        return;
+    }
+    ctx->loop_budget = 3000, ctx->loop_budget_env = 1, ctx->gemm_max_iterations = 2250; /* no native k-block fits */
+    budgeted = clremat_gemm_resolve(ctx);
+    clremat_ctx_destroy(ctx);
+    TEST_OPEN_CTX(ctx, 0);
+    plain = clremat_gemm_resolve(ctx);
+    printf("calibration: %s under a budget of 3000, %s without\n", clremat_gemm_path_name(budgeted),
+           clremat_gemm_path_name(plain));
+    clremat_ctx_destroy(ctx);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(plain, CLREMAT_GEMM_NATIVE);
+}
+END_TEST
+
 #define STEPS 3
 #define BATCH 8
 
@@ -387,6 +421,7 @@ int main(void)
     tcase_add_test(tc, test_refused_before_launch);
     tcase_add_test(tc, test_colsum_split_bits);
     tcase_add_test(tc, test_native_k_split_bits);
+    tcase_add_test(tc, test_calibration_keyed_by_budget);
     tcase_add_test(tc, test_models_split_bits);
     tcase_add_test(tc, test_model_refused_at_plan);
     suite_add_tcase(s, tc);
