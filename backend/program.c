@@ -118,7 +118,14 @@ static int choose_build_options(clremat_ctx *ctx)
     ctx->loop_budget = mesa && strstr(ctx->info.name, "llvmpipe") ? CLREMAT_LLVMPIPE_LOOP_BUDGET : 0;
     {
         const char *env = getenv("CLREMAT_LOOP_BUDGET"); /* a smaller budget, for tests */
-        const long long b = env ? atoll(env) : 0;
+        char *end = NULL;
+        long long b = 0;
+        if (env && *env) { /* a whole positive number, else ignored ("1e30" is not 1) */
+            errno = 0;
+            b = strtoll(env, &end, 10);
+            if (errno != 0 || *end != '\0')
+                b = 0;
+        }
         ctx->loop_budget_env = b > 0 && (ctx->loop_budget == 0 || b < ctx->loop_budget);
         if (ctx->loop_budget_env)
             ctx->loop_budget = b;
