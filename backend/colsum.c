@@ -26,7 +26,7 @@ int64_t clremat_colsum_items(const clremat_ctx *ctx, int64_t cols)
 int clremat_colsum(clremat_ctx *ctx, const char *who, int64_t rows, int64_t cols, int64_t ld, int64_t off,
                    const clremat_buf *x, int fmt, clremat_buf *y)
 {
-    cl_int ir = (cl_int)rows, ic = (cl_int)cols, ild = (cl_int)ld, ioff = (cl_int)off;
+    cl_int ir, ic = (cl_int)cols, ild = (cl_int)ld, ioff;
     cl_int ib = clremat_colsum_blocks(ctx, cols), ifmt = fmt;
     cl_mem mx, my;
     int st = CLREMAT_OK;
@@ -50,9 +50,9 @@ int clremat_colsum(clremat_ctx *ctx, const char *who, int64_t rows, int64_t cols
     /* rows [r0, r0 + chunk) a launch: all of them, or under a loop budget
      * as many as keep a work-item within it, each launch continuing the
      * sums of the one before (the same bits as one launch) */
-    const int64_t chunk = rows > 0 ? clremat_colsum_rows_per_launch(ctx, rows, cols) : 0;
-    for (int64_t r0 = 0; st == CLREMAT_OK; r0 += chunk) {
-        const int64_t n = rows - r0 < chunk ? rows - r0 : chunk, o = off + r0 * ld;
+    const int64_t chunk = clremat_colsum_rows_per_launch(ctx, rows, cols);
+    for (int64_t r0 = 0, r1 = -1; st == CLREMAT_OK && clremat_loop_next(rows, chunk, &r0, &r1);) {
+        const int64_t n = r1 - r0, o = off + r0 * ld;
         cl_int resume = r0 > 0;
         if (o > 2147483647)
             return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "%s: column sums of %lld x %lld from offset %lld",
@@ -66,8 +66,6 @@ int clremat_colsum(clremat_ctx *ctx, const char *who, int64_t rows, int64_t cols
             st = clremat_run1d(ctx, "clremat_colsum8", clremat_colsum_items(ctx, cols), sizeof ir, &ir, sizeof ic,
                                &ic, sizeof ild, &ild, sizeof ioff, &ioff, sizeof ib, &ib, sizeof mx, &mx,
                                sizeof my, &my, sizeof resume, &resume, (size_t)0);
-        if (r0 + n >= rows)
-            break;
     }
     return st;
 }

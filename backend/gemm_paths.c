@@ -72,6 +72,20 @@ static int check_args(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     return check_args_fmt(ctx, tA, tB, M, N, K, A, 0, offA, lda, sa, B, 0, offB, ldb, sb, C, offC, ldc, sc, batch);
 }
 
+/* The native kernel's blocks on ctx and its share of the loop budget. */
+static clremat_gemm_blocks native_blocks(const clremat_ctx *ctx)
+{
+    const clremat_gemm_blocks b = {ctx->info.compute_units, ctx->gemm_mr, ctx->gemm_nr, ctx->gemm_mc, ctx->gemm_nc,
+                                   ctx->gemm_max_iterations};
+    return b;
+}
+
+/* Element offsets of a product's A and B at k0 along K (A is K x M when
+ * tA, else M x K; B is N x K when tB, else K x N): where a split over K
+ * starts its part. */
+static int64_t a_at_k(int tA, int64_t offA, int64_t lda, int64_t k0) { return offA + (tA ? k0 * lda : k0); }
+static int64_t b_at_k(int tB, int64_t offB, int64_t ldb, int64_t k0) { return offB + (tB ? k0 : k0 * ldb); }
+
 /* The native kernel over the whole of K, optionally with the dense
  * epilogue (bias, act, out). */
 static int run_native_one(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
@@ -92,8 +106,7 @@ static int run_native_one(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N
     cl_int ikeep = f16 && f16->fC ? f16->keepC : 0;
     cl_mem mC16 = f16 && f16->C16 ? clremat_mem(f16->C16) : mC;
     size_t global[3], local[3] = {1, 1, 1};
-    const clremat_gemm_blocks blocks = {ctx->info.compute_units, ctx->gemm_mr, ctx->gemm_nr, ctx->gemm_mc,
-                                        ctx->gemm_nc, ctx->gemm_max_iterations};
+    const clremat_gemm_blocks blocks = native_blocks(ctx);
     clremat_gemm_split split;
     cl_int bm, bn;
     clremat_gemm_split_choose(&blocks, tA, tB, M, N, K, batch, actA, &split);
@@ -130,24 +143,32 @@ static int run_native_one(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N
                        &ifC, sizeof iaccC, &iaccC, sizeof mC16, &mC16, sizeof ikeep, &ikeep, (size_t)0);
 }
 
+/* Whether some split of an M x N x K product keeps within the native
+ * GEMM's share of the loop budget. */
+static int native_fits(const clremat_gemm_blocks *blocks, int tA, int tB, int64_t M, int64_t N, int64_t K,
+                       int64_t batch, int actA)
+{
+    clremat_gemm_split split;
+    clremat_gemm_split_choose(blocks, tA, tB, M, N, K, batch, actA, &split);
+    return clremat_gemm_split_iterations(blocks, N, K, &split) <= blocks->max_iterations;
+}
+
 /* The k-blocks (of ctx->gemm_kc) one launch of an M x N x K product may
  * take under the native GEMM's share of a loop budget: all of them
- * without a budget or where the whole product keeps within it, else the
- * most whose split keeps within it (0: not even one). */
+ * without a budget or where the whole product keeps within it (one split
+ * search: the usual case), else the most whose split keeps within it (0:
+ * not even one). */
 static int64_t native_kblocks_per_launch(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K,
                                          int64_t batch, int actA)
 {
-    const clremat_gemm_blocks blocks = {ctx->info.compute_units, ctx->gemm_mr, ctx->gemm_nr, ctx->gemm_mc,
-                                        ctx->gemm_nc, ctx->gemm_max_iterations};
+    const clremat_gemm_blocks blocks = native_blocks(ctx);
     const int64_t nkb = K > 0 ? (K + ctx->gemm_kc - 1) / ctx->gemm_kc : 1;
-    int64_t lo = 0, hi = nkb;
-    if (blocks.max_iterations <= 0)
+    int64_t lo = 0, hi = nkb - 1;
+    if (blocks.max_iterations <= 0 || native_fits(&blocks, tA, tB, M, N, K, batch, actA))
         return nkb;
-    while (lo < hi) { /* the largest count whose split keeps within (monotone in K) */
-        const int64_t mid = (lo + hi + 1) / 2, k = mid * ctx->gemm_kc < K ? mid * ctx->gemm_kc : K;
-        clremat_gemm_split split;
-        clremat_gemm_split_choose(&blocks, tA, tB, M, N, k, batch, actA, &split);
-        if (clremat_gemm_split_iterations(&blocks, N, k, &split) <= blocks.max_iterations)
+    while (lo < hi) { /* the largest count below nkb whose split keeps within (monotone in K) */
+        const int64_t mid = (lo + hi + 1) / 2;
+        if (native_fits(&blocks, tA, tB, M, N, mid * ctx->gemm_kc, batch, actA))
             lo = mid;
         else
             hi = mid - 1;
@@ -183,8 +204,8 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
     for (int64_t k0 = 0; st == CLREMAT_OK && k0 < K; k0 += kpart) {
         const int64_t kn = K - k0 < kpart ? K - k0 : kpart;
         const int last = k0 + kn >= K;
-        st = run_native_one(ctx, tA, tB, M, N, kn, alpha, A, offA + (tA ? k0 * lda : k0), lda, sa, B,
-                            offB + (tB ? k0 : k0 * ldb), ldb, sb, k0 == 0 ? beta : 1.0f, C, offC, ldc, sc, batch,
+        st = run_native_one(ctx, tA, tB, M, N, kn, alpha, A, a_at_k(tA, offA, lda, k0), lda, sa, B,
+                            b_at_k(tB, offB, ldb, k0), ldb, sb, k0 == 0 ? beta : 1.0f, C, offC, ldc, sc, batch,
                             last ? epi : 0, last ? bias : NULL, last ? act : 0, last ? out : NULL, s1, hp, okind,
                             actA, last ? f16 : &partial);
     }
@@ -227,8 +248,8 @@ static int run_tiled(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int
                              batch);
     for (int64_t k0 = 0; st == CLREMAT_OK && k0 < K; k0 += kpart) {
         const int64_t kn = K - k0 < kpart ? K - k0 : kpart;
-        st = run_tiled_one(ctx, tA, tB, M, N, kn, alpha, A, offA + (tA ? k0 * lda : k0), lda, sa, B,
-                           offB + (tB ? k0 : k0 * ldb), ldb, sb, k0 == 0 ? beta : 1.0f, C, offC, ldc, sc, batch);
+        st = run_tiled_one(ctx, tA, tB, M, N, kn, alpha, A, a_at_k(tA, offA, lda, k0), lda, sa, B,
+                           b_at_k(tB, offB, ldb, k0), ldb, sb, k0 == 0 ? beta : 1.0f, C, offC, ldc, sc, batch);
     }
     return st;
 }
@@ -265,8 +286,8 @@ static size_t clblast_need(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t 
     size_t need = 0;
     for (int64_t k0 = 0; k0 < K; k0 += kc) {
         const int64_t kn = K - k0 < kc ? K - k0 : kc;
-        const size_t b = clblast_temp(ctx, tA, tB, M, N, kn, offA + (tA ? k0 * lda : k0), lda,
-                                      offB + (tB ? k0 : k0 * ldb), ldb, offC, ldc);
+        const size_t b = clblast_temp(ctx, tA, tB, M, N, kn, a_at_k(tA, offA, lda, k0), lda,
+                                      b_at_k(tB, offB, ldb, k0), ldb, offC, ldc);
         need = b > need ? b : need;
     }
     return need;
@@ -321,8 +342,8 @@ static int run_clblast(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, i
      * next parts in K order */
     for (int64_t k0 = 0; st == CLREMAT_OK && k0 < K; k0 += kc) {
         const int64_t kn = K - k0 < kc ? K - k0 : kc;
-        st = run_clblast_one(ctx, tA, tB, M, N, kn, alpha, A, offA + (tA ? k0 * lda : k0), lda, B,
-                             offB + (tB ? k0 : k0 * ldb), ldb, k0 == 0 ? beta : 1.0f, C, offC, ldc, need);
+        st = run_clblast_one(ctx, tA, tB, M, N, kn, alpha, A, a_at_k(tA, offA, lda, k0), lda, B,
+                             b_at_k(tB, offB, ldb, k0), ldb, k0 == 0 ? beta : 1.0f, C, offC, ldc, need);
     }
     return st;
 }

@@ -21,12 +21,12 @@ static int set_args_v(clremat_ctx *ctx, cl_kernel k, const char *kname, va_list 
     }
 }
 
-/* The loop budget's check (loop_budget.h) of a launch of kname over items
- * work-items with the (size, value) argument pairs of ap: its integer
+/* The loop budget's check (loop_budget.h) of a launch of kname with the
+ * (size, value) argument pairs of ap: its integer
  * arguments are read as such, the others as 0. Runs in a dry run too, so
  * that the layers' dry run (gemm_workspace.c) refuses a shape before any
  * step. */
-static int check_loops_v(clremat_ctx *ctx, const char *kname, int64_t items, va_list ap)
+static int check_loops_v(clremat_ctx *ctx, const char *kname, va_list ap)
 {
     int64_t arg[CLREMAT_LOOP_MAX_ARGS];
     int n = 0;
@@ -39,20 +39,18 @@ static int check_loops_v(clremat_ctx *ctx, const char *kname, int64_t items, va_
             break;
         val = va_arg(ap, const void *);
         arg[n] = 0;
-        if (!val) /* local memory */
-            ;
-        else if (size == sizeof(int32_t)) {
+        if (val && size == sizeof(int32_t)) { /* (val NULL: local memory) */
             int32_t v;
             memcpy(&v, val, sizeof v);
             arg[n] = v;
-        } else if (size == sizeof(int64_t)) {
+        } else if (val && size == sizeof(int64_t)) {
             int64_t v;
             memcpy(&v, val, sizeof v);
             arg[n] = v;
         }
         n++;
     }
-    return clremat_loop_check(ctx, kname, arg, n, items);
+    return clremat_loop_check(ctx, kname, arg, n);
 }
 
 int clremat_run(clremat_ctx *ctx, const char *kname, cl_uint dims, const size_t *global,
@@ -61,11 +59,8 @@ int clremat_run(clremat_ctx *ctx, const char *kname, cl_uint dims, const size_t 
     cl_kernel k;
     va_list ap;
     int st;
-    int64_t items = 1;
-    for (cl_uint d = 0; d < dims; d++)
-        items *= (int64_t)global[d];
     va_start(ap, local);
-    st = check_loops_v(ctx, kname, items, ap);
+    st = check_loops_v(ctx, kname, ap);
     va_end(ap);
     if (st != CLREMAT_OK || ctx->dry_run) /* a workspace dry run enqueues nothing */
         return st;
@@ -89,7 +84,7 @@ int clremat_run1d(clremat_ctx *ctx, const char *kname, int64_t n, ...)
     if (n <= 0)
         return CLREMAT_OK;
     va_start(ap, n);
-    st = check_loops_v(ctx, kname, n, ap);
+    st = check_loops_v(ctx, kname, ap);
     va_end(ap);
     if (st != CLREMAT_OK || ctx->dry_run)
         return st;

@@ -204,10 +204,8 @@ static int ln16_backward(clremat_layer_call *c, const clremat_layer_cost *cost)
         /* rows [r0, r1) a launch: all, or as many as a loop budget allows
          * (eight row walks at most a work-item), each continuing the sums */
         const int64_t chunk = clremat_loop_chunk(c->ctx, 8, 8, rows);
-        for (int64_t r0 = 0, r1 = 0, once = 1; st == CLREMAT_OK && (once || r0 < rows); r0 = r1, once = 0) {
-            cl_int ir0 = (cl_int)r0, ir1;
-            r1 = r0 + chunk < rows ? r0 + chunk : rows;
-            ir1 = (cl_int)r1;
+        for (int64_t r0 = 0, r1 = -1; st == CLREMAT_OK && clremat_loop_next(rows, chunk, &r0, &r1);) {
+            cl_int ir0 = (cl_int)r0, ir1 = (cl_int)r1;
             st = clremat_run1d(c->ctx, "ln_backward_params16", (D + 7) / 8, sizeof ir1, &ir1, sizeof iD, &iD,
                                sizeof fx, &fx, sizeof mx, &mx, sizeof ms, &ms, sizeof fdy, &fdy, sizeof mdy, &mdy,
                                sizeof mgg, &mgg, sizeof mgb, &mgb, sizeof ir0, &ir0, (size_t)0);

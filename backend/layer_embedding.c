@@ -98,8 +98,7 @@ static int emb_backward_table(clremat_layer_call *c, int64_t ntok, int64_t dim, 
     const int64_t per = fmt ? dim / 8 + dim % 8 + 1 : dim + 1;
     const int64_t chunk = clremat_loop_chunk(c->ctx, dim + 2, per, ntok);
     int st = CLREMAT_OK;
-    for (int64_t t0 = 0; st == CLREMAT_OK && (t0 < ntok || t0 == 0); t0 += chunk) {
-        const int64_t t1 = t0 + chunk < ntok ? t0 + chunk : ntok;
+    for (int64_t t0 = 0, t1 = -1; st == CLREMAT_OK && clremat_loop_next(ntok, chunk, &t0, &t1);) {
         const int acc = t0 > 0 || c->grad_accumulate[0] != 0;
         if (fmt)
             st = clremat_run1d(c->ctx, "emb_backward_table16", vocab, SEQ_I(t1), SEQ_I(dim), SEQ_I(vocab),
@@ -109,8 +108,6 @@ static int emb_backward_table(clremat_layer_call *c, int64_t ntok, int64_t dim, 
             st = clremat_run1d(c->ctx, acc ? "emb_backward_table_acc" : "emb_backward_table", vocab, SEQ_I(t1),
                                SEQ_I(dim), SEQ_I(vocab), SEQ_M(c->in[0]), SEQ_M(c->dout), SEQ_M(c->grad[0]),
                                SEQ_I(t0), SEQ_END);
-        if (t1 >= ntok)
-            break;
     }
     return st;
 }

@@ -102,8 +102,7 @@ static int ln_backward(clremat_layer_call *c)
         /* rows [r0, r1) a launch: all, or under a loop budget as many as
          * keep a work-item within it, each continuing the sums before */
         const int64_t chunk = clremat_loop_chunk(c->ctx, 1, 1, rows);
-        for (int64_t r0 = 0, r1 = 0, once = 1; st == CLREMAT_OK && (once || r0 < rows); r0 = r1, once = 0) {
-            r1 = r0 + chunk < rows ? r0 + chunk : rows;
+        for (int64_t r0 = 0, r1 = -1; st == CLREMAT_OK && clremat_loop_next(rows, chunk, &r0, &r1);) {
             if (c->in_act[0]) /* in[0] holds the pre-activation of x */
                 st = clremat_run1d(c->ctx, "ln_backward_params_act", D, SEQ_I(r1), SEQ_I(D), SEQ_M(c->in[0]),
                                    SEQ_M(c->slot[1]), SEQ_M(c->dout), SEQ_M(c->grad[0]), SEQ_M(c->grad[1]),

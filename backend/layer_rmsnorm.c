@@ -87,8 +87,7 @@ static int rms_backward(clremat_layer_call *c)
         return st;
     if (c->grad[0]) { /* rows [r0, r1) a launch: all, or as many as a loop budget allows, each continuing */
         const int64_t chunk = clremat_loop_chunk(c->ctx, 1, 1, rows);
-        for (int64_t r0 = 0, r1 = 0, once = 1; once || r0 < rows; r0 = r1, once = 0) {
-            r1 = r0 + chunk < rows ? r0 + chunk : rows;
+        for (int64_t r0 = 0, r1 = -1; clremat_loop_next(rows, chunk, &r0, &r1);) {
             if ((st = clremat_run1d(c->ctx, "rms_backward_scale", D, SEQ_I(r1), SEQ_I(D), SEQ_M(c->in[0]),
                                     SEQ_M(c->slot[1]), SEQ_M(c->dout), SEQ_M(c->grad[0]), SEQ_I(r0), SEQ_END)))
                 return st;

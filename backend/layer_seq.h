@@ -28,11 +28,9 @@ static inline int seq_loss_finish(clremat_ctx *ctx, int64_t n, int has_correct, 
 {
     const int64_t chunk = clremat_loop_chunk(ctx, 2, 2, n);
     int st = CLREMAT_OK;
-    for (int64_t i0 = 0, i1 = 0, once = 1; st == CLREMAT_OK && (once || i0 < n); i0 = i1, once = 0) {
-        i1 = i0 + chunk < n ? i0 + chunk : n;
+    for (int64_t i0 = 0, i1 = -1; st == CLREMAT_OK && clremat_loop_next(n, chunk, &i0, &i1);)
         st = clremat_run1d(ctx, "seq_loss_finish", 1, SEQ_I(n), SEQ_I(has_correct), SEQ_F(divisor), SEQ_M(part),
                            SEQ_M(out), SEQ_I(i0), SEQ_I(i1), SEQ_END);
-    }
     return st;
 }
 

@@ -42,11 +42,10 @@ static int64_t flash_iters(int kind, int64_t T, int64_t G, int64_t dh, int64_t B
     return 3 * dh + cdiv(T, BC) * (cdiv(BC * dh, BR) + 2) + T * (2 * dh + 2) + 1; /* dq */
 }
 
-int64_t clremat_loop_iterations(const char *k, const int64_t *arg, int nargs, int64_t items, const char **what)
+int64_t clremat_loop_iterations(const char *k, const int64_t *arg, int nargs, const char **what)
 {
     const char *w = "";
     int64_t n = -1;
-    (void)items;
 #define IS(name) (strcmp(k, name) == 0)
     if (IS("clremat_colsum"))
         n = A(0) + 1, w = "column sums over the rows";
@@ -131,13 +130,13 @@ int64_t clremat_loop_iterations(const char *k, const int64_t *arg, int nargs, in
     return n;
 }
 
-int clremat_loop_check(clremat_ctx *ctx, const char *kname, const int64_t *arg, int nargs, int64_t items)
+int clremat_loop_check(clremat_ctx *ctx, const char *kname, const int64_t *arg, int nargs)
 {
     const char *what = "";
     int64_t n;
     if (ctx->loop_budget <= 0)
         return CLREMAT_OK;
-    n = clremat_loop_iterations(kname, arg, nargs, items, &what);
+    n = clremat_loop_iterations(kname, arg, nargs, &what);
     if (n <= ctx->loop_budget)
         return CLREMAT_OK;
     if (ctx->loop_budget_env)
