@@ -1687,6 +1687,21 @@ void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const l
     }
 }
 
+/* The register tile's k loop over micro-panel ap of packed A and the
+ * GC_NR columns of B at BP, row k at BP + k * BSTRIDE (a packed panel, or
+ * B itself: see directB). */
+#define GC_TILE_LOOP(BP, BSTRIDE)                                                                                  \
+    for (int k = 0; k < kc; k++) {                                                                                \
+        const gc_vec b0 = gc_vload(0, (BP) + k * (BSTRIDE)), b1 = gc_vload(1, (BP) + k * (BSTRIDE));               \
+        __local const float *a = ap + k * GC_MR;                                                                  \
+        _Pragma("unroll") for (int r = 0; r < GC_MR; r++)                                                          \
+        {                                                                                                          \
+            const float av = a[r];                                                                                 \
+            c0[r] = CLREMAT_FMA((gc_vec)(av), b0, c0[r]);                                                          \
+            c1[r] = CLREMAT_FMA((gc_vec)(av), b1, c1[r]);                                                          \
+        }                                                                                                          \
+    }
+
 /* C (and, with epi, out) of one work-group's block; see the section
  * comment. epi: 0 plain; 1 last k-block applies bias (use_bias) and act;
  * 2 the optimizer update (clremat_opt8, kind okind, hyperparameters hp):
@@ -1697,7 +1712,10 @@ void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const l
  * actA != NONE: op(A) is act(A), applied while packing (gc_pack_a).
  * fA, fB: 16-bit operands widened while packing; fC: C16 receives the
  * rounded result (C then holds the k-blocks' float32 partial sums, and with
- * keepC the float32 result too). */
+ * keepC the float32 result too). directB: the tiles read a float32,
+ * untransposed B where it is instead of packing it, in column blocks of
+ * whole tiles (the host sets it for small launches with B's rows close and
+ * aligned: gemm_split.c); the same floats in the same order, the same bits. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, const int K, const float alpha,
                       __global const float *A, const long offA, const long lda, const long sa,
@@ -1706,7 +1724,7 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                       const int epi, const int use_bias, const int act, __global const float *bias,
                       __global float *out, const int bm, const int bn, __global float *s1, const float8 hp,
                       const int okind, const int actA, const int fA, const int fB, const int fC, const int accC,
-                      __global uchar *C16, const int keepC)
+                      __global uchar *C16, const int keepC, const int directB)
 {
     __local float Ap[GC_MC * GC_KC];
     __local float Bp[GC_KC * GC_NC];
@@ -1749,7 +1767,8 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
         const int n0 = (get_group_id(0) * ncb + cb) * bn, nc = min(bn, N - n0);
         if (n0 >= N)
             break;
-        if (kc > 0) {
+        const int directb = directB && !fB && !tB && nc % GC_NR == 0;
+        if (kc > 0 && !directb) {
             if (fB)
                 gc_pack_b16(Bp, B16, fB, tB, ldb, N, n0, nc, k0, kc);
             else
@@ -1758,21 +1777,17 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
         for (int pi = 0; pi * GC_MR < mc; pi++) {
             __local const float *ap = Ap + pi * GC_KC * GC_MR;
             for (int pj = 0; pj * GC_NR < nc; pj++) {
-                __local const float *bp = Bp + pj * GC_KC * GC_NR;
                 gc_vec c0[GC_MR], c1[GC_MR];
                 float acc[GC_MR][GC_NR];
 #pragma unroll
                 for (int r = 0; r < GC_MR; r++)
                     c0[r] = c1[r] = 0.0f;
-                for (int k = 0; k < kc; k++) {
-                    const gc_vec b0 = gc_vload(0, bp + k * GC_NR), b1 = gc_vload(1, bp + k * GC_NR);
-                    __local const float *a = ap + k * GC_MR;
-#pragma unroll
-                    for (int r = 0; r < GC_MR; r++) {
-                        const float av = a[r];
-                        c0[r] = CLREMAT_FMA((gc_vec)(av), b0, c0[r]);
-                        c1[r] = CLREMAT_FMA((gc_vec)(av), b1, c1[r]);
-                    }
+                if (directb) {
+                    __global const float *bg = B + (long)k0 * ldb + n0 + pj * GC_NR;
+                    GC_TILE_LOOP(bg, ldb)
+                } else {
+                    __local const float *bp = Bp + pj * GC_KC * GC_NR;
+                    GC_TILE_LOOP(bp, GC_NR)
                 }
                 const int mrow = m0 + pi * GC_MR, ncol = n0 + pj * GC_NR;
                 if (mrow + GC_MR <= M && ncol + GC_NR <= N && pj * GC_NR + GC_NR <= nc) {

@@ -80,6 +80,15 @@ static clremat_gemm_blocks native_blocks(const clremat_ctx *ctx)
     return b;
 }
 
+/* Whether the native kernel may read this product's B in place
+ * (clremat_gemm_b_in_place). */
+static int native_b_in_place(const clremat_ctx *ctx, int tB, const clremat_gemm16_fmt *f16, int64_t offB,
+                             int64_t ldb, int64_t sb, int64_t batch)
+{
+    const clremat_gemm_blocks blocks = native_blocks(ctx);
+    return clremat_gemm_b_in_place(&blocks, tB, f16 ? f16->fB : 0, offB, ldb, sb, batch);
+}
+
 /* Element offsets of a product's A and B at k0 along K (A is K x M when
  * tA, else M x K; B is N x K when tB, else K x N): where a split over K
  * starts its part. */
@@ -108,8 +117,9 @@ static int run_native_one(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N
     size_t global[3], local[3] = {1, 1, 1};
     const clremat_gemm_blocks blocks = native_blocks(ctx);
     clremat_gemm_split split;
-    cl_int bm, bn;
-    clremat_gemm_split_choose(&blocks, tA, tB, M, N, K, batch, actA, &split);
+    cl_int bm, bn, ib_in_place;
+    clremat_gemm_split_choose(&blocks, tA, tB, M, N, K, batch, actA,
+                              native_b_in_place(ctx, tB, f16, offB, ldb, sb, batch), &split);
     if (blocks.max_iterations > 0) {
         const int64_t iterations = clremat_gemm_split_iterations(&blocks, N, K, &split);
         if (iterations > blocks.max_iterations && ctx->loop_budget_env)
@@ -128,6 +138,7 @@ static int run_native_one(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N
     }
     bm = split.bm;
     bn = split.bn;
+    ib_in_place = split.b_in_place;
     global[0] = (size_t)split.groups;
     global[1] = (size_t)((M + bm - 1) / bm);
     global[2] = (size_t)batch;
@@ -140,16 +151,16 @@ static int run_native_one(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N
                        sizeof lsc, &lsc, sizeof iepi, &iepi, sizeof iub, &iub, sizeof iact, &iact, sizeof mbias,
                        &mbias, sizeof mout, &mout, sizeof bm, &bm, sizeof bn, &bn, sizeof ms1, &ms1, sizeof chp,
                        &chp, sizeof iok, &iok, sizeof iactA, &iactA, sizeof ifA, &ifA, sizeof ifB, &ifB, sizeof ifC,
-                       &ifC, sizeof iaccC, &iaccC, sizeof mC16, &mC16, sizeof ikeep, &ikeep, (size_t)0);
+                       &ifC, sizeof iaccC, &iaccC, sizeof mC16, &mC16, sizeof ikeep, &ikeep, sizeof ib_in_place, &ib_in_place, (size_t)0);
 }
 
 /* Whether some split of an M x N x K product keeps within the native
  * GEMM's share of the loop budget. */
 static int native_fits(const clremat_gemm_blocks *blocks, int tA, int tB, int64_t M, int64_t N, int64_t K,
-                       int64_t batch, int actA)
+                       int64_t batch, int actA, int b_in_place)
 {
     clremat_gemm_split split;
-    clremat_gemm_split_choose(blocks, tA, tB, M, N, K, batch, actA, &split);
+    clremat_gemm_split_choose(blocks, tA, tB, M, N, K, batch, actA, b_in_place, &split);
     return clremat_gemm_split_iterations(blocks, N, K, &split) <= blocks->max_iterations;
 }
 
@@ -159,16 +170,16 @@ static int native_fits(const clremat_gemm_blocks *blocks, int tA, int tB, int64_
  * search: the usual case), else the most whose split keeps within it (0:
  * not even one). */
 static int64_t native_kblocks_per_launch(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K,
-                                         int64_t batch, int actA)
+                                         int64_t batch, int actA, int b_in_place)
 {
     const clremat_gemm_blocks blocks = native_blocks(ctx);
     const int64_t nkb = K > 0 ? (K + ctx->gemm_kc - 1) / ctx->gemm_kc : 1;
     int64_t lo = 0, hi = nkb - 1;
-    if (blocks.max_iterations <= 0 || native_fits(&blocks, tA, tB, M, N, K, batch, actA))
+    if (blocks.max_iterations <= 0 || native_fits(&blocks, tA, tB, M, N, K, batch, actA, b_in_place))
         return nkb;
     while (lo < hi) { /* the largest count below nkb whose split keeps within (monotone in K) */
         const int64_t mid = (lo + hi + 1) / 2;
-        if (native_fits(&blocks, tA, tB, M, N, mid * ctx->gemm_kc, batch, actA))
+        if (native_fits(&blocks, tA, tB, M, N, mid * ctx->gemm_kc, batch, actA, b_in_place))
             lo = mid;
         else
             hi = mid - 1;
@@ -193,7 +204,8 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
                       const clremat_buf *s1, const float hp[8], int okind, int actA, const clremat_gemm16_fmt *f16)
 {
     const int64_t kb = ctx->gemm_max_iterations > 0 && epi != 2 && K > ctx->gemm_kc
-                           ? native_kblocks_per_launch(ctx, tA, tB, M, N, K, batch, actA)
+                           ? native_kblocks_per_launch(ctx, tA, tB, M, N, K, batch, actA,
+                                                       native_b_in_place(ctx, tB, f16, offB, ldb, sb, batch))
                            : 0;
     const int64_t kpart = kb * ctx->gemm_kc;
     clremat_gemm16_fmt partial = {f16 ? f16->fA : 0, f16 ? f16->fB : 0, 0, 0, NULL, 0};

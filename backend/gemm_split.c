@@ -33,6 +33,17 @@
 #define PACK_TRANSPOSE 200.0
 #define SMALL_LAUNCH 24e6
 
+/* B read in place (no pack) on launches of fewer than SMALL_IN_PLACE FLOPs
+ * a unit: rows only, the model charging nothing for B, so that the rows go
+ * out in small work-groups (12 to 24 rows) without B packed once for each.
+ * Measured (bench/README.md, "B read in place"; in-process alternation of
+ * packed and in-place runs, PoCL, 2 threads, 12 x 32 tile): 256 cubed
+ * (16.8 MFLOP a unit) 1.12-1.15x the packed split, 384 cubed (56.6) 1.22x,
+ * 2048x64x64 1.07x, 128x512x128 1.12x; at 512 cubed (134) small blocks
+ * reading B in place ran 0.96-1.00x the packed split, so larger launches
+ * pack. */
+#define SMALL_IN_PLACE 64e6
+
 /* The block size that splits n into as many blocks as blocks of at most
  * maxb need, evenly, rounded up to a multiple of unit and never above maxb. */
 static int even_block(int64_t n, int maxb, int unit)
@@ -78,11 +89,11 @@ int64_t clremat_gemm_split_iterations(const clremat_gemm_blocks *blocks, int64_t
  * a work-item when max_iterations > 0 (fewest iterations when fewest is
  * set, whatever the time). Returns whether one was found. */
 static int search(const clremat_gemm_blocks *blocks, int tA, int tB, int64_t M, int64_t N, int64_t K, int64_t batch,
-                  int actA, int small, int64_t max_iterations, int fewest, clremat_gemm_split *out)
+                  int actA, int small, int in_place, int64_t max_iterations, int fewest, clremat_gemm_split *out)
 {
     const int64_t cu = blocks->compute_units > 0 ? blocks->compute_units : 1;
     const int64_t kk = K > 0 ? K : 1, nb = batch > 0 ? batch : 1;
-    const double pack_a = tA ? PACK_COPY : PACK_TRANSPOSE, pack_b = tB ? PACK_TRANSPOSE : PACK_COPY;
+    const double pack_a = tA ? PACK_COPY : PACK_TRANSPOSE, pack_b = in_place ? 0.0 : tB ? PACK_TRANSPOSE : PACK_COPY;
     const int64_t top = (M + blocks->mr - 1) / blocks->mr * blocks->mr; /* M in whole tiles */
     double best = -1.0;
     /* every column block size that halving the compiled one gives (the
@@ -124,6 +135,7 @@ static int search(const clremat_gemm_blocks *blocks, int tA, int tB, int64_t M, 
                     out->bm = bm;
                     out->bn = bn;
                     out->groups = g;
+                    out->b_in_place = in_place;
                 }
             }
         }
@@ -132,21 +144,31 @@ static int search(const clremat_gemm_blocks *blocks, int tA, int tB, int64_t M, 
 }
 
 void clremat_gemm_split_choose(const clremat_gemm_blocks *blocks, int tA, int tB, int64_t M, int64_t N, int64_t K,
-                               int64_t batch, int actA, clremat_gemm_split *out)
+                               int64_t batch, int actA, int b_in_place, clremat_gemm_split *out)
 {
     const int64_t cu = blocks->compute_units > 0 ? blocks->compute_units : 1;
     const double flop_per_unit = 2.0 * (double)M * (double)N * (double)(K > 0 ? K : 1) *
                                  (double)(batch > 0 ? batch : 1) / (double)cu;
     const int small = flop_per_unit < SMALL_LAUNCH;
+    const int in_place = b_in_place && !tB && flop_per_unit < SMALL_IN_PLACE;
     out->bm = blocks->mr;
     out->bn = blocks->nr;
     out->groups = 1;
+    out->b_in_place = 0;
     if (M <= 0 || N <= 0)
         return;
     /* under a loop budget a small launch may need column blocks too; where
      * no split keeps within it, the one of fewest iterations (the caller
      * refuses to run it: clremat_gemm_split_iterations) */
-    if (!search(blocks, tA, tB, M, N, K, batch, actA, small, blocks->max_iterations, 0, out) &&
-        !search(blocks, tA, tB, M, N, K, batch, actA, 0, blocks->max_iterations, 0, out))
-        search(blocks, tA, tB, M, N, K, batch, actA, 0, 0, 1, out);
+    if (!search(blocks, tA, tB, M, N, K, batch, actA, small || in_place, in_place, blocks->max_iterations, 0, out) &&
+        !search(blocks, tA, tB, M, N, K, batch, actA, 0, 0, blocks->max_iterations, 0, out))
+        search(blocks, tA, tB, M, N, K, batch, actA, 0, 0, 0, 1, out);
+}
+
+int clremat_gemm_b_in_place(const clremat_gemm_blocks *blocks, int tB, int fB, int64_t offB, int64_t ldb,
+                            int64_t sb, int64_t batch)
+{
+    const int64_t vw = blocks->nr / 2 > 0 ? blocks->nr / 2 : 1;
+    return !tB && !fB && ldb <= CLREMAT_GEMM_IN_PLACE_LDB && offB % vw == 0 && ldb % vw == 0 &&
+           (batch <= 1 || sb % vw == 0);
 }

@@ -26,11 +26,16 @@ typedef struct {
     int bm;         /**< rows per work-group: a multiple of mr, at most mc */
     int bn;         /**< columns per column block: a multiple of nr, at most nc */
     int64_t groups; /**< work-group columns; every one has column blocks to walk */
+    int b_in_place; /**< the register tiles read B where it is, unpacked (see clremat_gemm_split_choose) */
 } clremat_gemm_split;
 
 /** The split of least modelled time for op(A) (M x K) times op(B) (K x N),
  * batch matrices, transposes tA, tB; actA: A is packed through an
- * activation, which then must run once per element (groups 1). The model:
+ * activation, which then must run once per element (groups 1);
+ * b_in_place: B may be read where it is (float32, not transposed, rows
+ * aligned and close together: clremat_gemm_b_in_place), which the split
+ * then does on small launches, where packing B once per row block would
+ * otherwise decide how finely the rows can be shared out. The model:
  * each work-group's cost is its multiply-adds plus the floats it packs (A
  * once per column group, B once per row block; a gathering pack costs
  * twice a copying one); the launch takes its busiest compute unit's whole
@@ -39,7 +44,16 @@ typedef struct {
  * only splits whose work-items stay within it; where none does, the split
  * of fewest, which the caller must not run (clremat_gemm_split_iterations). */
 void clremat_gemm_split_choose(const clremat_gemm_blocks *blocks, int tA, int tB, int64_t M, int64_t N, int64_t K,
-                               int64_t batch, int actA, clremat_gemm_split *out);
+                               int64_t batch, int actA, int b_in_place, clremat_gemm_split *out);
+
+/** Whether the register tiles may read a float32 B (K x N, not transposed)
+ * in place: its rows ldb floats apart, at most CLREMAT_GEMM_IN_PLACE_LDB
+ * (2 KB: farther apart, the rows' strided reads measured slower than the
+ * pack), and every row of every matrix starting on a whole vector of the
+ * tile (offB, ldb and sb multiples of nr / 2 floats). */
+int clremat_gemm_b_in_place(const clremat_gemm_blocks *blocks, int tB, int fB, int64_t offB, int64_t ldb,
+                            int64_t sb, int64_t batch);
+#define CLREMAT_GEMM_IN_PLACE_LDB 512
 
 /** The loop iterations (estimated from measurements on llvmpipe:
  * gemm_split.c) the work-item of split s's largest work-group runs, to hold

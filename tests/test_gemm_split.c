@@ -45,14 +45,20 @@ START_TEST(test_splits_valid)
                 for (size_t j = 0; j < nd; j++)
                     for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++)
                         for (size_t z = 0; z < sizeof batches / sizeof batches[0]; z++)
-                            for (int t = 0; t < 8; t++) {
+                            for (int t = 0; t < 16; t++) {
                                 const int64_t M = dims[i], N = dims[j], K = ks[k], batch = batches[z];
-                                const int tA = t & 1, tB = (t >> 1) & 1, actA = t >> 2;
+                                const int tA = t & 1, tB = (t >> 1) & 1, actA = (t >> 2) & 1, in_place = t >> 3;
                                 const int64_t rb_most = (M + b.mr - 1) / b.mr;
                                 clremat_gemm_split s;
                                 int64_t cb, per, w, most;
                                 double flop;
-                                clremat_gemm_split_choose(&b, tA, tB, M, N, K, batch, actA, &s);
+                                clremat_gemm_split_choose(&b, tA, tB, M, N, K, batch, actA, in_place, &s);
+                                /* B in place only where allowed, never transposed, and only on a launch
+                                 * small enough to share its rows out finely (by rows only) */
+                                ck_assert_msg(!s.b_in_place || (in_place && !tB && s.groups == 1),
+                                              "%lldx%lldx%lld tB %d: B read in place (allowed %d, %lld groups)",
+                                              (long long)M, (long long)N, (long long)K, tB, in_place,
+                                              (long long)s.groups);
                                 ck_assert_msg(s.bm > 0 && s.bm <= b.mc && s.bm % b.mr == 0 && s.bn > 0 &&
                                                   s.bn <= b.nc && s.bn % b.nr == 0,
                                               "%lldx%lldx%lld: blocks %d x %d outside the compiled %d x %d or not "
@@ -74,7 +80,7 @@ START_TEST(test_splits_valid)
                                  * the time and the model may take fewer work-groups), at least half the
                                  * units work where the shape allows (blocks that do not divide among the
                                  * units, 4 column blocks on 3 units, may leave one idle) */
-                                if (flop < 24e6) /* a small launch: by rows only, the widest column blocks */
+                                if (flop < 24e6 || s.b_in_place) /* a small launch: by rows only, the widest column blocks */
                                     ck_assert_msg(s.groups == 1 && (N <= b.nc ? cb == 1 : s.bn > b.nc / 2),
                                                   "%lldx%lldx%lld: small launch split %d x %d, %lld groups",
                                                   (long long)M, (long long)N, (long long)K, s.bm, s.bn,
@@ -90,7 +96,7 @@ START_TEST(test_splits_valid)
                                 checked++;
                             }
         }
-    ck_assert_int_eq(checked, 2 * 5 * 10 * 10 * 5 * 3 * 8);
+    ck_assert_int_eq(checked, 2 * 5 * 10 * 10 * 5 * 3 * 16);
 }
 END_TEST
 
@@ -98,7 +104,8 @@ END_TEST
  * bench/README.md), each against the split the previous rule took. */
 START_TEST(test_measured_choices)
 {
-    /* compute units, tA, tB, M, N, K, actA; the split expected: rows, columns, groups, work-groups */
+    /* compute units, tA, tB, M, N, K, actA; the split expected: rows, columns, groups, work-groups;
+     * B allowed in place, and read in place */
     static const struct {
         int64_t cu;
         int tA, tB;
@@ -106,30 +113,38 @@ START_TEST(test_measured_choices)
         int actA, bm, bn;
         int64_t groups, wgs;
         const char *why;
+        int allowed, in_place;
     } cases[] = {
         {2, 0, 0, 256, 1024, 1024, 0, 264, 256, 2, 2,
-         "one row block, two column groups (B packed once) rather than 2 x 2 (B twice)"},
-        {2, 0, 1, 256, 1024, 1024, 0, 264, 256, 2, 2, "the same with B transposed"},
-        {2, 0, 0, 1024, 1024, 1024, 0, 516, 256, 1, 2, "two row blocks by rows only rather than 2 x 2"},
+         "one row block, two column groups (B packed once) rather than 2 x 2 (B twice)", 0, 0},
+        {2, 0, 1, 256, 1024, 1024, 0, 264, 256, 2, 2, "the same with B transposed", 0, 0},
+        {2, 0, 0, 1024, 1024, 1024, 0, 516, 256, 1, 2, "two row blocks by rows only rather than 2 x 2", 0, 0},
         {2, 0, 0, 512, 512, 512, 0, 264, 256, 1, 2,
-         "two row blocks by rows only rather than one in two groups: A's pack gathers, B's copies"},
-        {2, 0, 1, 512, 2048, 2048, 0, 516, 256, 2, 2, "two column groups rather than eight"},
-        {2, 0, 0, 256, 256, 256, 0, 72, 256, 1, 4, "a small launch: four row blocks of 72 (two a unit)"},
-        {2, 0, 0, 384, 384, 384, 0, 192, 192, 1, 2, "28.3 MFLOP a unit: two row blocks of 192"},
-        {2, 1, 0, 256, 1024, 1024, 1, 132, 256, 1, 2, "A through an activation: by rows only"},
-        {1, 0, 1, 256, 1024, 1024, 0, 264, 256, 1, 1, "one compute unit: one work-group, the least packing"},
+         "two row blocks by rows only rather than one in two groups: A's pack gathers, B's copies", 0, 0},
+        {2, 0, 1, 512, 2048, 2048, 0, 516, 256, 2, 2, "two column groups rather than eight", 0, 0},
+        {2, 0, 0, 256, 256, 256, 0, 72, 256, 1, 4, "a small launch: four row blocks of 72 (two a unit)", 0, 0},
+        {2, 0, 0, 384, 384, 384, 0, 192, 192, 1, 2, "28.3 MFLOP a unit: two row blocks of 192", 0, 0},
+        {2, 1, 0, 256, 1024, 1024, 1, 132, 256, 1, 2, "A through an activation: by rows only", 0, 0},
+        {1, 0, 1, 256, 1024, 1024, 0, 264, 256, 1, 1, "one compute unit: one work-group, the least packing", 0, 0},
+        /* B read in place (bench/README.md, "B read in place") */
+        {2, 0, 0, 256, 256, 256, 0, 12, 256, 1, 22, "B in place: 22 row blocks of 12 (B no longer packed each)", 1,
+         1},
+        {2, 0, 0, 384, 384, 384, 0, 12, 192, 1, 32, "B in place at 56.6 MFLOP a unit: 32 row blocks of 12", 1, 1},
+        {2, 0, 0, 2048, 64, 64, 0, 12, 64, 1, 171, "B in place: row blocks of one tile", 1, 1},
+        {2, 0, 0, 512, 512, 512, 0, 264, 256, 1, 2, "134 MFLOP a unit: packed as before, though allowed", 1, 0},
+        {2, 0, 1, 256, 256, 256, 0, 132, 256, 1, 2, "B transposed: never in place (the packed split)", 1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const clremat_gemm_blocks b = blocks_of(1, cases[i].cu);
         clremat_gemm_split s;
         clremat_gemm_split_choose(&b, cases[i].tA, cases[i].tB, cases[i].M, cases[i].N, cases[i].K, 1,
-                                  cases[i].actA, &s);
+                                  cases[i].actA, cases[i].allowed, &s);
         ck_assert_msg(s.bm == cases[i].bm && s.bn == cases[i].bn && s.groups == cases[i].groups &&
-                          work_groups(&s, cases[i].M, 1) == cases[i].wgs,
-                      "%lldx%lldx%lld on %lld units: split %d x %d, %lld groups, expected %d x %d, %lld groups "
-                      "(%s)", (long long)cases[i].M, (long long)cases[i].N, (long long)cases[i].K,
-                      (long long)cases[i].cu, s.bm, s.bn, (long long)s.groups, cases[i].bm, cases[i].bn,
-                      (long long)cases[i].groups, cases[i].why);
+                          work_groups(&s, cases[i].M, 1) == cases[i].wgs && s.b_in_place == cases[i].in_place,
+                      "%lldx%lldx%lld on %lld units: split %d x %d, %lld groups, B in place %d, expected %d x %d, "
+                      "%lld groups, in place %d (%s)", (long long)cases[i].M, (long long)cases[i].N,
+                      (long long)cases[i].K, (long long)cases[i].cu, s.bm, s.bn, (long long)s.groups, s.b_in_place,
+                      cases[i].bm, cases[i].bn, (long long)cases[i].groups, cases[i].in_place, cases[i].why);
     }
 }
 END_TEST
@@ -155,7 +170,7 @@ START_TEST(test_loop_budget)
                         for (int t = 0; t < 8; t++) {
                             const int64_t M = dims[i], N = dims[j], K = ks[k];
                             clremat_gemm_split s;
-                            clremat_gemm_split_choose(&b, t & 1, (t >> 1) & 1, M, N, K, 1, t >> 2, &s);
+                            clremat_gemm_split_choose(&b, t & 1, (t >> 1) & 1, M, N, K, 1, t >> 2, 1, &s);
                             const int64_t steps = clremat_gemm_split_iterations(&b, N, K, &s);
                             /* the fewest steps possible: one tile of rows and of columns, but all of
                              * N's column tiles with A packed through an activation (by rows only) */
@@ -194,7 +209,7 @@ START_TEST(test_bits_independent_of_split)
         float *ha, *hb, *first, *got;
         clremat_buf *A, *B, *C;
         int distinct = 0;
-        clremat_gemm_split prev = {0, 0, 0};
+        clremat_gemm_split prev = {0, 0, 0, 0};
         if (test_reduced() && M * N * K > 7000000)
             continue;
         ha = malloc(na * sizeof(float));
@@ -218,8 +233,10 @@ START_TEST(test_bits_independent_of_split)
             const clremat_gemm_blocks b = {(int64_t)cus[c], ctx->gemm_mr, ctx->gemm_nr, ctx->gemm_mc, ctx->gemm_nc,
                                            ctx->gemm_max_iterations};
             clremat_gemm_split s;
-            clremat_gemm_split_choose(&b, tA, tB, M, N, K, 1, 0, &s);
-            if (c == 0 || s.bm != prev.bm || s.bn != prev.bn || s.groups != prev.groups)
+            clremat_gemm_split_choose(&b, tA, tB, M, N, K, 1, 0,
+                                      clremat_gemm_b_in_place(&b, tB, 0, 0, tB ? K : N, 0, 1), &s);
+            if (c == 0 || s.bm != prev.bm || s.bn != prev.bn || s.groups != prev.groups ||
+                s.b_in_place != prev.b_in_place)
                 distinct++;
             prev = s;
             ctx->info.compute_units = (cl_uint)cus[c];
@@ -265,6 +282,116 @@ START_TEST(test_bits_independent_of_split)
 }
 END_TEST
 
+/* B read in place (clremat_gemm_b_in_place) against B packed: the same
+ * product with B's rows 2 KB apart or closer and aligned (read in place on
+ * a small launch) and with B in a wider or shifted buffer (packed) gives
+ * the same bits, and the host product's values. N = 272 leaves a last
+ * column block of 112 (not whole tiles of 32), which the kernel packs beside blocks read in place;
+ * K = 300 takes two k-blocks; batch 3 reads each matrix at its stride. */
+START_TEST(test_b_in_place_bits)
+{
+    static const int64_t shapes[][4] = {/* M, N, K, batch */
+                                        {256, 256, 300, 1}, {100, 272, 64, 1}, {37, 64, 513, 1}, {48, 96, 80, 3}};
+    clremat_ctx *ctx;
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_int_eq(clremat_ctx_set_gemm(ctx, CLREMAT_GEMM_NATIVE), CLREMAT_OK);
+    const clremat_gemm_blocks b = {ctx->info.compute_units, ctx->gemm_mr, ctx->gemm_nr, ctx->gemm_mc, ctx->gemm_nc,
+                                   ctx->gemm_max_iterations};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2], batch = shapes[i][3];
+        /* B's layouts: rows N apart from 0 (in place), 640 apart (> 512: packed), N apart from offset 3
+         * (misaligned: packed) */
+        const int64_t ldbs[3] = {N, 640, N}, offs[3] = {0, 0, 3};
+        const int64_t na = M * K * batch, nc = M * N * batch;
+        float *ha = malloc(na * sizeof(float)), *hb = malloc(K * N * batch * sizeof(float));
+        float *first = malloc(nc * sizeof(float)), *got = malloc(nc * sizeof(float));
+        float *bl = malloc((3 + 640 * K * batch) * sizeof(float));
+        clremat_buf *A, *B, *C;
+        ck_assert(ha && hb && first && got && bl);
+        for (int64_t j = 0; j < na; j++)
+            ha[j] = (float)sin(0.37 * (double)j) * (1.0f + (float)(j % 7) * 1e-3f);
+        for (int64_t j = 0; j < K * N * batch; j++) /* B's values, matrix z row k column n at j = (z K + k) N + n */
+            hb[j] = (float)cos(0.11 * (double)j) * 3.0f;
+        ck_assert_int_eq(clremat_pool_alloc(ctx->pool, na * sizeof(float), "A", &A), CLREMAT_OK);
+        ck_assert_int_eq(clremat_pool_alloc(ctx->pool, (3 + 640 * K * batch) * sizeof(float), "B", &B), CLREMAT_OK);
+        ck_assert_int_eq(clremat_pool_alloc(ctx->pool, nc * sizeof(float), "C", &C), CLREMAT_OK);
+        ck_assert_int_eq(clremat_write(ctx, A, 0, na * sizeof(float), ha), CLREMAT_OK);
+        for (int l = 0; l < 3; l++) {
+            const int64_t ldb = ldbs[l], off = offs[l], sb = ldb * K;
+            clremat_gemm_split s;
+            for (int64_t j = 0; j < 3 + 640 * K * batch; j++)
+                bl[j] = 1e30f; /* what a kernel reading outside B's rows would pick up */
+            for (int64_t z = 0; z < batch; z++)
+                for (int64_t k = 0; k < K; k++)
+                    memcpy(bl + off + z * sb + k * ldb, hb + (z * K + k) * N, N * sizeof(float));
+            ck_assert_int_eq(clremat_write(ctx, B, 0, (3 + 640 * K * batch) * sizeof(float), bl), CLREMAT_OK);
+            clremat_gemm_split_choose(&b, 0, 0, M, N, K, batch, 0,
+                                      clremat_gemm_b_in_place(&b, 0, 0, off, ldb, sb, batch), &s);
+            /* the first layout is read in place where the device has no loop budget (llvmpipe's may
+             * leave a launch too long for the small split), the others never */
+            if (l == 0 && !ctx->gemm_max_iterations)
+                ck_assert_msg(s.b_in_place, "%lldx%lldx%lld: B not read in place", (long long)M, (long long)N,
+                              (long long)K);
+            if (l > 0)
+                ck_assert_int_eq(s.b_in_place, 0);
+            ck_assert_int_eq(clremat_gemm(ctx, 0, 0, M, N, K, 1.0f, A, 0, K, M * K, B, off, ldb, sb, 0.0f, C, 0, N,
+                                          M * N, batch),
+                             CLREMAT_OK);
+            ck_assert_int_eq(clremat_read(ctx, C, 0, nc * sizeof(float), l == 0 ? first : got), CLREMAT_OK);
+            if (l == 0)
+                for (int64_t z = 0; z < batch; z++)
+                    for (int64_t m = 0; m < M; m++)
+                        for (int64_t n = 0; n < N; n++) {
+                            double acc = 0.0, mag = 0.0;
+                            for (int64_t k = 0; k < K; k++) {
+                                const double p = (double)ha[(z * M + m) * K + k] * (double)hb[(z * K + k) * N + n];
+                                acc += p;
+                                mag += fabs(p);
+                            }
+                            ck_assert_msg(fabs(first[(z * M + m) * N + n] - acc) <= 1e-5 * (1.0 + mag),
+                                          "%lldx%lldx%lld: C[%lld][%lld][%lld] = %.9g, reference %.9g", (long long)M,
+                                          (long long)N, (long long)K, (long long)z, (long long)m, (long long)n,
+                                          first[(z * M + m) * N + n], acc);
+                        }
+            else
+                ck_assert_msg(memcmp(first, got, nc * sizeof(float)) == 0,
+                              "%lldx%lldx%lld: B packed (ldb %lld, offset %lld) and read in place differ in bits",
+                              (long long)M, (long long)N, (long long)K, (long long)ldb, (long long)off);
+        }
+        clremat_pool_release(ctx->pool, A);
+        clremat_pool_release(ctx->pool, B);
+        clremat_pool_release(ctx->pool, C);
+        free(ha);
+        free(hb);
+        free(first);
+        free(got);
+        free(bl);
+    }
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
+/* clremat_gemm_b_in_place: float32, not transposed, rows at most 512 floats
+ * apart, and every row on a whole vector of the tile. */
+START_TEST(test_b_in_place_rule)
+{
+    const clremat_gemm_blocks b = blocks_of(1, 2); /* 12 x 32: vectors of 16 floats */
+    ck_assert(clremat_gemm_b_in_place(&b, 0, 0, 0, 256, 0, 1));
+    ck_assert(clremat_gemm_b_in_place(&b, 0, 0, 32, 512, 0, 1));
+    ck_assert(clremat_gemm_b_in_place(&b, 0, 0, 0, 64, 64 * 100, 4));
+    ck_assert(!clremat_gemm_b_in_place(&b, 0, 0, 0, 528, 0, 1));   /* rows too far apart */
+    ck_assert(!clremat_gemm_b_in_place(&b, 0, 0, 0, 1024, 0, 1));  /* 4 KB apart */
+    ck_assert(!clremat_gemm_b_in_place(&b, 1, 0, 0, 256, 0, 1));   /* B transposed */
+    ck_assert(!clremat_gemm_b_in_place(&b, 0, 1, 0, 256, 0, 1));   /* a 16-bit B */
+    ck_assert(!clremat_gemm_b_in_place(&b, 0, 0, 8, 256, 0, 1));   /* shifted off a vector */
+    ck_assert(!clremat_gemm_b_in_place(&b, 0, 0, 0, 200, 0, 1));   /* rows off vectors */
+    ck_assert(!clremat_gemm_b_in_place(&b, 0, 0, 0, 256, 256 * 64 + 8, 2)); /* matrices off vectors */
+    ck_assert(clremat_gemm_b_in_place(&b, 0, 0, 0, 256, 256 * 64 + 8, 1));  /* one matrix: its stride unread */
+    const clremat_gemm_blocks n = blocks_of(0, 2); /* 6 x 16: vectors of 8 */
+    ck_assert(clremat_gemm_b_in_place(&n, 0, 0, 8, 200, 0, 1));
+}
+END_TEST
+
 int main(void)
 {
     TCase *tc;
@@ -273,5 +400,7 @@ int main(void)
     tcase_add_test(tc, test_measured_choices);
     tcase_add_test(tc, test_loop_budget);
     tcase_add_test(tc, test_bits_independent_of_split);
+    tcase_add_test(tc, test_b_in_place_bits);
+    tcase_add_test(tc, test_b_in_place_rule);
     return test_run_device_suite(s);
 }
