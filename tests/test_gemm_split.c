@@ -8,7 +8,8 @@
  * (bench/README.md) are the ones chosen; under a loop budget (Mesa's
  * llvmpipe) every work-group keeps within it where any split can. On a
  * device: the same GEMM split as for 1, 2, 3, 8 and 64 compute units
- * gives the host product's values and the same bits every time. */
+ * gives the host product's values and the same bits every time, and B
+ * read in place gives the bits of B packed. */
 #include "testutil.h"
 #include "backend.h"
 #include "layers.h"
