@@ -81,7 +81,7 @@ static clremat_gemm_blocks native_blocks(const clremat_ctx *ctx)
 }
 
 /* Whether the native kernel may read this product's B in place
- * (clremat_gemm_b_in_place). */
+ * (clremat_gemm_b_in_place), for callers without the blocks at hand. */
 static int native_b_in_place(const clremat_ctx *ctx, int tB, const clremat_gemm16_fmt *f16, int64_t offB,
                              int64_t ldb, int64_t sb, int64_t batch)
 {
@@ -119,7 +119,7 @@ static int run_native_one(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N
     clremat_gemm_split split;
     cl_int bm, bn, ib_in_place;
     clremat_gemm_split_choose(&blocks, tA, tB, M, N, K, batch, actA,
-                              native_b_in_place(ctx, tB, f16, offB, ldb, sb, batch), &split);
+                              clremat_gemm_b_in_place(&blocks, tB, ifB, offB, ldb, sb, batch), &split);
     if (blocks.max_iterations > 0) {
         const int64_t iterations = clremat_gemm_split_iterations(&blocks, N, K, &split);
         if (iterations > blocks.max_iterations && ctx->loop_budget_env)
@@ -151,7 +151,8 @@ static int run_native_one(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N
                        sizeof lsc, &lsc, sizeof iepi, &iepi, sizeof iub, &iub, sizeof iact, &iact, sizeof mbias,
                        &mbias, sizeof mout, &mout, sizeof bm, &bm, sizeof bn, &bn, sizeof ms1, &ms1, sizeof chp,
                        &chp, sizeof iok, &iok, sizeof iactA, &iactA, sizeof ifA, &ifA, sizeof ifB, &ifB, sizeof ifC,
-                       &ifC, sizeof iaccC, &iaccC, sizeof mC16, &mC16, sizeof ikeep, &ikeep, sizeof ib_in_place, &ib_in_place, (size_t)0);
+                       &ifC, sizeof iaccC, &iaccC, sizeof mC16, &mC16, sizeof ikeep, &ikeep, sizeof ib_in_place,
+                       &ib_in_place, (size_t)0);
 }
 
 /* Whether some split of an M x N x K product keeps within the native

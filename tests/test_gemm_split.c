@@ -81,7 +81,8 @@ START_TEST(test_splits_valid)
                                  * the time and the model may take fewer work-groups), at least half the
                                  * units work where the shape allows (blocks that do not divide among the
                                  * units, 4 column blocks on 3 units, may leave one idle) */
-                                if (flop < 24e6 || s.b_in_place) /* a small launch: by rows only, the widest column blocks */
+                                /* a small launch (or B read in place): by rows only, the widest column blocks */
+                                if (flop < 24e6 || s.b_in_place)
                                     ck_assert_msg(s.groups == 1 && (N <= b.nc ? cb == 1 : s.bn > b.nc / 2),
                                                   "%lldx%lldx%lld: small launch split %d x %d, %lld groups",
                                                   (long long)M, (long long)N, (long long)K, s.bm, s.bn,
