@@ -1687,19 +1687,33 @@ void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const l
     }
 }
 
-/* The register tile's k loop over micro-panel ap of packed A and the
- * GC_NR columns of B at BP, row k at BP + k * BSTRIDE (a packed panel, or
- * B itself: see directB). */
-#define GC_TILE_LOOP(BP, BSTRIDE)                                                                                  \
+/* The register tile's k loop over the first ROWS rows of micro-panel ap
+ * of packed A and the GC_NR columns of B at BP, row k at BP + k * BSTRIDE
+ * (a packed panel, or B itself: see directB). */
+#define GC_TILE_LOOP_ROWS(BP, BSTRIDE, ROWS)                                                                       \
     for (int k = 0; k < kc; k++) {                                                                                \
         const gc_vec b0 = gc_vload(0, (BP) + k * (BSTRIDE)), b1 = gc_vload(1, (BP) + k * (BSTRIDE));               \
         __local const float *a = ap + k * GC_MR;                                                                  \
-        _Pragma("unroll") for (int r = 0; r < GC_MR; r++)                                                          \
+        _Pragma("unroll") for (int r = 0; r < (ROWS); r++)                                                         \
         {                                                                                                          \
             const float av = a[r];                                                                                 \
             c0[r] = CLREMAT_FMA((gc_vec)(av), b0, c0[r]);                                                          \
             c1[r] = CLREMAT_FMA((gc_vec)(av), b1, c1[r]);                                                          \
         }                                                                                                          \
+    }
+
+/* The tile's k loop over its rows inside C (rows): a panel at C's lower
+ * edge with at most a third or two thirds of GC_MR rows inside runs only
+ * those (M = 256 on the 12-row tile: the last panel's 4 rows, not 12).
+ * The rows left out stay zero and are not written back; every row run
+ * does the same multiply-adds in the same order, so the same bits. */
+#define GC_TILE_LOOP(BP, BSTRIDE)                                                                                  \
+    if (rows <= GC_MR / 3) {                                                                                       \
+        GC_TILE_LOOP_ROWS(BP, BSTRIDE, GC_MR / 3)                                                                  \
+    } else if (rows <= 2 * GC_MR / 3) {                                                                            \
+        GC_TILE_LOOP_ROWS(BP, BSTRIDE, 2 * GC_MR / 3)                                                              \
+    } else {                                                                                                       \
+        GC_TILE_LOOP_ROWS(BP, BSTRIDE, GC_MR)                                                                      \
     }
 
 /* C (and, with epi, out) of one work-group's block; see the section
@@ -1776,6 +1790,7 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
         }
         for (int pi = 0; pi * GC_MR < mc; pi++) {
             __local const float *ap = Ap + pi * GC_KC * GC_MR;
+            const int rows = min(GC_MR, min(mc - pi * GC_MR, M - m0 - pi * GC_MR)); /* the panel's rows inside C */
             for (int pj = 0; pj * GC_NR < nc; pj++) {
                 gc_vec c0[GC_MR], c1[GC_MR];
                 float acc[GC_MR][GC_NR];

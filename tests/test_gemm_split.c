@@ -8,8 +8,9 @@
  * (bench/README.md) are the ones chosen; under a loop budget (Mesa's
  * llvmpipe) every work-group keeps within it where any split can. On a
  * device: the same GEMM split as for 1, 2, 3, 8 and 64 compute units
- * gives the host product's values and the same bits every time, and B
- * read in place gives the bits of B packed. */
+ * gives the host product's values and the same bits every time, B
+ * read in place gives the bits of B packed, and the rows of a panel at C's
+ * lower edge get the bits they get inside whole panels. */
 #include "testutil.h"
 #include "backend.h"
 #include "layers.h"
@@ -373,6 +374,81 @@ START_TEST(test_b_in_place_bits)
 }
 END_TEST
 
+/* The rows of an edge panel (the last micro-panel of C, with fewer than
+ * the tile's rows inside: the kernel runs a third, two thirds or all of
+ * its rows) get the bits the same rows get inside whole panels: for every
+ * M up to three panels, the product of A's first M rows equals those rows
+ * of the product of all 3 * mr, bit for bit, and leaves C's rows past M as
+ * they were. Every transpose (A's and B's packing paths, B in place where
+ * allowed), K over two k-blocks; the tall product against a host product. */
+START_TEST(test_edge_panel_bits)
+{
+    clremat_ctx *ctx;
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_int_eq(clremat_ctx_set_gemm(ctx, CLREMAT_GEMM_NATIVE), CLREMAT_OK);
+    const int64_t tall = 3 * ctx->gemm_mr, N = 96, K = 300, na = tall * K, nb = K * N, nc = tall * N;
+    float *ha = malloc(na * sizeof(float)), *hb = malloc(nb * sizeof(float));
+    float *full = malloc(nc * sizeof(float)), *got = malloc(nc * sizeof(float)), *hm = malloc(na * sizeof(float));
+    clremat_buf *A, *B, *C;
+    ck_assert(ha && hb && full && got && hm);
+    for (int64_t j = 0; j < na; j++)
+        ha[j] = (float)sin(0.37 * (double)j) * (1.0f + (float)(j % 7) * 1e-3f);
+    for (int64_t j = 0; j < nb; j++)
+        hb[j] = (float)cos(0.11 * (double)j) * 3.0f;
+    ck_assert_int_eq(clremat_pool_alloc(ctx->pool, na * sizeof(float), "A", &A), CLREMAT_OK);
+    ck_assert_int_eq(clremat_pool_alloc(ctx->pool, nb * sizeof(float), "B", &B), CLREMAT_OK);
+    ck_assert_int_eq(clremat_pool_alloc(ctx->pool, nc * sizeof(float), "C", &C), CLREMAT_OK);
+    ck_assert_int_eq(clremat_write(ctx, B, 0, nb * sizeof(float), hb), CLREMAT_OK);
+    for (int t = 0; t < 4; t++) {
+        const int tA = t & 1, tB = t >> 1;
+        for (int64_t M = tall; M >= 1; M--) {
+            /* A's first M rows of op(A): stored M x K, or K x M for A^T (rebuilt for each M) */
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t k = 0; k < K; k++)
+                    hm[tA ? k * M + m : m * K + k] = ha[m * K + k];
+            ck_assert_int_eq(clremat_write(ctx, A, 0, M * K * sizeof(float), hm), CLREMAT_OK);
+            for (int64_t j = 0; j < nc; j++)
+                got[j] = -7.0f; /* rows past M must keep it */
+            ck_assert_int_eq(clremat_write(ctx, C, 0, nc * sizeof(float), got), CLREMAT_OK);
+            ck_assert_int_eq(clremat_gemm(ctx, tA, tB, M, N, K, 1.0f, A, 0, tA ? M : K, 0, B, 0, tB ? K : N, 0, 0.0f,
+                                          C, 0, N, 0, 1),
+                             CLREMAT_OK);
+            ck_assert_int_eq(clremat_read(ctx, C, 0, nc * sizeof(float), M == tall ? full : got), CLREMAT_OK);
+            if (M == tall) { /* the tall product against a host product in double (B^T holds the same floats) */
+                for (int64_t m = 0; m < M; m++)
+                    for (int64_t n = 0; n < N; n++) {
+                        double acc = 0.0, mag = 0.0;
+                        for (int64_t k = 0; k < K; k++) {
+                            const double p = (double)ha[m * K + k] * (double)hb[tB ? n * K + k : k * N + n];
+                            acc += p;
+                            mag += fabs(p);
+                        }
+                        ck_assert_msg(fabs(full[m * N + n] - acc) <= 1e-5 * (1.0 + mag),
+                                      "op %d%d: C[%lld][%lld] = %.9g, reference %.9g", tA, tB, (long long)m,
+                                      (long long)n, full[m * N + n], acc);
+                    }
+                continue;
+            }
+            ck_assert_msg(memcmp(got, full, M * N * sizeof(float)) == 0,
+                          "op %d%d, M = %lld (%lld rows in the edge panel): its rows differ from the same rows "
+                          "inside whole panels", tA, tB, (long long)M, (long long)((M - 1) % ctx->gemm_mr + 1));
+            for (int64_t j = M * N; j < nc; j++)
+                ck_assert_msg(got[j] == -7.0f, "op %d%d, M = %lld: C written past row M (C[%lld][%lld] = %g)", tA,
+                              tB, (long long)M, (long long)(j / N), (long long)(j % N), got[j]);
+        }
+    }
+    clremat_pool_release(ctx->pool, A);
+    clremat_pool_release(ctx->pool, B);
+    clremat_pool_release(ctx->pool, C);
+    free(ha);
+    free(hb);
+    free(full);
+    free(got);
+    free(hm);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
 /* clremat_gemm_b_in_place: float32, not transposed, rows at most 512 floats
  * apart, and every row on a whole vector of the tile. */
 START_TEST(test_b_in_place_rule)
@@ -404,5 +480,6 @@ int main(void)
     tcase_add_test(tc, test_bits_independent_of_split);
     tcase_add_test(tc, test_b_in_place_bits);
     tcase_add_test(tc, test_b_in_place_rule);
+    tcase_add_test(tc, test_edge_panel_bits);
     return test_run_device_suite(s);
 }
