@@ -1067,6 +1067,20 @@ CLREMAT_DEFINE_DACT(gc_dact16, float16, gc_gexp16)
 #endif
 #define CLREMAT_ACT_WIDE(act) ((act) == CLREMAT_ACT_GELU_TANH || (act) == CLREMAT_ACT_RELU)
 
+/* act'(x) on a gc_vec with clremat_act_bwdw's bits: GELU (tanh form) and
+ * ReLU sixteen wide where GC_VW is 16, else clremat_dact8 on each
+ * eight-lane part (every lane's bits are the same either way). */
+gc_vec gc_dact(const int act, const gc_vec x)
+{
+#if GC_VW == 16
+    if (CLREMAT_ACT_WIDE(act))
+        return gc_dact16(act, x);
+    return (float16)(clremat_dact8(act, x.lo), clremat_dact8(act, x.hi));
+#else
+    return clremat_dact8(act, x);
+#endif
+}
+
 /* y = act(x): clremat_act_fwd8's floats, CLREMAT_EW per work-item. */
 __kernel void clremat_act_fwdw(const int n, const int act, __global const float *x, __global float *y)
 {
@@ -1718,7 +1732,9 @@ void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const l
 
 /* C (and, with epi, out) of one work-group's block; see the section
  * comment. epi: 0 plain; 1 last k-block applies bias (use_bias) and act;
- * 2 the optimizer update (clremat_opt8, kind okind, hyperparameters hp):
+ * 3 last k-block multiplies C by act'(X), X at out in C's layout (an
+ * activation's backward fused into the GEMM that produces its incoming
+ * gradient: clremat_act_bwdw's bits); 2 the optimizer update (clremat_opt8, kind okind, hyperparameters hp):
  * the product is a parameter's gradient, which is not stored: C is the
  * parameter, out its first optimizer state, s1 its second; the host
  * launches it only with alpha 1, beta 0, batch 1 and K within one k-block,
@@ -1838,6 +1854,12 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                             v0 = v0 + beta * gc_vload(0, cr);
                             v1 = v1 + beta * gc_vload(1, cr);
                         }
+                        if (last && epi == 3) {
+                            __global const float *xr = out + (long)(mrow + r) * ldc + ncol;
+                            gc_vstore(v0 * gc_dact(act, gc_vload(0, xr)), 0, cr);
+                            gc_vstore(v1 * gc_dact(act, gc_vload(1, xr)), 1, cr);
+                            continue;
+                        }
                         if (last && epi && use_bias) {
                             v0 = v0 + gc_vload(0, bias + ncol);
                             v1 = v1 + gc_vload(1, bias + ncol);
@@ -1885,6 +1907,10 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                                 v = C[ci] + v;
                             else if (beta != 0.0f)
                                 v = v + beta * C[ci];
+                            if (last && epi == 3) {
+                                C[ci] = v * clremat_dact8(act, (float8)(out[ci])).s0;
+                                continue;
+                            }
                             if (last && fC) {
                                 if (epi && use_bias)
                                     v = v + bias[n];

@@ -81,6 +81,22 @@ int clremat_gemm_update_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int6
 int clremat_gemm_acta(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, int actA,
                       const clremat_buf *A, int64_t lda, const clremat_buf *B, int64_t ldb, clremat_buf *C);
 
+/** C = (op(A) op(B)) * act'(X), elementwise (M x N, row-major, ldc N,
+ * alpha 1, beta 0; X M x N, ldc N): an activation's backward dZ = dY *
+ * act'(pre) fused into the GEMM that produces dY (dense's input gradient,
+ * whose consumer is a dense layer with an activation). On the native path
+ * the GEMM's last k-block multiplies before storing; elsewhere the GEMM
+ * and then the activation-backward kernel, in place. Either way the bits
+ * of the plain GEMM followed by clremat_act_bwdw (the unfused backward). */
+int clremat_gemm_dact(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, const clremat_buf *A,
+                      int64_t lda, const clremat_buf *B, int64_t ldb, clremat_buf *C, int act, const clremat_buf *X);
+
+/** clremat_gemm_dact's fused launch on the native path, whatever the
+ * context's path. */
+int clremat_gemm_dact_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K,
+                             const clremat_buf *A, int64_t lda, const clremat_buf *B, int64_t ldb, clremat_buf *C,
+                             int act, const clremat_buf *X);
+
 /** clremat_gemm_acta on the native path, whatever the context's path. */
 int clremat_gemm_acta_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, int actA,
                              const clremat_buf *A, int64_t lda, const clremat_buf *B, int64_t ldb, clremat_buf *C);

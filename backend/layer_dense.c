@@ -5,7 +5,11 @@
  * in place in dout, dW = x^T dZ, db = column sums of dZ, dx = dZ W^T.
  * With the fused update (c->fuse_update), dx is computed first (it reads
  * the old W), then the kernel's update runs in the dW GEMM's epilogue and
- * the bias's in the column-sum kernel: neither gradient is stored. */
+ * the bias's in the column-sum kernel: neither gradient is stored.
+ * Where the layer feeding x is a dense layer with an activation and this
+ * is its only consumer (the executor sets din_act), dx comes out already
+ * multiplied by that activation's derivative, and that layer's backward
+ * skips its own pass (dout_is_dz). */
 #include "layer_impl.h"
 #include "colsum.h"
 #include "kernel_run.h"
@@ -101,6 +105,21 @@ static int dense_recompute(clremat_layer_call *c)
                          sizeof mo, &mo, (size_t)0);
 }
 
+/* dx = dZ W^T; with din_act, times act'(din_pre) of the dense layer
+ * feeding x (its activation's backward, fused: clremat_gemm_dact). */
+static int dense_input_grad(clremat_layer_call *c, int64_t rows, int64_t in, int64_t units)
+{
+    if (c->din_act[0]) {
+        if (c->din_accumulate[0])
+            return clremat_fail(c->ctx, CLREMAT_ERR_INTERNAL, "dense layer %s: a fused activation gradient into "
+                                "an accumulated input gradient", c->g->layers[c->layer].name);
+        return clremat_gemm_dact(c->ctx, 0, 1, rows, in, units, c->dout, units, c->param[0], units, c->din[0],
+                                 c->din_act[0], c->din_pre[0]);
+    }
+    return clremat_gemm(c->ctx, 0, 1, rows, in, units, 1.0f, c->dout, 0, units, 0, c->param[0], 0, units, 0,
+                        c->din_accumulate[0] ? 1.0f : 0.0f, c->din[0], 0, in, 0, 1);
+}
+
 static int dense_backward(clremat_layer_call *c)
 {
     const clremat_layer *L = &c->g->layers[c->layer];
@@ -119,7 +138,7 @@ static int dense_backward(clremat_layer_call *c)
          (st = clremat_check_buf(c->ctx, L->name, "bias grad", c->grad[1], units)) != CLREMAT_OK) ||
         (c->din[0] && (st = clremat_check_buf(c->ctx, L->name, "input grad", c->din[0], rows * in)) != CLREMAT_OK))
         return st;
-    if (has_act) { /* dZ = dout * act'(preact), in place */
+    if (has_act && !c->dout_is_dz) { /* dZ = dout * act'(preact), in place (unless the consumer's backward did) */
         cl_int n = (cl_int)(rows * units), act = (cl_int)L->act, acc = 0;
         cl_mem mp = clremat_mem(c->slot[1]), md = clremat_mem(c->dout);
         if ((st = clremat_run1d(c->ctx, clremat_ew_name(c->ctx, act, "clremat_act_bwdw", "clremat_act_bwd8"),
@@ -130,8 +149,7 @@ static int dense_backward(clremat_layer_call *c)
     if (c->fuse_update) {
         const clremat_fused_call *f = c->fused;
         /* dx first: it reads W, which the update then changes */
-        if (c->din[0] && (st = clremat_gemm(c->ctx, 0, 1, rows, in, units, 1.0f, c->dout, 0, units, 0, c->param[0], 0,
-                                            units, 0, c->din_accumulate[0] ? 1.0f : 0.0f, c->din[0], 0, in, 0, 1)))
+        if (c->din[0] && (st = dense_input_grad(c, rows, in, units)) != CLREMAT_OK)
             return st;
         if (!f || (c->fuse_update & ~(L->use_bias ? 3u : 1u)))
             return clremat_fail(c->ctx, CLREMAT_ERR_INTERNAL, "dense layer %s: fused update without its states",
@@ -160,8 +178,7 @@ static int dense_backward(clremat_layer_call *c)
             CLREMAT_OK)
         return st;
     if (c->din[0] && !c->fuse_update)
-        st = clremat_gemm(c->ctx, 0, 1, rows, in, units, 1.0f, c->dout, 0, units, 0, c->param[0], 0, units, 0,
-                          c->din_accumulate[0] ? 1.0f : 0.0f, c->din[0], 0, in, 0, 1);
+        st = dense_input_grad(c, rows, in, units);
     return st;
 }
 

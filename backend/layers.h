@@ -75,6 +75,17 @@ typedef struct clremat_layer_call {
      * activation output the backward reads as act(in[i]) inside its GEMM
      * (clremat_layer_cost.bwd_act_fusable_inputs); 0: in[i] is the input. */
     int in_act[CLREMAT_MAX_INPUTS];
+    /** Backward: din_act[i] != 0 (a clremat_act code): the layer feeding
+     * input i applies that activation to its output, this backward is its
+     * output's only consumer, and din[i] is written already multiplied by
+     * act'(din_pre[i]) (its pre-activation; din_accumulate[i] is 0), the
+     * first step of that layer's backward (which then gets dout_is_dz).
+     * Only layers whose backward supports it get it (dense, float32). */
+    int din_act[CLREMAT_MAX_INPUTS];
+    const clremat_buf *din_pre[CLREMAT_MAX_INPUTS];
+    /** Backward: dout already holds dZ = dout * act'(pre) (the consuming
+     * layer's backward multiplied it: din_act): skip that step. */
+    int dout_is_dz;
     /* gradient accumulation (a micro-batch of a larger step's batch; 0: none) */
     int64_t sample0;                            /**< first sample of this call's batch in the step's batch: dropout
                                                      masks are those of the whole batch (element index offset) */

@@ -349,6 +349,37 @@ static const clremat_fence_ops cl_fence_ops = {fence_done, fence_wait, fence_rel
 
 /* Releases every tensor of a step (after a failure mid-step), host copies
  * of offloaded tensors included once the copy queue is done with them. */
+/* A float32 dense layer, neither LoRA nor tied (layer_dense.c's backward,
+ * which takes din_act and dout_is_dz). */
+static int plain_dense(const clremat_graph *g, int l)
+{
+    const clremat_layer *L = &g->layers[l];
+    return g->precision == CLREMAT_PREC_FLOAT32 && L->type == CLREMAT_DENSE && L->lora_rank == 0 && !L->tie;
+}
+
+/* fusable[P] = 1 for each plain dense layer P with an activation whose
+ * output has exactly one consumer, a plain dense layer, through one input. */
+static void mark_act_grad_fusable(const clremat_graph *g, unsigned char *fusable)
+{
+    int *uses = calloc((size_t)g->n_layers, sizeof *uses), *user = calloc((size_t)g->n_layers, sizeof *user);
+    if (!uses || !user) { /* nothing fused: the unfused backward */
+        free(uses);
+        free(user);
+        return;
+    }
+    for (int l = 0; l < g->n_layers; l++)
+        for (int i = 0; i < g->layers[l].n_inputs; i++)
+            if (g->layers[l].inputs[i] >= 0) {
+                uses[g->layers[l].inputs[i]]++;
+                user[g->layers[l].inputs[i]] = l;
+            }
+    for (int P = 0; P < g->n_layers; P++)
+        fusable[P] = plain_dense(g, P) && g->layers[P].act != CLREMAT_ACT_NONE && uses[P] == 1 &&
+                     plain_dense(g, user[P]) && g->layers[user[P]].n_inputs == 1;
+    free(uses);
+    free(user);
+}
+
 static void release_step_tensors(clremat_trainer *t)
 {
     if (t->copy_queue) {
@@ -362,8 +393,10 @@ static void release_step_tensors(clremat_trainer *t)
     }
     for (int i = 0; i < t->g->n_layers * S; i++)
         release(t, &t->act[i]);
-    for (int l = 0; l < t->g->n_layers; l++)
+    for (int l = 0; t->dgrad && l < t->g->n_layers; l++)
         release(t, &t->dgrad[l]);
+    if (t->dz_ready)
+        memset(t->dz_ready, 0, (size_t)t->g->n_layers);
     release(t, &t->temp);
     release(t, &t->gemm_ws);
     t->ctx->gemm_ws = NULL;
@@ -414,6 +447,8 @@ void clremat_trainer_free(clremat_trainer *t)
     release(t, &t->scratch);
     free(t->act);
     free(t->dgrad);
+    free(t->act_grad_fusable);
+    free(t->dz_ready);
     free(t->costs);
     free(t->eval_costs);
     free(t->gemm_ws_fwd);
@@ -470,8 +505,12 @@ static int alloc_fixed(clremat_trainer *t)
     t->act = calloc((size_t)g->n_layers * S, sizeof *t->act);
     t->dgrad = calloc((size_t)g->n_layers, sizeof *t->dgrad);
     t->profile = calloc((size_t)g->n_layers + 1, sizeof *t->profile);
-    if (!t->params || !t->grads || !t->state || !t->act || !t->dgrad || !t->profile)
+    t->act_grad_fusable = calloc((size_t)g->n_layers, 1);
+    t->dz_ready = calloc((size_t)g->n_layers, 1);
+    if (!t->params || !t->grads || !t->state || !t->act || !t->dgrad || !t->profile || !t->act_grad_fusable ||
+        !t->dz_ready)
         return clremat_fail(t->ctx, CLREMAT_ERR_INTERNAL, "out of host memory");
+    mark_act_grad_fusable(g, t->act_grad_fusable);
     for (int l = 0; l < g->n_layers; l++) {
         t->params[l] = calloc(CLREMAT_MAX_PARAMS, sizeof(clremat_buf *));
         t->grads[l] = calloc(CLREMAT_MAX_PARAMS, sizeof(clremat_buf *));
@@ -684,6 +723,7 @@ int clremat_trainer_new_accum(clremat_ctx *ctx, clremat_graph *g, int64_t batch,
         memcpy(t->layer_cost, layer_cost, sizeof *t->layer_cost * (size_t)g->n_layers);
     }
     t->fused = clremat_trainer_fused(opt, accumulate, g);
+    t->fuse_act_grad = !(getenv("CLREMAT_NO_FUSED_ACT_GRAD") && !strcmp(getenv("CLREMAT_NO_FUSED_ACT_GRAD"), "1"));
     t->loss_scale = g->precision == CLREMAT_PREC_MIXED_FLOAT16 ? CLREMAT_LOSS_SCALE_INITIAL : 1.0f;
     if (g->precision != CLREMAT_PREC_FLOAT32) {
         /* the layer-boundary staging is released without a fence: one queue only */
@@ -959,12 +999,26 @@ static int run_backward(clremat_trainer *t, const clremat_action *a)
             c.in_act[i] = (int)t->g->layers[P].act;
         }
     c.dout = t->dgrad[a->layer];
+    c.dout_is_dz = t->dz_ready[a->layer];
+    t->dz_ready[a->layer] = 0;
     for (int i = 0; i < L->n_inputs; i++)
         if (a->want_din >> i & 1u) {
-            c.din[i] = t->dgrad[L->inputs[i]];
+            const int P = L->inputs[i];
+            c.din[i] = t->dgrad[P];
             c.din_accumulate[i] = !(a->alloc_din >> i & 1u);
+            /* P's activation backward in this GEMM: P's pre-activation
+             * resident now on the one queue (the in-order queue has
+             * computed it), the gradient written here alone */
+            if (t->fuse_act_grad && P >= 0 && t->act_grad_fusable[P] && !c.din_accumulate[i] && !t->side_queue &&
+                t->plan.n_offloads == 0 && t->costs[P].act_source == 1 && t->act[P * S + 1]) {
+                c.din_act[i] = (int)t->g->layers[P].act;
+                c.din_pre[i] = t->act[P * S + 1];
+            }
         }
     st = clremat_layer_backward(&c);
+    for (int i = 0; st == CLREMAT_OK && i < L->n_inputs; i++)
+        if (c.din_act[i])
+            t->dz_ready[L->inputs[i]] = 1;
     st = update_from_scratch(t, a->layer, scratch, st);
     release_workspace(t);
     return st;

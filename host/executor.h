@@ -69,6 +69,14 @@ typedef struct clremat_trainer {
     int update_started;                 /**< the last step reached the optimizer update (with the fused
                                              update: its backward, which updates as it goes) */
     int fused;                          /**< the update runs inside the backward (clremat_trainer_fused) */
+    /** 1 (the default; $CLREMAT_NO_FUSED_ACT_GRAD=1 sets 0): a dense
+     * layer's activation backward runs in the GEMM of its only consumer's
+     * input gradient (layers.h, din_act), where act_grad_fusable allows it
+     * and the pre-activation is resident then (no overlap, no offload). */
+    int fuse_act_grad;
+    unsigned char *act_grad_fusable;    /**< [layer]: a float32 dense layer with an activation whose output's
+                                             only consumer is a float32 dense layer (neither LoRA nor tied) */
+    unsigned char *dz_ready;            /**< [layer]: its dgrad already holds dZ (the consumer fused it) */
     clremat_buf *upd_scratch[CLREMAT_MAX_PARAMS]; /**< gradient scratch of the running backward (fused update,
                                              parameters its layer cannot update itself) */
     int replans;                        /**< steps replanned and retried after running out of device memory */

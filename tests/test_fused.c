@@ -34,7 +34,11 @@ typedef struct run_out {
     uint64_t predicted, measured, fixed;
     int fused;
     int step_kernel_launches;       /* clremat_sgd_step / clremat_adam_step in the last step */
+    int act_bwd_launches;           /* clremat_act_bwdw / clremat_act_bwd8 in the last step */
 } run_out;
+
+/* 1: run() trains with the activation backward unfused (fuse_act_grad 0) */
+static int act_grad_off;
 
 static void run(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *d, const char *opt_name,
                 const char *mode, int no_fused, run_out *out)
@@ -52,6 +56,7 @@ static void run(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *d, co
     opt.no_fused_update = no_fused;
     ck_assert_msg(clremat_trainer_new_costs(ctx, g, BATCH, &pol, &opt, 11, NULL, plus != NULL, &t) == CLREMAT_OK,
                   "%s %s: %s", opt_name, mode, clremat_ctx_last_error(ctx));
+    t->fuse_act_grad = !act_grad_off;
     clremat_pool_reset_peaks(ctx->pool);
     for (int s = 0; s < STEPS; s++) {
         float correct;
@@ -65,10 +70,13 @@ static void run(clremat_ctx *ctx, clremat_graph *g, const clremat_dataset *d, co
     out->measured = clremat_pool_get_stats(ctx->pool).live_peak;
     out->fixed = t->plan.fixed_bytes;
     out->fused = t->fused;
-    out->step_kernel_launches = 0;
-    for (int k = 0; k < t->n_kprof; k++)
+    out->step_kernel_launches = out->act_bwd_launches = 0;
+    for (int k = 0; k < t->n_kprof; k++) {
         if (!strcmp(t->kprof[k].name, "clremat_sgd_step") || !strcmp(t->kprof[k].name, "clremat_adam_step"))
             out->step_kernel_launches += t->kprof[k].launches;
+        if (!strcmp(t->kprof[k].name, "clremat_act_bwdw") || !strcmp(t->kprof[k].name, "clremat_act_bwd8"))
+            out->act_bwd_launches += t->kprof[k].launches;
+    }
     out->params = malloc(t->plan.param_bytes);
     ck_assert_int_eq(clremat_trainer_get_params(t, out->params), CLREMAT_OK);
     clremat_trainer_free(t);
@@ -211,6 +219,133 @@ START_TEST(test_fused_activation_read_bitwise)
 }
 END_TEST
 
+/* A dense layer's activation backward fused into the GEMM of its
+ * consumer's input gradient (clremat_gemm_dact: dY = dZ W^T, then dY *
+ * act'(pre) before the store) against the plain GEMM followed by the
+ * activation-backward kernel in place, as the unfused backward runs them:
+ * the same bits for every activation, on the native path (the epilogue of
+ * the last k-block; edge tiles, several k-blocks and column blocks) and on
+ * CLBlast (the GEMM, then the kernel). */
+START_TEST(test_act_grad_gemm_bitwise)
+{
+    /* rows, in (N of dY), units (K) */
+    static const int64_t shapes[][3] = {{37, 21, 29}, {96, 64, 300}, {7, 130, 5}, {613, 19, 33}, {61, 530, 270}};
+    static const clremat_gemm_path paths[] = {CLREMAT_GEMM_NATIVE, CLREMAT_GEMM_CLBLAST};
+    clremat_ctx *ctx;
+    TEST_OPEN_CTX(ctx, 0);
+    for (size_t pi = 0; pi < 2; pi++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int act = CLREMAT_ACT_RELU; act < CLREMAT_ACT_COUNT; act++) {
+                const int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+                float *hz = malloc(sizeof(float) * (size_t)(M * K)), *hw = malloc(sizeof(float) * (size_t)(N * K));
+                float *hp = malloc(sizeof(float) * (size_t)(M * N)), *c1 = malloc(sizeof(float) * (size_t)(M * N));
+                float *c2 = malloc(sizeof(float) * (size_t)(M * N));
+                clremat_buf *dz, *w, *pre, *ca, *cb;
+                cl_int n = (cl_int)(M * N), iact = act, acc = 0;
+                cl_mem mp, mc;
+                ck_assert(hz && hw && hp && c1 && c2);
+                for (int64_t i = 0; i < M * K; i++)
+                    hz[i] = (float)((i * 37 % 101) - 50) / 17.0f;
+                for (int64_t i = 0; i < N * K; i++)
+                    hw[i] = (float)((i * 53 % 89) - 44) / 131.0f;
+                for (int64_t i = 0; i < M * N; i++) /* both signs, zero and large magnitudes */
+                    hp[i] = (float)((i * 29 % 97) - 48) / 9.0f;
+                for (int64_t i = 0; i < M * N; i++)
+                    c1[i] = -3.0f; /* overwritten: beta 0 */
+                dz = upload(ctx, hz, (size_t)(M * K));
+                w = upload(ctx, hw, (size_t)(N * K));
+                pre = upload(ctx, hp, (size_t)(M * N));
+                ca = upload(ctx, c1, (size_t)(M * N));
+                cb = upload(ctx, c1, (size_t)(M * N));
+                mp = clremat_mem(pre);
+                mc = clremat_mem(ca);
+                ck_assert_int_eq(clremat_ctx_set_gemm(ctx, paths[pi]), CLREMAT_OK);
+                /* unfused: dY = dZ W^T, then dY *= act'(pre) in place (layer_dense.c's kernel) */
+                ck_assert_int_eq(clremat_gemm(ctx, 0, 1, M, N, K, 1.0f, dz, 0, K, 0, w, 0, K, 0, 0.0f, ca, 0, N, 0, 1),
+                                 CLREMAT_OK);
+                ck_assert_int_eq(clremat_run1d(ctx, clremat_ew_name(ctx, act, "clremat_act_bwdw", "clremat_act_bwd8"),
+                                               clremat_ew_items(ctx, act, M * N), sizeof n, &n, sizeof iact, &iact,
+                                               sizeof acc, &acc, sizeof mp, &mp, sizeof mc, &mc, sizeof mc, &mc,
+                                               (size_t)0),
+                                 CLREMAT_OK);
+                ck_assert_int_eq(clremat_gemm_dact(ctx, 0, 1, M, N, K, dz, K, w, K, cb, act, pre), CLREMAT_OK);
+                ck_assert_int_eq(clremat_read(ctx, ca, 0, sizeof(float) * (size_t)(M * N), c1), CLREMAT_OK);
+                ck_assert_int_eq(clremat_read(ctx, cb, 0, sizeof(float) * (size_t)(M * N), c2), CLREMAT_OK);
+                for (int64_t i = 0; i < M * N; i++)
+                    ck_assert_msg(memcmp(&c1[i], &c2[i], sizeof(float)) == 0,
+                                  "%s, act %d, %lldx%lldx%lld: element %lld fused %.9g, unfused %.9g",
+                                  clremat_gemm_path_name(paths[pi]), act, (long long)M, (long long)N, (long long)K,
+                                  (long long)i, (double)c2[i], (double)c1[i]);
+                clremat_pool_release(ctx->pool, dz);
+                clremat_pool_release(ctx->pool, w);
+                clremat_pool_release(ctx->pool, pre);
+                clremat_pool_release(ctx->pool, ca);
+                clremat_pool_release(ctx->pool, cb);
+                free(hz);
+                free(hw);
+                free(hp);
+                free(c1);
+                free(c2);
+            }
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
+/* Training with the activation backward fused (the default) against
+ * unfused ($CLREMAT_NO_FUSED_ACT_GRAD=1): on every bundled model of this
+ * test and every remat mode, the losses and parameters bitwise identical,
+ * the peaks exact in both; on the models with dense -> dense chains, fewer
+ * activation-backward launches on the native path under none and
+ * activations (full recomputes the producer after its consumer's
+ * backward, and overlap recomputes on a queue of its own: unfused there). */
+START_TEST(test_act_grad_fused_training)
+{
+    const char *file = model_files[_i];
+    clremat_ctx *ctx;
+    clremat_graph *g = test_load_model(file);
+    clremat_dataset d;
+    const size_t pbytes = (size_t)clremat_graph_param_elems(g) * sizeof(float);
+    const int chains = !strcmp(file, "mlp_deep.json") || !strcmp(file, "transformer.json");
+    TEST_OPEN_CTX(ctx, 0);
+    ck_assert_msg(clremat_data_synthetic(g, NULL, 11, 256, 32, &d) == CLREMAT_OK, "%s", clremat_last_error());
+    for (size_t m = 0; m < (test_reduced() ? 2 : N_MODES); m++) {
+        run_out u, f;
+        act_grad_off = 1;
+        run(ctx, g, &d, "adamw", modes[m], 0, &u);
+        act_grad_off = 0;
+        run(ctx, g, &d, "adamw", modes[m], 0, &f);
+        for (int s = 0; s < STEPS; s++)
+            ck_assert_msg(memcmp(&u.loss[s], &f.loss[s], sizeof(float)) == 0,
+                          "%s %s step %d: fused activation backward loss %.9g, unfused %.9g", file, modes[m], s,
+                          (double)f.loss[s], (double)u.loss[s]);
+        ck_assert_msg(memcmp(u.params, f.params, pbytes) == 0, "%s %s: parameters differ with the activation "
+                      "backward fused", file, modes[m]);
+        ck_assert_msg(u.measured == u.predicted && f.measured == f.predicted,
+                      "%s %s: unfused peak %llu (predicted %llu), fused %llu (predicted %llu)", file, modes[m],
+                      (unsigned long long)u.measured, (unsigned long long)u.predicted,
+                      (unsigned long long)f.measured, (unsigned long long)f.predicted);
+        /* fewer on the native path where P's pre-activation is resident at
+         * its consumer's backward: none (kept) and activations (the
+         * pre-activation kept, the output discarded); full recomputes P
+         * after that backward; CLBlast runs the GEMM and then the kernel */
+        if (chains && clremat_gemm_resolve(ctx) == CLREMAT_GEMM_NATIVE &&
+            (!strcmp(modes[m], "none") || !strcmp(modes[m], "activations")))
+            ck_assert_msg(f.act_bwd_launches < u.act_bwd_launches, "%s %s: %d activation-backward launches fused, "
+                          "%d unfused", file, modes[m], f.act_bwd_launches, u.act_bwd_launches);
+        else
+            ck_assert_msg(f.act_bwd_launches <= u.act_bwd_launches, "%s %s: %d activation-backward launches fused, "
+                          "%d unfused", file, modes[m], f.act_bwd_launches, u.act_bwd_launches);
+        fprintf(stderr, "%s %s: activation-backward launches %d unfused, %d fused\n", file, modes[m],
+                u.act_bwd_launches, f.act_bwd_launches);
+        free(u.params);
+        free(f.params);
+    }
+    clremat_data_free(&d);
+    clremat_graph_free(g);
+    clremat_ctx_destroy(ctx);
+}
+END_TEST
+
 /* The predicate: optimizer, the user's switch, accumulation, replicas. */
 START_TEST(test_fused_predicate)
 {
@@ -257,5 +392,7 @@ int main(void)
     tcase_add_test(tc, test_fused_predicate);
     tcase_add_test(tc, test_fused_activation_read_bitwise);
     tcase_add_loop_test(tc, test_fused_bitwise_and_exact, 0, (int)N_MODELS);
+    tcase_add_test(tc, test_act_grad_gemm_bitwise);
+    tcase_add_loop_test(tc, test_act_grad_fused_training, 0, (int)N_MODELS);
     return test_run_device_suite(s);
 }
