@@ -59,38 +59,35 @@ typedef struct {
     "vfmadd231ps %%" R "0, %%" R "1, %%" R "12\n\t"                                                                \
     "vfmadd231ps %%" R "0, %%" R "1, %%" R "13\n\t"
 
+/* Zeroes registers 0 to 13 of kind R ("zmm" or "ymm") with ZERO (vpxord
+ * or vxorps), then runs FMA_ITERS x 10 x FMA12(R). */
+#define MOV13(R)                                                                                                   \
+    "vmovaps %%" R "0, %%" R "1\n\tvmovaps %%" R "0, %%" R "2\n\tvmovaps %%" R "0, %%" R "3\n\t"                 \
+    "vmovaps %%" R "0, %%" R "4\n\tvmovaps %%" R "0, %%" R "5\n\tvmovaps %%" R "0, %%" R "6\n\t"                  \
+    "vmovaps %%" R "0, %%" R "7\n\tvmovaps %%" R "0, %%" R "8\n\tvmovaps %%" R "0, %%" R "9\n\t"                  \
+    "vmovaps %%" R "0, %%" R "10\n\tvmovaps %%" R "0, %%" R "11\n\tvmovaps %%" R "0, %%" R "12\n\t"               \
+    "vmovaps %%" R "0, %%" R "13\n\t"
+#define FMA_RUN(R, ZERO)                                                                                           \
+    do {                                                                                                           \
+        __asm__ volatile(ZERO " %%" R "0, %%" R "0, %%" R "0\n\t" MOV13(R)::                                      \
+                             : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",       \
+                               "xmm10", "xmm11", "xmm12", "xmm13");                                                \
+        for (long i = 0; i < FMA_ITERS; i++)                                                                       \
+            __asm__ volatile(".rept 10\n\t" FMA12(R) ".endr" ::                                                    \
+                                 : "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", \
+                                   "xmm12", "xmm13");                                                              \
+    } while (0)
+
 /* FMA_ITERS x 120 FMAs on zeroed registers (no denormals, data-independent
  * timing); seconds taken. */
 static double fma_run(void)
 {
     const double t0 = now();
-    if (lanes == 16) {
-        __asm__ volatile("vpxord %%zmm0, %%zmm0, %%zmm0\n\tvmovaps %%zmm0, %%zmm1\n\t"
-                         "vmovaps %%zmm0, %%zmm2\n\tvmovaps %%zmm0, %%zmm3\n\tvmovaps %%zmm0, %%zmm4\n\t"
-                         "vmovaps %%zmm0, %%zmm5\n\tvmovaps %%zmm0, %%zmm6\n\tvmovaps %%zmm0, %%zmm7\n\t"
-                         "vmovaps %%zmm0, %%zmm8\n\tvmovaps %%zmm0, %%zmm9\n\tvmovaps %%zmm0, %%zmm10\n\t"
-                         "vmovaps %%zmm0, %%zmm11\n\tvmovaps %%zmm0, %%zmm12\n\tvmovaps %%zmm0, %%zmm13\n\t" ::
-                             : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
-                               "xmm10", "xmm11", "xmm12", "xmm13");
-        for (long i = 0; i < FMA_ITERS; i++)
-            __asm__ volatile(".rept 10\n\t" FMA12("zmm") ".endr" ::
-                                 : "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
-                                   "xmm12", "xmm13");
-        __asm__ volatile("vzeroupper" ::: "xmm0");
-    } else {
-        __asm__ volatile("vxorps %%ymm0, %%ymm0, %%ymm0\n\tvmovaps %%ymm0, %%ymm1\n\t"
-                         "vmovaps %%ymm0, %%ymm2\n\tvmovaps %%ymm0, %%ymm3\n\tvmovaps %%ymm0, %%ymm4\n\t"
-                         "vmovaps %%ymm0, %%ymm5\n\tvmovaps %%ymm0, %%ymm6\n\tvmovaps %%ymm0, %%ymm7\n\t"
-                         "vmovaps %%ymm0, %%ymm8\n\tvmovaps %%ymm0, %%ymm9\n\tvmovaps %%ymm0, %%ymm10\n\t"
-                         "vmovaps %%ymm0, %%ymm11\n\tvmovaps %%ymm0, %%ymm12\n\tvmovaps %%ymm0, %%ymm13\n\t" ::
-                             : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
-                               "xmm10", "xmm11", "xmm12", "xmm13");
-        for (long i = 0; i < FMA_ITERS; i++)
-            __asm__ volatile(".rept 10\n\t" FMA12("ymm") ".endr" ::
-                                 : "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
-                                   "xmm12", "xmm13");
-        __asm__ volatile("vzeroupper" ::: "xmm0");
-    }
+    if (lanes == 16)
+        FMA_RUN("zmm", "vpxord");
+    else
+        FMA_RUN("ymm", "vxorps");
+    __asm__ volatile("vzeroupper" ::: "xmm0");
     return now() - t0;
 }
 
