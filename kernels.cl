@@ -1734,7 +1734,8 @@ void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const l
  * comment. epi: 0 plain; 1 last k-block applies bias (use_bias) and act;
  * 3 last k-block multiplies C by act'(X), X at out in C's layout (an
  * activation's backward fused into the GEMM that produces its incoming
- * gradient: clremat_act_bwdw's bits); 2 the optimizer update (clremat_opt8, kind okind, hyperparameters hp):
+ * gradient: clremat_act_bwdw's bits); 2 the optimizer update
+ * (clremat_opt8, kind okind, hyperparameters hp):
  * the product is a parameter's gradient, which is not stored: C is the
  * parameter, out its first optimizer state, s1 its second; the host
  * launches it only with alpha 1, beta 0, batch 1 and K within one k-block,

@@ -347,8 +347,6 @@ static void fence_release(void *user, void *fence)
 
 static const clremat_fence_ops cl_fence_ops = {fence_done, fence_wait, fence_release, NULL};
 
-/* Releases every tensor of a step (after a failure mid-step), host copies
- * of offloaded tensors included once the copy queue is done with them. */
 /* A float32 dense layer, neither LoRA nor tied (layer_dense.c's backward,
  * which takes din_act and dout_is_dz). */
 static int plain_dense(const clremat_graph *g, int l)
@@ -380,6 +378,8 @@ static void mark_act_grad_fusable(const clremat_graph *g, unsigned char *fusable
     free(user);
 }
 
+/* Releases every tensor of a step (after a failure mid-step), host copies
+ * of offloaded tensors included once the copy queue is done with them. */
 static void release_step_tensors(clremat_trainer *t)
 {
     if (t->copy_queue) {
@@ -1463,6 +1463,9 @@ static int run_actions(clremat_trainer *t, int m, float result[2], int *nonfinit
 {
     const clremat_graph *g = t->g;
     int st = CLREMAT_OK;
+    /* no dZ handed over from an earlier pass (a plan that skipped the
+     * producer's backward, or one replanned since) */
+    memset(t->dz_ready, 0, (size_t)t->g->n_layers);
     for (int i = 0; i < t->plan.n_actions && st == CLREMAT_OK; i++) {
         const clremat_action *a = &t->plan.actions[i];
         if (t->side_queue && (st = switch_queues(t, a)) != CLREMAT_OK)
