@@ -891,6 +891,9 @@ CLREMAT_DEFINE_DACT(clremat_dact8, float8, clremat_gexp8)
  * eight-wide kernels bit for bit. */
 float clremat_act1(const int act, const float x) { return clremat_act8(act, (float8)(x)).s0; }
 
+/* act'(x) of one float, by clremat_dact8 (lane 0): the eight-wide kernels' bits. */
+float clremat_dact1(const int act, const float x) { return clremat_dact8(act, (float8)(x)).s0; }
+
 /* Loads elements [i0, i0+8) of p (zeros past n). */
 float8 clremat_load8(__global const float *p, const int i0, const int n)
 {
@@ -1909,7 +1912,7 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                             else if (beta != 0.0f)
                                 v = v + beta * C[ci];
                             if (last && epi == 3) {
-                                C[ci] = v * clremat_dact8(act, (float8)(out[ci])).s0;
+                                C[ci] = v * clremat_dact1(act, out[ci]);
                                 continue;
                             }
                             if (last && fC) {

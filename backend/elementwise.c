@@ -1,8 +1,27 @@
 /* elementwise.c: the elementwise operations the executor uses directly:
  * in-place add (gradient accumulation) and counting non-finite values
- * (NaN/Inf detection on losses, activations and gradients). */
+ * (NaN/Inf detection on losses, activations and gradients); and the
+ * activation backward every layer with an activation launches. */
 #include "layers.h"
 #include "kernel_run.h"
+
+int clremat_op_act_backward(clremat_ctx *ctx, int act, int64_t n, const clremat_buf *x, const clremat_buf *dy,
+                            clremat_buf *dx, int acc)
+{
+    cl_int in = (cl_int)n, iact = act, iacc = acc ? 1 : 0;
+    cl_mem mx, mdy, mdx;
+    if (n <= 0)
+        return CLREMAT_OK;
+    if (n > 2147483647)
+        return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "activation backward: %lld elements exceed the 2^31 limit",
+                            (long long)n);
+    mx = clremat_mem(x);
+    mdy = clremat_mem(dy);
+    mdx = clremat_mem(dx);
+    return clremat_run1d(ctx, clremat_ew_name(ctx, act, "clremat_act_bwdw", "clremat_act_bwd8"),
+                         clremat_ew_items(ctx, act, n), sizeof in, &in, sizeof iact, &iact, sizeof iacc, &iacc,
+                         sizeof mx, &mx, sizeof mdy, &mdy, sizeof mdx, &mdx, (size_t)0);
+}
 
 int clremat_op_add_inplace(clremat_ctx *ctx, clremat_buf *dst, const clremat_buf *src, int64_t n)
 {

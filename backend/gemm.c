@@ -3,6 +3,7 @@
  * and run the call on it (gemm_paths.c). */
 #include "gemm.h"
 #include "kernel_run.h"
+#include "layers.h"
 #include "gemm16.h"
 
 int clremat_gemm(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,
@@ -61,26 +62,14 @@ int clremat_gemm_acta(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
 int clremat_gemm_dact(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, const clremat_buf *A,
                       int64_t lda, const clremat_buf *B, int64_t ldb, clremat_buf *C, int act, const clremat_buf *X)
 {
-    cl_int n, iact = act, acc = 0;
-    cl_mem mx, mc;
     int st;
     if (clremat_gemm_resolve(ctx) == CLREMAT_GEMM_NATIVE)
         return clremat_gemm_dact_native(ctx, tA, tB, M, N, K, A, lda, B, ldb, C, act, X);
     if ((st = clremat_gemm(ctx, tA, tB, M, N, K, 1.0f, A, 0, lda, 0, B, 0, ldb, 0, 0.0f, C, 0, N, 0, 1)) !=
             CLREMAT_OK ||
-        M * N == 0)
+        (st = clremat_check_buf(ctx, "gemm dact", "pre-activation", X, M * N)) != CLREMAT_OK)
         return st;
-    if ((st = clremat_check_buf(ctx, "gemm dact", "pre-activation", X, M * N)) != CLREMAT_OK)
-        return st;
-    if (M * N > 2147483647)
-        return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "gemm dact: %lld outputs exceed the 2^31 limit",
-                            (long long)(M * N));
-    n = (cl_int)(M * N);
-    mx = clremat_mem(X);
-    mc = clremat_mem(C);
-    return clremat_run1d(ctx, clremat_ew_name(ctx, act, "clremat_act_bwdw", "clremat_act_bwd8"),
-                         clremat_ew_items(ctx, act, M * N), sizeof n, &n, sizeof iact, &iact, sizeof acc, &acc,
-                         sizeof mx, &mx, sizeof mc, &mc, sizeof mc, &mc, (size_t)0);
+    return clremat_op_act_backward(ctx, act, M * N, X, C, C, 0);
 }
 
 int clremat_gemm_fmt(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,

@@ -80,15 +80,6 @@ static clremat_gemm_blocks native_blocks(const clremat_ctx *ctx)
     return b;
 }
 
-/* Whether the native kernel may read this product's B in place
- * (clremat_gemm_b_in_place), for callers without the blocks at hand. */
-static int native_b_in_place(const clremat_ctx *ctx, int tB, const clremat_gemm16_fmt *f16, int64_t offB,
-                             int64_t ldb, int64_t sb, int64_t batch)
-{
-    const clremat_gemm_blocks blocks = native_blocks(ctx);
-    return clremat_gemm_b_in_place(&blocks, tB, f16 ? f16->fB : 0, offB, ldb, sb, batch);
-}
-
 /* Element offsets of a product's A and B at k0 along K (A is K x M when
  * tA, else M x K; B is N x K when tB, else K x N): where a split over K
  * starts its part. */
@@ -169,11 +160,13 @@ static int native_fits(const clremat_gemm_blocks *blocks, int tA, int tB, int64_
  * take under the native GEMM's share of a loop budget: all of them
  * without a budget or where the whole product keeps within it (one split
  * search: the usual case), else the most whose split keeps within it (0:
- * not even one). */
+ * not even one). fB, offB, ldb, sb: B's format and layout, which decide
+ * whether the split may read it in place (clremat_gemm_b_in_place). */
 static int64_t native_kblocks_per_launch(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K,
-                                         int64_t batch, int actA, int b_in_place)
+                                         int64_t batch, int actA, int fB, int64_t offB, int64_t ldb, int64_t sb)
 {
     const clremat_gemm_blocks blocks = native_blocks(ctx);
+    const int b_in_place = clremat_gemm_b_in_place(&blocks, tB, fB, offB, ldb, sb, batch);
     const int64_t nkb = K > 0 ? (K + ctx->gemm_kc - 1) / ctx->gemm_kc : 1;
     int64_t lo = 0, hi = nkb - 1;
     if (blocks.max_iterations <= 0 || native_fits(&blocks, tA, tB, M, N, K, batch, actA, b_in_place))
@@ -205,8 +198,8 @@ static int run_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
                       const clremat_buf *s1, const float hp[8], int okind, int actA, const clremat_gemm16_fmt *f16)
 {
     const int64_t kb = ctx->gemm_max_iterations > 0 && epi != 2 && K > ctx->gemm_kc
-                           ? native_kblocks_per_launch(ctx, tA, tB, M, N, K, batch, actA,
-                                                       native_b_in_place(ctx, tB, f16, offB, ldb, sb, batch))
+                           ? native_kblocks_per_launch(ctx, tA, tB, M, N, K, batch, actA, f16 ? f16->fB : 0, offB,
+                                                       ldb, sb)
                            : 0;
     const int64_t kpart = kb * ctx->gemm_kc;
     clremat_gemm16_fmt partial = {f16 ? f16->fA : 0, f16 ? f16->fB : 0, 0, 0, NULL, 0};
@@ -442,9 +435,10 @@ int clremat_gemm_dact_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_
     int st = check_args(ctx, tA, tB, M, N, K, A, 0, lda, 0, B, 0, ldb, 0, C, 0, N, 0, 1);
     if (st != CLREMAT_OK || M == 0 || N == 0)
         return st;
-    if (act == 0 || (st = clremat_check_buf(ctx, "gemm dact", "pre-activation", X, M * N)) != CLREMAT_OK)
-        return st != CLREMAT_OK ? st
-                                : clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "gemm dact: no activation to differentiate");
+    if (act == 0)
+        return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "gemm dact: no activation to differentiate");
+    if ((st = clremat_check_buf(ctx, "gemm dact", "pre-activation", X, M * N)) != CLREMAT_OK)
+        return st;
     /* epi 3 reads X through the kernel's out argument (in C's layout) */
     return run_native(ctx, tA, tB, M, N, K, 1.0f, A, 0, lda, 0, B, 0, ldb, 0, 0.0f, C, 0, N, 0, 1, 3, NULL, act,
                       (clremat_buf *)X, NULL, NULL, 0, 0, NULL);

@@ -48,8 +48,6 @@ static int act_backward(clremat_layer_call *c)
 {
     const clremat_layer *L = &c->g->layers[c->layer];
     const int64_t n = act_elems(L, c->batch);
-    cl_int in = (cl_int)n, act = (cl_int)L->act, acc = c->din_accumulate[0] ? 1 : 0;
-    cl_mem mx, mdy, mdx;
     int st;
     if (!c->din[0])
         return CLREMAT_OK;
@@ -57,12 +55,7 @@ static int act_backward(clremat_layer_call *c)
         (st = clremat_check_buf(c->ctx, L->name, "dout", c->dout, n)) != CLREMAT_OK ||
         (st = clremat_check_buf(c->ctx, L->name, "input grad", c->din[0], n)) != CLREMAT_OK)
         return st;
-    mx = clremat_mem(c->in[0]);
-    mdy = clremat_mem(c->dout);
-    mdx = clremat_mem(c->din[0]);
-    return clremat_run1d(c->ctx, clremat_ew_name(c->ctx, act, "clremat_act_bwdw", "clremat_act_bwd8"),
-                         clremat_ew_items(c->ctx, act, n), sizeof in, &in, sizeof act, &act, sizeof acc, &acc,
-                         sizeof mx, &mx, sizeof mdy, &mdy, sizeof mdx, &mdx, (size_t)0);
+    return clremat_op_act_backward(c->ctx, (int)L->act, n, c->in[0], c->dout, c->din[0], c->din_accumulate[0]);
 }
 
 const clremat_layer_impl clremat_impl_activation = {act_cost, act_forward, act_backward, act_forward, NULL};

@@ -247,13 +247,10 @@ static int conv_backward(clremat_layer_call *c)
         ((c->grad[0] || c->din[0]) && conv_bwd_ws_elems(algo, L, &d) > 0 &&
          (st = clremat_check_buf(c->ctx, L->name, "workspace", c->temp, conv_bwd_ws_elems(algo, L, &d)))))
         return st;
-    if (has_act) { /* dZ = dout * act'(preact), in place */
-        int64_t n = d.rows * F;
-        if ((st = clremat_run1d(c->ctx, clremat_ew_name(c->ctx, L->act, "clremat_act_bwdw", "clremat_act_bwd8"),
-                                clremat_ew_items(c->ctx, L->act, n), SEQ_I(n), SEQ_I(L->act), SEQ_I(0),
-                                SEQ_M(c->slot[1]), SEQ_M(c->dout), SEQ_M(c->dout), SEQ_END)) != CLREMAT_OK)
-            return st;
-    }
+    /* dZ = dout * act'(preact), in place */
+    if (has_act &&
+        (st = clremat_op_act_backward(c->ctx, (int)L->act, d.rows * F, c->slot[1], c->dout, c->dout, 0)) != CLREMAT_OK)
+        return st;
     if (L->use_bias && c->grad[1] &&
         (st = clremat_colsum(c->ctx, L->name, d.rows, F, F, 0, c->dout, CLREMAT_FMT_F32, c->grad[1])) != CLREMAT_OK)
         return st;

@@ -138,14 +138,11 @@ static int dense_backward(clremat_layer_call *c)
          (st = clremat_check_buf(c->ctx, L->name, "bias grad", c->grad[1], units)) != CLREMAT_OK) ||
         (c->din[0] && (st = clremat_check_buf(c->ctx, L->name, "input grad", c->din[0], rows * in)) != CLREMAT_OK))
         return st;
-    if (has_act && !c->dout_is_dz) { /* dZ = dout * act'(preact), in place (unless the consumer's backward did) */
-        cl_int n = (cl_int)(rows * units), act = (cl_int)L->act, acc = 0;
-        cl_mem mp = clremat_mem(c->slot[1]), md = clremat_mem(c->dout);
-        if ((st = clremat_run1d(c->ctx, clremat_ew_name(c->ctx, act, "clremat_act_bwdw", "clremat_act_bwd8"),
-                                clremat_ew_items(c->ctx, act, rows * units), sizeof n, &n, sizeof act, &act, sizeof acc,
-                                &acc, sizeof mp, &mp, sizeof md, &md, sizeof md, &md, (size_t)0)) != CLREMAT_OK)
-            return st;
-    }
+    /* dZ = dout * act'(preact), in place (unless the consumer's backward did) */
+    if (has_act && !c->dout_is_dz &&
+        (st = clremat_op_act_backward(c->ctx, (int)L->act, rows * units, c->slot[1], c->dout, c->dout, 0)) !=
+            CLREMAT_OK)
+        return st;
     if (c->fuse_update) {
         const clremat_fused_call *f = c->fused;
         /* dx first: it reads W, which the update then changes */

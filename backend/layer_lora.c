@@ -133,9 +133,7 @@ static int lora_backward(clremat_layer_call *c)
         return st;
     /* dZ = dout * act'(preact), in place */
     if (L->act != CLREMAT_ACT_NONE &&
-        (st = clremat_run1d(c->ctx, clremat_ew_name(c->ctx, L->act, "clremat_act_bwdw", "clremat_act_bwd8"),
-                            clremat_ew_items(c->ctx, L->act, d.rows * d.units), SEQ_I(d.rows * d.units), SEQ_I(L->act),
-                            SEQ_I(0), SEQ_M(c->slot[2]), SEQ_M(c->dout), SEQ_M(c->dout), SEQ_END)))
+        (st = clremat_op_act_backward(c->ctx, (int)L->act, d.rows * d.units, c->slot[2], c->dout, c->dout, 0)))
         return st;
     /* the frozen base: only when asked (never in training) */
     if (c->grad[0] && (st = clremat_gemm(c->ctx, 1, 0, d.in, d.units, d.rows, 1.0f, c->in[0], 0, d.in, 0, c->dout,

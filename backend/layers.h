@@ -132,6 +132,13 @@ int clremat_bn_moving_finish(clremat_ctx *ctx, const clremat_graph *g, int l, cl
 /** Elementwise kernels used by the executor and optimizers. */
 int clremat_op_add_inplace(clremat_ctx *ctx, clremat_buf *dst, const clremat_buf *src, int64_t n);
 
+/** dx = dy * act'(x) (acc 0) or dx += dy * act'(x) (acc != 0), n
+ * floats, dx may be dy (in place): an activation's backward, through
+ * clremat_act_bwdw (clremat_act_bwd8 where the device is not 16 lanes
+ * wide). Fails naming n past 2^31 - 1 elements. */
+int clremat_op_act_backward(clremat_ctx *ctx, int act, int64_t n, const clremat_buf *x, const clremat_buf *dy,
+                            clremat_buf *dx, int acc);
+
 /** dst = src (acc 0) or dst += src (acc != 0), n floats: gradient
  * accumulation over micro-batches. */
 int clremat_op_copy_acc(clremat_ctx *ctx, clremat_buf *dst, const clremat_buf *src, int64_t n, int acc);

@@ -395,8 +395,6 @@ static void release_step_tensors(clremat_trainer *t)
         release(t, &t->act[i]);
     for (int l = 0; t->dgrad && l < t->g->n_layers; l++)
         release(t, &t->dgrad[l]);
-    if (t->dz_ready)
-        memset(t->dz_ready, 0, (size_t)t->g->n_layers);
     release(t, &t->temp);
     release(t, &t->gemm_ws);
     t->ctx->gemm_ws = NULL;
@@ -1010,9 +1008,9 @@ static int run_backward(clremat_trainer *t, const clremat_action *a)
              * resident now on the one queue (the in-order queue has
              * computed it), the gradient written here alone */
             if (t->fuse_act_grad && P >= 0 && t->act_grad_fusable[P] && !c.din_accumulate[i] && !t->side_queue &&
-                t->plan.n_offloads == 0 && t->costs[P].act_source == 1 && t->act[P * S + 1]) {
+                t->plan.n_offloads == 0 && t->act[P * S + t->costs[P].act_source]) {
                 c.din_act[i] = (int)t->g->layers[P].act;
-                c.din_pre[i] = t->act[P * S + 1];
+                c.din_pre[i] = t->act[P * S + t->costs[P].act_source];
             }
         }
     st = clremat_layer_backward(&c);

@@ -16,6 +16,7 @@
 #include "layers.h"
 #include "gemm_split.h"
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* The 12 x 32 tile's blocks on an AVX-512 PoCL device and the 6 x 16
@@ -30,6 +31,43 @@ static clremat_gemm_blocks blocks_of(int wide, int64_t cu)
 static int64_t work_groups(const clremat_gemm_split *s, int64_t M, int64_t batch)
 {
     return (M + s->bm - 1) / s->bm * s->groups * batch;
+}
+
+/* Operands whose sums round differently in another order. */
+static void fill_operands(float *ha, int64_t na, float *hb, int64_t nb)
+{
+    for (int64_t j = 0; j < na; j++)
+        ha[j] = (float)sin(0.37 * (double)j) * (1.0f + (float)(j % 7) * 1e-3f);
+    for (int64_t j = 0; j < nb; j++)
+        hb[j] = (float)cos(0.11 * (double)j) * 3.0f;
+}
+
+/* C (M x N) against the host product in double of op(A) (ha: M x K, or
+ * K x M when tA) and op(B) (hb: K x N, or N x K when tB), within 1e-5 of
+ * the products' magnitudes; what names the case in a failure. */
+static void assert_host_product(const float *c, const float *ha, const float *hb, int64_t M, int64_t N, int64_t K,
+                                int tA, int tB, const char *what)
+{
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double acc = 0.0, mag = 0.0;
+            for (int64_t k = 0; k < K; k++) {
+                const double p = (double)(tA ? ha[k * M + m] : ha[m * K + k]) *
+                                 (double)(tB ? hb[n * K + k] : hb[k * N + n]);
+                acc += p;
+                mag += fabs(p);
+            }
+            ck_assert_msg(fabs(c[m * N + n] - acc) <= 1e-5 * (1.0 + mag), "%s: C[%lld][%lld] = %.9g, reference %.9g",
+                          what, (long long)m, (long long)n, c[m * N + n], acc);
+        }
+}
+
+/* Releases A, B and C to ctx's pool. */
+static void release3(clremat_ctx *ctx, clremat_buf *A, clremat_buf *B, clremat_buf *C)
+{
+    clremat_pool_release(ctx->pool, A);
+    clremat_pool_release(ctx->pool, B);
+    clremat_pool_release(ctx->pool, C);
 }
 
 START_TEST(test_splits_valid)
@@ -223,10 +261,7 @@ START_TEST(test_bits_independent_of_split)
         ck_assert_ptr_nonnull(hb);
         ck_assert_ptr_nonnull(first);
         ck_assert_ptr_nonnull(got);
-        for (int64_t j = 0; j < na; j++) /* values whose sums round differently in another order */
-            ha[j] = (float)sin(0.37 * (double)j) * (1.0f + (float)(j % 7) * 1e-3f);
-        for (int64_t j = 0; j < nb; j++)
-            hb[j] = (float)cos(0.11 * (double)j) * 3.0f;
+        fill_operands(ha, na, hb, nb);
         ck_assert_int_eq(clremat_pool_alloc(ctx->pool, na * sizeof(float), "A", &A), CLREMAT_OK);
         ck_assert_int_eq(clremat_pool_alloc(ctx->pool, nb * sizeof(float), "B", &B), CLREMAT_OK);
         ck_assert_int_eq(clremat_pool_alloc(ctx->pool, nc * sizeof(float), "C", &C), CLREMAT_OK);
@@ -248,22 +283,12 @@ START_TEST(test_bits_independent_of_split)
                              CLREMAT_OK);
             ctx->info.compute_units = saved;
             ck_assert_int_eq(clremat_read(ctx, C, 0, nc * sizeof(float), c == 0 ? first : got), CLREMAT_OK);
-            if (c == 0) /* the first against a host product in double: a split the device cuts short fails */
-                for (int64_t m = 0; m < M; m++)
-                    for (int64_t n = 0; n < N; n++) {
-                        double acc = 0.0, mag = 0.0;
-                        for (int64_t k = 0; k < K; k++) {
-                            const double p = (double)(tA ? ha[k * M + m] : ha[m * K + k]) *
-                                             (double)(tB ? hb[n * K + k] : hb[k * N + n]);
-                            acc += p;
-                            mag += fabs(p);
-                        }
-                        ck_assert_msg(fabs(first[m * N + n] - acc) <= 1e-5 * (1.0 + mag),
-                                      "%lldx%lldx%lld: C[%lld][%lld] = %.9g, reference %.9g (split %d x %d, %lld "
-                                      "groups)", (long long)M, (long long)N, (long long)K, (long long)m, (long long)n,
-                                      first[m * N + n], acc, s.bm, s.bn, (long long)s.groups);
-                    }
-            else
+            if (c == 0) { /* the first against a host product in double: a split the device cuts short fails */
+                char what[96];
+                snprintf(what, sizeof what, "%lldx%lldx%lld (split %d x %d, %lld groups)", (long long)M,
+                         (long long)N, (long long)K, s.bm, s.bn, (long long)s.groups);
+                assert_host_product(first, ha, hb, M, N, K, tA, tB, what);
+            } else
                 ck_assert_msg(memcmp(first, got, nc * sizeof(float)) == 0,
                               "%lldx%lldx%lld: %lld compute units (split %d x %d, %lld groups) changed the bits",
                               (long long)M, (long long)N, (long long)K, (long long)cus[c], s.bm, s.bn,
@@ -273,9 +298,7 @@ START_TEST(test_bits_independent_of_split)
         ck_assert_msg(distinct >= (ctx->gemm_max_iterations ? 2 : 3),
                       "%lldx%lldx%lld: only %d distinct splits: the test compares too little",
                       (long long)M, (long long)N, (long long)K, distinct);
-        clremat_pool_release(ctx->pool, A);
-        clremat_pool_release(ctx->pool, B);
-        clremat_pool_release(ctx->pool, C);
+        release3(ctx, A, B, C);
         free(ha);
         free(hb);
         free(first);
@@ -311,10 +334,7 @@ START_TEST(test_b_in_place_bits)
         float *bl = malloc((3 + 640 * K * batch) * sizeof(float));
         clremat_buf *A, *B, *C;
         ck_assert(ha && hb && first && got && bl);
-        for (int64_t j = 0; j < na; j++)
-            ha[j] = (float)sin(0.37 * (double)j) * (1.0f + (float)(j % 7) * 1e-3f);
-        for (int64_t j = 0; j < K * N * batch; j++) /* B's values, matrix z row k column n at j = (z K + k) N + n */
-            hb[j] = (float)cos(0.11 * (double)j) * 3.0f;
+        fill_operands(ha, na, hb, K * N * batch); /* B's values: matrix z row k column n at (z K + k) N + n */
         ck_assert_int_eq(clremat_pool_alloc(ctx->pool, na * sizeof(float), "A", &A), CLREMAT_OK);
         ck_assert_int_eq(clremat_pool_alloc(ctx->pool, (3 + 640 * K * batch) * sizeof(float), "B", &B), CLREMAT_OK);
         ck_assert_int_eq(clremat_pool_alloc(ctx->pool, nc * sizeof(float), "C", &C), CLREMAT_OK);
@@ -342,28 +362,18 @@ START_TEST(test_b_in_place_bits)
                              CLREMAT_OK);
             ck_assert_int_eq(clremat_read(ctx, C, 0, nc * sizeof(float), l == 0 ? first : got), CLREMAT_OK);
             if (l == 0)
-                for (int64_t z = 0; z < batch; z++)
-                    for (int64_t m = 0; m < M; m++)
-                        for (int64_t n = 0; n < N; n++) {
-                            double acc = 0.0, mag = 0.0;
-                            for (int64_t k = 0; k < K; k++) {
-                                const double p = (double)ha[(z * M + m) * K + k] * (double)hb[(z * K + k) * N + n];
-                                acc += p;
-                                mag += fabs(p);
-                            }
-                            ck_assert_msg(fabs(first[(z * M + m) * N + n] - acc) <= 1e-5 * (1.0 + mag),
-                                          "%lldx%lldx%lld: C[%lld][%lld][%lld] = %.9g, reference %.9g", (long long)M,
-                                          (long long)N, (long long)K, (long long)z, (long long)m, (long long)n,
-                                          first[(z * M + m) * N + n], acc);
-                        }
+                for (int64_t z = 0; z < batch; z++) {
+                    char what[96];
+                    snprintf(what, sizeof what, "%lldx%lldx%lld, matrix %lld", (long long)M, (long long)N,
+                             (long long)K, (long long)z);
+                    assert_host_product(first + z * M * N, ha + z * M * K, hb + z * K * N, M, N, K, 0, 0, what);
+                }
             else
                 ck_assert_msg(memcmp(first, got, nc * sizeof(float)) == 0,
                               "%lldx%lldx%lld: B packed (ldb %lld, offset %lld) and read in place differ in bits",
                               (long long)M, (long long)N, (long long)K, (long long)ldb, (long long)off);
         }
-        clremat_pool_release(ctx->pool, A);
-        clremat_pool_release(ctx->pool, B);
-        clremat_pool_release(ctx->pool, C);
+        release3(ctx, A, B, C);
         free(ha);
         free(hb);
         free(first);
@@ -391,10 +401,7 @@ START_TEST(test_edge_panel_bits)
     float *full = malloc(nc * sizeof(float)), *got = malloc(nc * sizeof(float)), *hm = malloc(na * sizeof(float));
     clremat_buf *A, *B, *C;
     ck_assert(ha && hb && full && got && hm);
-    for (int64_t j = 0; j < na; j++)
-        ha[j] = (float)sin(0.37 * (double)j) * (1.0f + (float)(j % 7) * 1e-3f);
-    for (int64_t j = 0; j < nb; j++)
-        hb[j] = (float)cos(0.11 * (double)j) * 3.0f;
+    fill_operands(ha, na, hb, nb);
     ck_assert_int_eq(clremat_pool_alloc(ctx->pool, na * sizeof(float), "A", &A), CLREMAT_OK);
     ck_assert_int_eq(clremat_pool_alloc(ctx->pool, nb * sizeof(float), "B", &B), CLREMAT_OK);
     ck_assert_int_eq(clremat_pool_alloc(ctx->pool, nc * sizeof(float), "C", &C), CLREMAT_OK);
@@ -415,18 +422,9 @@ START_TEST(test_edge_panel_bits)
                              CLREMAT_OK);
             ck_assert_int_eq(clremat_read(ctx, C, 0, nc * sizeof(float), M == tall ? full : got), CLREMAT_OK);
             if (M == tall) { /* the tall product against a host product in double (B^T holds the same floats) */
-                for (int64_t m = 0; m < M; m++)
-                    for (int64_t n = 0; n < N; n++) {
-                        double acc = 0.0, mag = 0.0;
-                        for (int64_t k = 0; k < K; k++) {
-                            const double p = (double)ha[m * K + k] * (double)hb[tB ? n * K + k : k * N + n];
-                            acc += p;
-                            mag += fabs(p);
-                        }
-                        ck_assert_msg(fabs(full[m * N + n] - acc) <= 1e-5 * (1.0 + mag),
-                                      "op %d%d: C[%lld][%lld] = %.9g, reference %.9g", tA, tB, (long long)m,
-                                      (long long)n, full[m * N + n], acc);
-                    }
+                char what[32];
+                snprintf(what, sizeof what, "op %d%d", tA, tB);
+                assert_host_product(full, ha, hb, M, N, K, 0, tB, what);
                 continue;
             }
             ck_assert_msg(memcmp(got, full, M * N * sizeof(float)) == 0,
@@ -437,9 +435,7 @@ START_TEST(test_edge_panel_bits)
                               tB, (long long)M, (long long)(j / N), (long long)(j % N), got[j]);
         }
     }
-    clremat_pool_release(ctx->pool, A);
-    clremat_pool_release(ctx->pool, B);
-    clremat_pool_release(ctx->pool, C);
+    release3(ctx, A, B, C);
     free(ha);
     free(hb);
     free(full);
