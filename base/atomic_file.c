@@ -320,8 +320,83 @@ int clremat_open_regular(const char *path, const char *what, FILE **f, uint64_t 
     return CLREMAT_OK;
 }
 
+/* Where a file that does not exist yet would be created: its folder
+ * resolved (symbolic links, "." and "..") joined to its last component,
+ * malloc'd; NULL when the folder does not resolve. A dangling symbolic link
+ * is followed as far as it goes, as writing through it would. */
+static char *future_location(const char *path, int depth)
+{
+    char link[PATH_MAX + 1], *dir, *real, *out = NULL;
+    ssize_t n = depth < 40 ? readlink(path, link, PATH_MAX) : -1; /* 40: Linux's own limit of links followed */
+    if (depth >= 40)
+        return NULL;
+    if (n > 0) { /* a dangling link: where it points, relative to its own folder */
+        link[n] = '\0';
+        if (link[0] != '/') {
+            char *d = folder_of(path), *joined;
+            if (!d || !(joined = malloc(strlen(d) + strlen(link) + 2))) {
+                free(d);
+                return NULL;
+            }
+            sprintf(joined, "%s/%s", d, link);
+            free(d);
+            out = future_location(joined, depth + 1);
+            free(joined);
+            return out;
+        }
+        return future_location(link, depth + 1);
+    }
+    if (!(dir = folder_of(path)))
+        return NULL;
+    real = realpath(dir, NULL);
+    free(dir);
+    if (real && (out = malloc(strlen(real) + strlen(base_of(path)) + 2)))
+        sprintf(out, "%s/%s", strcmp(real, "/") ? real : "", base_of(path));
+    free(real);
+    return out;
+}
+
 int clremat_same_file(const char *a, const char *b)
 {
     struct stat x, y;
-    return a && b && stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+    int ea, eb, same;
+    char *la, *lb;
+    if (!a || !b)
+        return 0;
+    ea = stat(a, &x) == 0;
+    eb = stat(b, &y) == 0;
+    if (ea && eb)
+        return x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+    if (ea || eb) /* one exists and the other does not: two files */
+        return 0;
+    la = future_location(a, 0);
+    lb = future_location(b, 0);
+    same = la && lb && strcmp(la, lb) == 0;
+    free(la);
+    free(lb);
+    return same;
+}
+
+int clremat_paths_distinct(const clremat_path_role *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!p[i].output || !p[i].path)
+            continue;
+        for (size_t j = 0; j < n; j++) {
+            if (j == i || !p[j].path || (p[j].output && j > i))
+                continue;
+            if (!p[j].output && access(p[j].path, F_OK) != 0)
+                continue; /* an input that is not there is never overwritten (its reader tells) */
+            if (!clremat_same_file(p[i].path, p[j].path))
+                continue;
+            if (p[j].output)
+                return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT,
+                                         "%s %s and %s %s name the same file: each output needs its own",
+                                         p[j].role, p[j].path, p[i].role, p[i].path);
+            return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT,
+                                     "%s %s: is the %s (%s); refusing to overwrite an input", p[i].role, p[i].path,
+                                     p[j].role, p[j].path);
+        }
+    }
+    return CLREMAT_OK;
 }

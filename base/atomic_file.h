@@ -55,10 +55,27 @@ int clremat_afile_commit(clremat_afile *a);
 /** Removes the temporary file and frees a. */
 void clremat_afile_abort(clremat_afile *a);
 
-/** 1 when paths a and b both exist and name the same file (device and
- * inode, symbolic links followed), else 0: an output must never be one of
- * the run's inputs. */
+/** 1 when paths a and b name the same file, else 0: an output must never
+ * be one of the run's inputs, nor another output. Both existing: the same
+ * device and inode (symbolic links followed). Neither existing: the same
+ * place once created (folders resolved, "./out" and "out" alike, a
+ * dangling link followed). One existing and one not: 0. */
 int clremat_same_file(const char *a, const char *b);
+
+/** A path a command reads or writes, for clremat_paths_distinct: role names
+ * it in messages ("--svg", "model file"); path may be NULL (not given). */
+typedef struct {
+    const char *role;
+    const char *path;
+    int output; /* 1: the command writes it */
+} clremat_path_role;
+
+/** CLREMAT_OK when no output among p[0..n) is the same file
+ * (clremat_same_file) as an input or as another output; else
+ * CLREMAT_ERR_INVALID_ARGUMENT naming both roles and paths. An input that
+ * does not exist is passed over (a synthetic --data task name, say). Commands call
+ * it before any work, so nothing is overwritten and nothing is lost. */
+int clremat_paths_distinct(const clremat_path_role *p, size_t n);
 
 /** Opens path for reading without ever blocking (O_NONBLOCK, so a FIFO
  * without a writer cannot hang the caller), then refuses anything but a

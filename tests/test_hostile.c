@@ -313,6 +313,88 @@ START_TEST(test_outputs_checked_first)
 }
 END_TEST
 
+/* A fixture of the source tree (tests/keras, tests/hf), copied into the
+ * test's folder as name; returns the copy's path. */
+static const char *copy_fixture(const char *rel, const char *name)
+{
+    char src[1024];
+    const char *s = getenv("CLREMAT_SRCDIR");
+    const char *dst = path_in(name);
+    FILE *in, *o;
+    int c;
+    snprintf(src, sizeof src, "%s/%s", s && *s ? s : ".", rel);
+    ck_assert_msg((in = fopen(src, "rb")) != NULL, "fixture %s missing", src);
+    ck_assert_ptr_nonnull(o = fopen(dst, "wb"));
+    while ((c = fgetc(in)) != EOF)
+        fputc(c, o);
+    fclose(in);
+    ck_assert_int_eq(fclose(o), 0);
+    return dst;
+}
+
+/* The bytes of path (malloc'd, *len set), for before-and-after checks. */
+static char *file_bytes(const char *path, long *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *b;
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    *len = ftell(f);
+    rewind(f);
+    ck_assert_ptr_nonnull(b = malloc((size_t)*len + 1));
+    ck_assert_int_eq(fread(b, 1, (size_t)*len, f), (size_t)*len);
+    fclose(f);
+    return b;
+}
+
+/* The command must be refused (EXPECT_REFUSED's rules) and leave the input
+ * at `keep` byte for byte and nothing at `absent` (NULL: not checked). */
+static void refused_and_kept(const char *args, const char *keep, const char *absent, const char *n1, const char *n2)
+{
+    long a, b;
+    char *before = file_bytes(keep, &a), *after;
+    struct stat sb;
+    EXPECT_REFUSED(NULL, 20, args, n1, n2);
+    after = file_bytes(keep, &b);
+    ck_assert_msg(a == b && memcmp(before, after, (size_t)a) == 0, "`%s` changed %s", args, keep);
+    free(before);
+    free(after);
+    if (absent)
+        ck_assert_msg(lstat(absent, &sb) != 0, "`%s` left %s behind", args, absent);
+}
+
+/* Every command's outputs are checked against its inputs and against each
+ * other before any work, also when the names differ ("./x" and "x") and
+ * when the file does not exist yet: once, import-keras -o MODEL replaced
+ * the .keras archive by JSON, fit --svg MODEL replaced the model by an SVG,
+ * and two outputs named alike lost the first one's contents. */
+START_TEST(test_outputs_distinct)
+{
+    char args[4096];
+    const char *m = copy_fixture("models/regression.json", "m.json");
+    const char *k = copy_fixture("tests/keras/seq_mlp.keras", "k.keras");
+    const char *c = copy_fixture("tests/hf/tiny/config.json", "config.json");
+    char outp[256], out_dot[300];
+    snprintf(outp, sizeof outp, "%s", path_in("out"));
+    snprintf(out_dot, sizeof out_dot, "%s/./out", dir);
+    snprintf(args, sizeof args, "fit %s --memory 1GiB --batch 4 --svg %s/./m.json", m, dir);
+    refused_and_kept(args, m, NULL, "--svg", "model file");
+    snprintf(args, sizeof args, "import-keras %s -o %s/./k.keras", k, dir);
+    refused_and_kept(args, k, NULL, "-o", "refusing to overwrite");
+    snprintf(args, sizeof args, "import-keras %s -o %s --weights-out %s", k, outp, out_dot);
+    refused_and_kept(args, k, outp, "same file", "--weights-out");
+    snprintf(args, sizeof args, "import-hf %s --output %s/../%s/config.json", c, dir, strrchr(dir, '/') + 1);
+    refused_and_kept(args, c, NULL, "--output", "config");
+    snprintf(args, sizeof args, "train %s --steps 1000000 --quiet --save %s --memory-trace %s", m, outp, out_dot);
+    refused_and_kept(args, m, outp, "--memory-trace", "--save");
+    snprintf(args, sizeof args, "compare %s --steps 1000000 --quiet --csv %s --svg %s", m, outp, out_dot);
+    refused_and_kept(args, m, outp, "same file", "--svg");
+    /* distinct names of distinct files still work */
+    snprintf(args, sizeof args, "import-hf %s --output %s", c, outp);
+    ck_assert_msg(run(NULL, args, out, sizeof out, err, sizeof err, NULL) == 0, "`%s`: %s", args, err);
+}
+END_TEST
+
 /* 5.: a replaced file keeps its mode; a symbolic link is followed (the file
  * it points to is replaced, the link stays). */
 START_TEST(test_save_mode_and_symlink)
@@ -556,6 +638,7 @@ int main(void)
     tcase_add_test(tc, test_huge_batch);
     tcase_add_test(tc, test_inputs_not_regular);
     tcase_add_test(tc, test_outputs_checked_first);
+    tcase_add_test(tc, test_outputs_distinct);
     tcase_add_test(tc, test_save_mode_and_symlink);
     tcase_add_test(tc, test_stale_temporary_files);
     tcase_add_test(tc, test_load_strays_and_nonfinite);

@@ -110,12 +110,13 @@ int cli_compare(const cli_global *g, int argc, char **argv)
     /* output paths are checked before anything runs */
     if ((o.csv && clremat_output_check(o.csv, "--csv")) || (o.svg && clremat_output_check(o.svg, "--svg")))
         return cli_error("%s", clremat_last_error());
-    if (o.csv && o.svg && !strcmp(o.csv, o.svg))
-        return cli_error("--csv and --svg name the same file '%s'", o.csv);
-    for (int k = 0; k < 2; k++) {
-        const char *out = k ? o.svg : o.csv;
-        if (out && (clremat_same_file(out, o.cfg.model_path) || clremat_same_file(out, o.cfg.data)))
-            return cli_error("%s %s: is an input of the run; refusing to overwrite it", k ? "--svg" : "--csv", out);
+    {
+        const clremat_path_role paths[] = {{"model file", o.cfg.model_path, 0},
+                                           {"--data file", o.cfg.data, 0},
+                                           {"--csv", o.csv, 1},
+                                           {"--svg", o.svg, 1}};
+        if (clremat_paths_distinct(paths, sizeof paths / sizeof paths[0]) != CLREMAT_OK)
+            return cli_error("%s", clremat_last_error());
     }
     st = clremat_compare(&o.cfg, &runs, &n);
     if (st != CLREMAT_OK)

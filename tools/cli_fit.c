@@ -1,6 +1,7 @@
 /* cli_fit.c: `clremat fit MODEL`: will a training step fit each memory size,
  * with which remat mode, how fast, and the largest batch that fits; as a
  * table, JSON (docs/json-output.md) and an SVG. The advisor is host/fit.c. */
+#include "atomic_file.h"
 #include "model_load.h"
 #include "cli.h"
 #include "fit.h"
@@ -80,6 +81,11 @@ int cli_fit(const cli_global *g, int argc, char **argv)
         return st;
     if (clremat_opt_defaults(o.optimizer, &opt) != 0)
         return cli_error("unknown optimizer '%s'; valid: sgd, adam, adamw", o.optimizer), 2;
+    if (o.svg) { /* before any work: a bad path is told at once, and the model is never overwritten */
+        const clremat_path_role paths[] = {{"model file", o.model_path, 0}, {"--svg", o.svg, 1}};
+        if (clremat_output_check(o.svg, "--svg") != CLREMAT_OK || clremat_paths_distinct(paths, 2) != CLREMAT_OK)
+            return cli_error("fit: %s", clremat_last_error());
+    }
     memset(&fo, 0, sizeof fo);
     fo.model_path = o.model_path;
     fo.device = o.device;

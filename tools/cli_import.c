@@ -94,6 +94,12 @@ int cli_import_keras(int argc, char **argv)
         return cli_error("%s", clremat_last_error());
     if (!weights && !strstr(model, ".keras"))
         weights = clremat_keras_json_weights(model);
+    {
+        const clremat_path_role paths[] = {
+            {"model", model, 0}, {"--weights", weights, 0}, {"-o", out, 1}, {"--weights-out", wout, 1}};
+        if (clremat_paths_distinct(paths, sizeof paths / sizeof paths[0]) != CLREMAT_OK)
+            return cli_error("%s", clremat_last_error());
+    }
     if (weights && clremat_keras_is_legacy(model))
         return cli_error("--weights %s: %s is a legacy .h5 model, which holds its own weights", weights, model);
     if ((st = clremat_keras_read(model, weights, loss, &km)))

@@ -17,8 +17,11 @@ int cli_import_hf(int argc, char **argv)
     int st = cli_import_hf_parse(argc, argv, &config, &seq_len, &output);
     if (st != CLI_CONTINUE)
         return st;
-    if (output && clremat_output_check(output, "--output") != CLREMAT_OK)
-        return cli_error("%s", clremat_last_error());
+    if (output) {
+        const clremat_path_role paths[] = {{"config", config, 0}, {"--output", output, 1}};
+        if (clremat_output_check(output, "--output") != CLREMAT_OK || clremat_paths_distinct(paths, 2) != CLREMAT_OK)
+            return cli_error("%s", clremat_last_error());
+    }
     if (clremat_hf_model_json(config, seq_len, &json) != CLREMAT_OK)
         return cli_error("%s", clremat_last_error());
     /* the text must load as a model (shapes and parameters inferred) */
