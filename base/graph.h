@@ -286,4 +286,10 @@ int clremat_graph_load(const char *path, clremat_graph **out);
 /** Same as clremat_graph_load from a string; origin names it in errors. */
 int clremat_graph_load_string(const char *json, const char *origin, clremat_graph **out);
 
+/** Same as clremat_graph_load_string for a model text made from another
+ * file (source: a .keras archive, a Hugging Face config.json). Errors name
+ * "SOURCE, as a clremat model" and the layer or field, without the
+ * generated text's lines and columns, which are in no file the user has. */
+int clremat_graph_load_generated(const char *json, const char *source, clremat_graph **out);
+
 #endif /* CLREMAT_GRAPH_H */

@@ -16,6 +16,7 @@
  * them, saving leaves them out. */
 #include "hf_llama.h"
 #include "atomic_file.h"
+#include "json_pos.h"
 #include "safetensors.h"
 #include <jansson.h>
 #include <math.h>
@@ -25,50 +26,103 @@
 
 /* ------------------------------------------------------------ config */
 
-static int cfg_int(json_t *root, const char *path, const char *key, int required, int64_t def, int64_t *out)
+/* A config.json being read: its tree, the positions of its values
+ * (json_pos.h) and its path, for errors "PATH:LINE:COL: field ...". */
+typedef struct hf_cfg {
+    json_t *root;
+    clremat_json_index *ix;
+    const char *path;
+} hf_cfg;
+
+/* The error of field key of the config: where its value is and what it is. */
+static int cfg_fail(const hf_cfg *c, const char *key, const char *expect)
 {
-    json_t *v = json_object_get(root, key);
+    json_t *v = json_object_get(c->root, key);
+    clremat_jpos p = clremat_json_member_pos(c->ix, c->root, key, 0);
+    char *text = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    int st = clremat_set_error(CLREMAT_ERR_PARSE, "%s:%d:%d: field '%s' must be %s, got %.64s", c->path, p.line, p.col,
+                               key, expect, text ? text : "?");
+    free(text);
+    return st;
+}
+
+static int cfg_int(const hf_cfg *c, const char *key, int required, int64_t def, int64_t *out)
+{
+    json_t *v = json_object_get(c->root, key);
     if (!v || json_is_null(v)) {
         if (required)
-            return clremat_set_error(CLREMAT_ERR_PARSE, "%s: missing field '%s' (a positive integer)", path, key);
+            return clremat_set_error(CLREMAT_ERR_PARSE, "%s: missing field '%s' (a positive integer)", c->path, key);
         *out = def;
         return CLREMAT_OK;
     }
     if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > ((int64_t)1 << 30))
-        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: field '%s' must be a positive integer", path, key);
+        return cfg_fail(c, key, "an integer in 1 .. 2^30");
     *out = json_integer_value(v);
     return CLREMAT_OK;
 }
 
-static int cfg_num(json_t *root, const char *path, const char *key, double def, double *out)
+/* A number in (0, max] (the range clremat's layers take). */
+static int cfg_num(const hf_cfg *c, const char *key, double def, double max, const char *expect, double *out)
 {
-    json_t *v = json_object_get(root, key);
+    json_t *v = json_object_get(c->root, key);
     if (!v || json_is_null(v)) {
         *out = def;
         return CLREMAT_OK;
     }
-    if (!json_is_number(v) || !(json_number_value(v) > 0.0))
-        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: field '%s' must be a positive number", path, key);
+    if (!json_is_number(v) || !(json_number_value(v) > 0.0) || !(json_number_value(v) <= max))
+        return cfg_fail(c, key, expect);
     *out = json_number_value(v);
     return CLREMAT_OK;
 }
 
-static int cfg_bool(json_t *root, const char *path, const char *key, int def, int *out)
+static int cfg_bool(const hf_cfg *c, const char *key, int def, int *out)
 {
-    json_t *v = json_object_get(root, key);
+    json_t *v = json_object_get(c->root, key);
     if (!v || json_is_null(v)) {
         *out = def;
         return CLREMAT_OK;
     }
     if (!json_is_boolean(v))
-        return clremat_set_error(CLREMAT_ERR_PARSE, "%s: field '%s' must be true or false", path, key);
+        return cfg_fail(c, key, "true or false");
     *out = json_is_true(v);
     return CLREMAT_OK;
 }
 
+/* Reads and parses config_path into c (c->root NULL on error). */
+static int cfg_open(const char *config_path, hf_cfg *c)
+{
+    FILE *f = NULL;
+    uint64_t size = 0;
+    char *text = NULL;
+    json_error_t err;
+    int st;
+    memset(c, 0, sizeof *c);
+    c->path = config_path;
+    if ((st = clremat_open_regular(config_path, "config", &f, &size)) != CLREMAT_OK)
+        return st;
+    if (size > ((uint64_t)1 << 24))
+        st = clremat_set_error(CLREMAT_ERR_IO, "%s: config is %llu bytes, more than the 16 MiB allowed", config_path,
+                               (unsigned long long)size);
+    else if (!(text = malloc((size_t)size + 1)))
+        st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory", config_path);
+    else if (fread(text, 1, (size_t)size, f) != (size_t)size)
+        st = clremat_set_error(CLREMAT_ERR_IO, "%s: read error", config_path);
+    fclose(f);
+    if (st == CLREMAT_OK && !(c->root = json_loadb(text, (size_t)size, JSON_REJECT_DUPLICATES, &err)))
+        st = clremat_set_error(CLREMAT_ERR_PARSE, "%s:%d:%d: %s", config_path, err.line, err.column, err.text);
+    if (st == CLREMAT_OK && !(c->ix = clremat_json_index_new(text, (size_t)size, c->root)))
+        st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s: out of host memory", config_path);
+    free(text);
+    if (st != CLREMAT_OK) {
+        json_decref(c->root);
+        c->root = NULL;
+    }
+    return st;
+}
+
 int clremat_hf_model_json(const char *config_path, int64_t seq_len, char **out)
 {
-    json_error_t err;
+    hf_cfg c;
     json_t *root, *v;
     int64_t D, I, N, H, KV, V, hd;
     double theta, eps;
@@ -79,9 +133,9 @@ int clremat_hf_model_json(const char *config_path, int64_t seq_len, char **out)
     if (seq_len < 1 || seq_len > ((int64_t)1 << 24))
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "sequence length %lld is not in 1 .. 2^24",
                                  (long long)seq_len);
-    if (!(root = json_load_file(config_path, 0, &err)))
-        return clremat_set_error(err.line > 0 ? CLREMAT_ERR_PARSE : CLREMAT_ERR_IO, "%s:%d:%d: %s", config_path,
-                                 err.line, err.column, err.text);
+    if ((st = cfg_open(config_path, &c)) != CLREMAT_OK)
+        return st;
+    root = c.root;
     st = !json_is_object(root) ? clremat_set_error(CLREMAT_ERR_PARSE, "%s: not a JSON object", config_path)
                                : CLREMAT_OK;
     if (st == CLREMAT_OK && (v = json_object_get(root, "model_type")) &&
@@ -90,29 +144,29 @@ int clremat_hf_model_json(const char *config_path, int64_t seq_len, char **out)
                                json_is_string(v) ? "\"" : "", json_is_string(v) ? json_string_value(v) : "not a string",
                                json_is_string(v) ? "\"" : "");
     if (st == CLREMAT_OK)
-        st = cfg_int(root, config_path, "hidden_size", 1, 0, &D);
+        st = cfg_int(&c, "hidden_size", 1, 0, &D);
     if (st == CLREMAT_OK)
-        st = cfg_int(root, config_path, "intermediate_size", 1, 0, &I);
+        st = cfg_int(&c, "intermediate_size", 1, 0, &I);
     if (st == CLREMAT_OK)
-        st = cfg_int(root, config_path, "num_hidden_layers", 1, 0, &N);
+        st = cfg_int(&c, "num_hidden_layers", 1, 0, &N);
     if (st == CLREMAT_OK)
-        st = cfg_int(root, config_path, "num_attention_heads", 1, 0, &H);
+        st = cfg_int(&c, "num_attention_heads", 1, 0, &H);
     if (st == CLREMAT_OK)
-        st = cfg_int(root, config_path, "num_key_value_heads", 0, H, &KV);
+        st = cfg_int(&c, "num_key_value_heads", 0, H, &KV);
     if (st == CLREMAT_OK)
-        st = cfg_int(root, config_path, "vocab_size", 1, 0, &V);
+        st = cfg_int(&c, "vocab_size", 1, 0, &V);
     if (st == CLREMAT_OK)
-        st = cfg_int(root, config_path, "head_dim", 0, D / H, &hd);
+        st = cfg_int(&c, "head_dim", 0, D / H, &hd);
     if (st == CLREMAT_OK)
-        st = cfg_num(root, config_path, "rope_theta", 10000.0, &theta);
+        st = cfg_num(&c, "rope_theta", 10000.0, 1e30, "a positive number (RoPE's base)", &theta);
     if (st == CLREMAT_OK)
-        st = cfg_num(root, config_path, "rms_norm_eps", 1e-6, &eps);
+        st = cfg_num(&c, "rms_norm_eps", 1e-6, 1.0, "a number with 0 < eps <= 1", &eps);
     if (st == CLREMAT_OK)
-        st = cfg_bool(root, config_path, "tie_word_embeddings", 0, &tie);
+        st = cfg_bool(&c, "tie_word_embeddings", 0, &tie);
     if (st == CLREMAT_OK)
-        st = cfg_bool(root, config_path, "attention_bias", 0, &abias);
+        st = cfg_bool(&c, "attention_bias", 0, &abias);
     if (st == CLREMAT_OK)
-        st = cfg_bool(root, config_path, "mlp_bias", 0, &mbias);
+        st = cfg_bool(&c, "mlp_bias", 0, &mbias);
     if (st == CLREMAT_OK && D % H != 0)
         st = clremat_set_error(CLREMAT_ERR_PARSE, "%s: hidden_size %lld is not a multiple of num_attention_heads "
                                "%lld", config_path, (long long)D, (long long)H);
@@ -171,6 +225,7 @@ int clremat_hf_model_json(const char *config_path, int64_t seq_len, char **out)
         }
     }
     json_decref(root);
+    clremat_json_index_free(c.ix);
     *out = s;
     return st;
 }

@@ -36,6 +36,8 @@ typedef struct scope {
 
 typedef struct loader {
     const char *origin;
+    int generated;              /* the text was made from origin (a Keras or Hugging Face file): its
+                                 * lines and columns are in no file the user has, so errors omit them */
     const clremat_json_index *ix;
     clremat_graph *g;
     int pass;                   /* 1: collect names, 2: build */
@@ -66,8 +68,21 @@ static int lfail(const loader *ld, int status, clremat_jpos p, const char *fmt, 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (ld->generated)
+        return clremat_set_error(status, "%s, as a clremat model: %s", ld->origin, msg);
     clremat_error_set_pos(ld->origin, p.line, p.col);
     return clremat_set_error(status, "%s:%d:%d: %s", ld->origin, p.line, p.col, msg);
+}
+
+/* Where p is, for "already defined at ..." in messages: ORIGIN:LINE:COL,
+ * or for a generated text its origin alone. */
+static const char *at(const loader *ld, clremat_jpos p, char *buf, size_t n)
+{
+    if (ld->generated)
+        snprintf(buf, n, "%s, as a clremat model", ld->origin);
+    else
+        snprintf(buf, n, "%s:%d:%d", ld->origin, p.line, p.col);
+    return buf;
 }
 
 /* A short JSON rendering of v for "got ..." in messages. */
@@ -684,7 +699,7 @@ static clremat_jpos layer_pos(const loader *ld, int l)
 static int build_layer(loader *ld, const json_t *obj, scope *sc)
 {
     json_t *tv = json_object_get(obj, "type"), *nv = json_object_get(obj, "name"), *iv;
-    char full[CLREMAT_NAME_LEN], what[CLREMAT_NAME_LEN + 16], autoname[48], expect[512];
+    char full[CLREMAT_NAME_LEN], what[CLREMAT_NAME_LEN + 16], autoname[48], expect[512], where[4200];
     const char *name;
     clremat_layer L;
     clremat_jpos here = opos(ld, obj);
@@ -731,12 +746,12 @@ static int build_layer(loader *ld, const json_t *obj, scope *sc)
     self = ld->g->n_layers;
     if ((other = name_lookup(ld, full)) >= 0 && other != self)
         return lfail(ld, CLREMAT_ERR_PARSE, nv ? mpos(ld, obj, "name") : here,
-                     "duplicate layer name '%s': already defined at %s:%d:%d", full, ld->origin,
-                     layer_pos(ld, other).line, layer_pos(ld, other).col);
+                     "duplicate layer name '%s': already defined at %s", full,
+                     at(ld, layer_pos(ld, other), where, sizeof where));
     if ((other = clremat_graph_find_block(ld->g, full)) >= 0)
         return lfail(ld, CLREMAT_ERR_PARSE, nv ? mpos(ld, obj, "name") : here,
-                     "duplicate name '%s': already used by the block defined at %s:%d:%d", full, ld->origin,
-                     ld->block_pos[other].line, ld->block_pos[other].col);
+                     "duplicate name '%s': already used by the block defined at %s", full,
+                     at(ld, ld->block_pos[other], where, sizeof where));
     memset(&L, 0, sizeof L);
     snprintf(L.name, sizeof L.name, "%s", full);
     L.type = t == TYPE_FLATTEN ? CLREMAT_RESHAPE : (clremat_layer_type)t;
@@ -781,7 +796,7 @@ static int build_block(loader *ld, const json_t *obj, scope *sc, int depth)
 {
     static const char *const fields[] = {"block", "repeat", "remat", "layers", "trainable", NULL};
     json_t *nv = json_object_get(obj, "block"), *lv = json_object_get(obj, "layers");
-    char what[CLREMAT_NAME_LEN + 16], expect[64];
+    char what[CLREMAT_NAME_LEN + 16], expect[64], where[4200];
     int64_t repeat = 1;
     int remat = 0, trainable = 1, st, has_repeat = json_object_get(obj, "repeat") != NULL;
 
@@ -826,12 +841,10 @@ static int build_block(loader *ld, const json_t *obj, scope *sc, int depth)
             clremat_graph *g = ld->g;
             if ((other = clremat_graph_find_block(g, full)) >= 0)
                 return lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, obj, "block"), "duplicate block name '%s': "
-                             "already defined at %s:%d:%d", full, ld->origin, ld->block_pos[other].line,
-                             ld->block_pos[other].col);
+                             "already defined at %s", full, at(ld, ld->block_pos[other], where, sizeof where));
             if ((other = name_lookup(ld, full)) >= 0 && other < g->n_layers)
                 return lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, obj, "block"), "duplicate name '%s': already used "
-                             "by the layer defined at %s:%d:%d", full, ld->origin, layer_pos(ld, other).line,
-                             layer_pos(ld, other).col);
+                             "by the layer defined at %s", full, at(ld, layer_pos(ld, other), where, sizeof where));
             if (other >= 0)
                 return lfail(ld, CLREMAT_ERR_PARSE, mpos(ld, obj, "block"), "duplicate name '%s': also used by "
                              "a layer defined later in the file", full);
@@ -1013,8 +1026,9 @@ static clremat_jpos syntax_error_pos(const char *text, size_t len, const json_er
     return p;
 }
 
-/* Parses text[0..len) named origin. */
-static int load_buffer(const char *text, size_t len, const char *origin, clremat_graph **out)
+/* Parses text[0..len) named origin (generated: made from origin, see
+ * loader). */
+static int load_buffer(const char *text, size_t len, const char *origin, int generated, clremat_graph **out)
 {
     loader ld;
     json_error_t err;
@@ -1024,9 +1038,13 @@ static int load_buffer(const char *text, size_t len, const char *origin, clremat
 
     memset(&ld, 0, sizeof ld);
     ld.origin = origin;
+    ld.generated = generated;
     root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
     if (!root) {
         clremat_jpos p = syntax_error_pos(text, len, &err);
+        if (generated)
+            return clremat_set_error(CLREMAT_ERR_INTERNAL, "%s, as a clremat model: JSON syntax error: %s", origin,
+                                     err.text);
         clremat_error_set_pos(origin, p.line, p.col);
         return clremat_set_error(CLREMAT_ERR_PARSE, "%s:%d:%d: JSON syntax error: %s", origin, p.line, p.col,
                                  err.text);
@@ -1060,7 +1078,17 @@ int clremat_graph_load_string(const char *json, const char *origin, clremat_grap
     *out = NULL;
     if (!json)
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "graph_load_string: NULL text");
-    return load_buffer(json, strlen(json), origin ? origin : "<string>", out);
+    return load_buffer(json, strlen(json), origin ? origin : "<string>", 0, out);
+}
+
+int clremat_graph_load_generated(const char *json, const char *source, clremat_graph **out)
+{
+    if (!out)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "graph_load_generated: NULL output");
+    *out = NULL;
+    if (!json || !source)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "graph_load_generated: NULL text or source");
+    return load_buffer(json, strlen(json), source, 1, out);
 }
 
 int clremat_graph_load(const char *path, clremat_graph **out)
@@ -1091,7 +1119,7 @@ int clremat_graph_load(const char *path, clremat_graph **out)
         goto fail;
     }
     buf[size] = '\0';
-    st = load_buffer(buf, (size_t)size, path, out);
+    st = load_buffer(buf, (size_t)size, path, 0, out);
 fail:
     free(buf);
     fclose(f);

@@ -28,7 +28,7 @@ int clremat_model_load(const char *path, clremat_graph **g, float **init_params)
         return clremat_graph_load(path, g);
     if ((st = clremat_keras_read(path, clremat_keras_json_weights(path), NULL, &km)))
         return st;
-    if ((st = clremat_graph_load_string(km.json, path, g))) {
+    if ((st = clremat_graph_load_generated(km.json, path, g))) {
         clremat_keras_free(&km);
         return st;
     }

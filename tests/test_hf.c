@@ -103,6 +103,13 @@ START_TEST(test_bad_configs)
     bad_config("num_key_value_heads", "3", "num_key_value_heads 3 does not divide");
     bad_config("hidden_size", "-4", "hidden_size");
     bad_config("head_dim", "8", "head_dim");
+    /* out of clremat's ranges: refused here, at the field's line and column
+     * with its value, not by the generated model under another name */
+    bad_config("rms_norm_eps", "3", ":1:");
+    bad_config("rms_norm_eps", "3", "field 'rms_norm_eps' must be a number with 0 < eps <= 1, got 3");
+    bad_config("rope_theta", "-1", "field 'rope_theta' must be a positive number (RoPE's base), got -1");
+    bad_config("hidden_size", "2147483648", "field 'hidden_size' must be an integer in 1 .. 2^30, got 2147483648");
+    bad_config("tie_word_embeddings", "\"yes\"", "field 'tie_word_embeddings' must be true or false, got \"yes\"");
     ck_assert_int_eq(clremat_hf_model_json("/nonexistent/config.json", T, &json), CLREMAT_ERR_IO);
     ck_assert(strstr(clremat_last_error(), "/nonexistent/config.json") != NULL);
 }

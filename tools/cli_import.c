@@ -105,7 +105,7 @@ int cli_import_keras(int argc, char **argv)
     if ((st = clremat_keras_read(model, weights, loss, &km)))
         return cli_error("%s", clremat_last_error());
     /* the model must load as clremat reads it; the text is written only then */
-    if ((st = clremat_graph_load_string(km.json, model, &g))) {
+    if ((st = clremat_graph_load_generated(km.json, model, &g))) {
         clremat_keras_free(&km);
         return cli_error("%s", clremat_last_error());
     }

@@ -25,7 +25,7 @@ int cli_import_hf(int argc, char **argv)
     if (clremat_hf_model_json(config, seq_len, &json) != CLREMAT_OK)
         return cli_error("%s", clremat_last_error());
     /* the text must load as a model (shapes and parameters inferred) */
-    if (clremat_graph_load_string(json, config, &g) != CLREMAT_OK) {
+    if (clremat_graph_load_generated(json, config, &g) != CLREMAT_OK) {
         free(json);
         return cli_error("import-hf: the model made from %s does not load: %s", config, clremat_last_error());
     }
