@@ -3,6 +3,7 @@
  * the class table of keras_layers.c; maps the compile config's loss and
  * optimizer; copies the Keras variables into clremat's parameter layout. */
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -426,6 +427,31 @@ static int map_optimizer(clremat_keras_model *m, json_t *opt)
         json_number_value(json_object_get(c, "weight_decay")) != 0)
         return clremat_set_error(CLREMAT_ERR_PARSE, "%s: optimizer %s: weight_decay is supported with AdamW only",
                                  m->origin, cls);
+    {
+        /* the ranges clremat's optimizers take (backend/optim.c), checked here so that the error names the file
+         * and field: a rate of 0 or below would otherwise read as "not given" and train at the default */
+        static const struct {
+            const char *key, *range;
+            double lo, hi;
+            int lo_open, hi_open;
+        } ranges[] = {{"learning_rate", "a positive finite number", 0, INFINITY, 1, 1},
+                      {"momentum", "in [0, 1)", 0, 1, 0, 1},
+                      {"beta_1", "in [0, 1)", 0, 1, 0, 1},
+                      {"beta_2", "in [0, 1)", 0, 1, 0, 1},
+                      {"epsilon", "a positive finite number", 0, INFINITY, 1, 1},
+                      {"weight_decay", "a finite number >= 0", 0, INFINITY, 0, 1}};
+        for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
+            json_t *v = json_object_get(c, ranges[i].key);
+            double x;
+            if (!v || json_is_null(v))
+                continue;
+            x = json_number_value(v);
+            if (!json_is_number(v) || isnan(x) || (ranges[i].lo_open ? x <= ranges[i].lo : x < ranges[i].lo) ||
+                (ranges[i].hi_open ? x >= ranges[i].hi : x > ranges[i].hi))
+                return clremat_set_error(CLREMAT_ERR_PARSE, "%s: compile_config: optimizer %s: %s must be %s, got %g",
+                                         m->origin, cls, ranges[i].key, ranges[i].range, x);
+        }
+    }
     snprintf(m->optimizer, sizeof m->optimizer, "%s", strcmp(cls, "SGD") == 0 ? "sgd" : strcmp(cls, "Adam") == 0 ? "adam" : "adamw");
     m->lr = json_number_value(lr);
     m->momentum = json_number_value(json_object_get(c, "momentum"));

@@ -313,6 +313,46 @@ START_TEST(test_refusals)
 }
 END_TEST
 
+/* seq_mlp's config with its compile_config optimizer's field key set to
+ * value: the import is refused naming the file, the field and the value
+ * (once, a learning rate of -1 or 0 was taken as "not given" and the run
+ * trained at the default rate). */
+static void bad_optimizer(const char *key, json_t *value, const char *want)
+{
+    char path[2300], tmp[] = "/tmp/clremat_keras_opt_XXXXXX.json";
+    unsigned char *cfg;
+    size_t n;
+    json_t *root;
+    clremat_keras_model km;
+    int fd;
+    snprintf(path, sizeof path, "%s/seq_mlp.keras", fixture_dir());
+    ck_assert_int_eq(clremat_keras_zip_member(path, "config.json", &cfg, &n), CLREMAT_OK);
+    root = json_loads((char *)cfg, 0, NULL);
+    free(cfg);
+    ck_assert_ptr_nonnull(root);
+    json_object_set_new(json_object_get(json_object_get(json_object_get(root, "compile_config"), "optimizer"),
+                                        "config"),
+                        key, value);
+    fd = mkstemps(tmp, 5);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(json_dumpfd(root, fd, 0), 0);
+    close(fd);
+    json_decref(root);
+    ck_assert_int_eq(clremat_keras_read(tmp, NULL, NULL, &km), CLREMAT_ERR_PARSE);
+    ck_assert_msg(strstr(clremat_last_error(), tmp) && strstr(clremat_last_error(), want), "%s: %s", key,
+                  clremat_last_error());
+    unlink(tmp);
+}
+
+START_TEST(test_optimizer_ranges)
+{
+    bad_optimizer("learning_rate", json_real(-1), "optimizer SGD: learning_rate must be a positive finite number, got -1");
+    bad_optimizer("learning_rate", json_real(0), "learning_rate must be a positive finite number, got 0");
+    bad_optimizer("momentum", json_real(5), "optimizer SGD: momentum must be in [0, 1), got 5");
+    bad_optimizer("momentum", json_real(1), "momentum must be in [0, 1), got 1");
+}
+END_TEST
+
 /* A model whose every layer has the same mixed policy imports with that
  * precision. */
 START_TEST(test_mixed_policy)
@@ -611,6 +651,7 @@ int main(void)
     tcase_add_test(tc, test_legacy_corrupt);
     tcase_add_test(tc, test_guard_errors);
     tcase_add_test(tc, test_refusals);
+    tcase_add_test(tc, test_optimizer_ranges);
     tcase_add_test(tc, test_frozen_layer);
     tcase_add_test(tc, test_mixed_policy);
     tcase_add_test(tc, test_export_reimport);
