@@ -1616,10 +1616,12 @@ int clremat_trainer_eval(clremat_trainer *t, const float *x, const float *y, flo
     return clremat_trainer_eval_n(t, x, y, t->batch, loss, correct);
 }
 
-int clremat_trainer_eval_n(clremat_trainer *t, const float *x, const float *y, int64_t n, float *loss,
-                           float *correct)
+/* Forward only on n samples of x and y (zero padding after them); check:
+ * count each layer's non-finite outputs and stop at the first layer with
+ * any (*bad, else -1). */
+static int eval_samples(clremat_trainer *t, const float *x, const float *y, int64_t n, float r[2], int check,
+                        int *bad)
 {
-    float r[2];
     int st;
     if (n < 1 || n > t->batch)
         return clremat_fail(t->ctx, CLREMAT_ERR_INVALID_ARGUMENT, "evaluation of %lld samples at batch %lld",
@@ -1639,12 +1641,29 @@ int clremat_trainer_eval_n(clremat_trainer *t, const float *x, const float *y, i
         t->loss_batch = n;
     }
     if (st == CLREMAT_OK)
-        st = forward_only(t, t->eval_g, t->eval_costs, t->eval_gemm_ws, r, 0, NULL);
+        st = forward_only(t, t->eval_g, t->eval_costs, t->eval_gemm_ws, r, check, bad);
     t->loss_batch = 0;
+    return st;
+}
+
+int clremat_trainer_eval_n(clremat_trainer *t, const float *x, const float *y, int64_t n, float *loss,
+                           float *correct)
+{
+    float r[2];
+    int st = eval_samples(t, x, y, n, r, 0, NULL);
     if (st == CLREMAT_OK) {
         *loss = r[0];
         *correct = r[1];
     }
+    return st;
+}
+
+int clremat_trainer_eval_nonfinite_layer(clremat_trainer *t, const float *x, const float *y, int64_t n,
+                                         const char **layer)
+{
+    float r[2];
+    int bad = -1, st = eval_samples(t, x, y, n, r, 1, &bad);
+    *layer = st == CLREMAT_OK && bad >= 0 ? t->eval_g->layers[bad].name : NULL;
     return st;
 }
 

@@ -254,6 +254,13 @@ int clremat_trainer_eval(clremat_trainer *t, const float *x, const float *y, flo
 int clremat_trainer_eval_n(clremat_trainer *t, const float *x, const float *y, int64_t n, float *loss,
                            float *correct);
 
+/** The first layer (in order) whose output holds a NaN or an infinity when
+ * the n samples of x and y run forward as in clremat_trainer_eval_n: *layer
+ * is its name (owned by the trainer), or NULL when every output is finite.
+ * For the error of an evaluation whose loss is not finite. */
+int clremat_trainer_eval_nonfinite_layer(clremat_trainer *t, const float *x, const float *y, int64_t n,
+                                         const char **layer);
+
 /** Forward only (dropout off) on a full batch x, y, copying the output
  * (slot 0) of layer layer (not the loss) into out (batch x out_shape
  * floats): the logits of an output layer, for comparisons with other

@@ -623,6 +623,20 @@ static int validate(clremat_trainer *t, const clremat_dataset *d, clremat_train_
             break;
         st = clremat_trainer_eval_n(t, d->val.x + b * t->batch * d->val.x_elems,
                                     d->val.y + b * t->batch * d->val.y_elems, n, &l, &c);
+        if (st == CLREMAT_OK && !isfinite(l)) { /* as a non-finite training loss: an error naming where */
+            const char *layer = NULL;
+            st = clremat_trainer_eval_nonfinite_layer(t, d->val.x + b * t->batch * d->val.x_elems,
+                                                      d->val.y + b * t->batch * d->val.y_elems, n, &layer);
+            if (st == CLREMAT_OK)
+                st = clremat_fail(t->ctx, CLREMAT_ERR_NONFINITE,
+                                       "validation: the loss of samples %lld..%lld is not finite (%s); first layer "
+                                       "whose output is non-finite: '%s' (the trained parameters or the data hold "
+                                       "values too large; nothing was saved)",
+                                       (long long)(b * t->batch), (long long)(b * t->batch + n - 1),
+                                       isnan(l) ? "nan" : l > 0 ? "inf" : "-inf",
+                                       layer ? layer : t->g->layers[t->g->n_layers - 1].name);
+            break;
+        }
         loss_sum += b < nb ? (double)l : (double)l * part;
         correct += c;
     }

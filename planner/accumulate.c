@@ -7,6 +7,8 @@
  * of their moving statistics a step. Pure C. */
 #include "plan.h"
 #include "error.h"
+#include <stdint.h>
+#include <stdio.h>
 
 int clremat_accumulate_split(int64_t batch, int64_t accumulate, int64_t *micro)
 {
@@ -18,14 +20,16 @@ int clremat_accumulate_split(int64_t batch, int64_t accumulate, int64_t *micro)
                                  (long long)batch);
     if (batch % accumulate != 0) {
         int64_t lo = batch / accumulate * accumulate, hi = lo + accumulate;
+        char alt[48] = "";
+        if (hi <= INT32_MAX) /* the next multiple only where a batch may be that large */
+            snprintf(alt, sizeof alt, " or %lld", (long long)hi);
         if (lo > 0)
             return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT,
                                      "batch %lld is not divisible by --accumulate %lld (%lld = %lld x %lld + %lld): "
-                                     "use a batch that is a multiple of %lld (%lld or %lld)",
+                                     "use a batch that is a multiple of %lld (%lld%s)",
                                      (long long)batch, (long long)accumulate, (long long)batch,
                                      (long long)accumulate, (long long)(batch / accumulate),
-                                     (long long)(batch % accumulate), (long long)accumulate, (long long)lo,
-                                     (long long)hi);
+                                     (long long)(batch % accumulate), (long long)accumulate, (long long)lo, alt);
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT,
                                  "batch %lld is not divisible by --accumulate %lld (a micro-batch needs at least one "
                                  "sample): use a batch that is a multiple of %lld (%lld)",

@@ -395,6 +395,26 @@ START_TEST(test_outputs_distinct)
 }
 END_TEST
 
+/* A run whose trained parameters make the validation loss non-finite (one
+ * step at a learning rate of 1e30) fails like a non-finite training loss,
+ * naming the samples and the first non-finite layer, and saves nothing:
+ * once it ended with exit 0 and "validation loss nan". */
+START_TEST(test_validation_nonfinite)
+{
+    char args[2048];
+    struct stat sb;
+    snprintf(args, sizeof args, "train %s --steps 1 --warmup 0 --lr 1e30 --quiet --save %s", model(),
+             path_in("w.safetensors"));
+    EXPECT_REFUSED(NULL, 30, args, "validation: the loss of samples 0..", "is not finite (nan)",
+                   "first layer whose output is non-finite: '", "nothing was saved");
+    ck_assert_msg(lstat(path_in("w.safetensors"), &sb) != 0, "a run whose validation failed saved its weights");
+    /* the same run at a sane rate succeeds and saves */
+    snprintf(args, sizeof args, "train %s --steps 1 --warmup 0 --quiet --save %s", model(), path_in("w.safetensors"));
+    ck_assert_msg(run(NULL, args, out, sizeof out, err, sizeof err, NULL) == 0, "`%s`: %s", args, err);
+    ck_assert_int_eq(lstat(path_in("w.safetensors"), &sb), 0);
+}
+END_TEST
+
 /* 5.: a replaced file keeps its mode; a symbolic link is followed (the file
  * it points to is replaced, the link stays). */
 START_TEST(test_save_mode_and_symlink)
@@ -639,6 +659,7 @@ int main(void)
     tcase_add_test(tc, test_inputs_not_regular);
     tcase_add_test(tc, test_outputs_checked_first);
     tcase_add_test(tc, test_outputs_distinct);
+    tcase_add_test(tc, test_validation_nonfinite);
     tcase_add_test(tc, test_save_mode_and_symlink);
     tcase_add_test(tc, test_stale_temporary_files);
     tcase_add_test(tc, test_load_strays_and_nonfinite);
