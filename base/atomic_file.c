@@ -327,10 +327,10 @@ int clremat_open_regular(const char *path, const char *what, FILE **f, uint64_t 
 static char *future_location(const char *path, int depth)
 {
     char link[PATH_MAX + 1], *dir, *real, *out = NULL;
-    ssize_t n = depth < 40 ? readlink(path, link, PATH_MAX) : -1; /* 40: Linux's own limit of links followed */
-    if (depth >= 40)
+    ssize_t n;
+    if (depth >= 40) /* Linux's own limit of links followed */
         return NULL;
-    if (n > 0) { /* a dangling link: where it points, relative to its own folder */
+    if ((n = readlink(path, link, PATH_MAX)) > 0) { /* a dangling link: where it points, relative to its own folder */
         link[n] = '\0';
         if (link[0] != '/') {
             char *d = folder_of(path), *joined;

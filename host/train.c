@@ -629,12 +629,12 @@ static int validate(clremat_trainer *t, const clremat_dataset *d, clremat_train_
                                                       d->val.y + b * t->batch * d->val.y_elems, n, &layer);
             if (st == CLREMAT_OK)
                 st = clremat_fail(t->ctx, CLREMAT_ERR_NONFINITE,
-                                       "validation: the loss of samples %lld..%lld is not finite (%s); first layer "
-                                       "whose output is non-finite: '%s' (the trained parameters or the data hold "
-                                       "values too large; nothing was saved)",
-                                       (long long)(b * t->batch), (long long)(b * t->batch + n - 1),
-                                       isnan(l) ? "nan" : l > 0 ? "inf" : "-inf",
-                                       layer ? layer : t->g->layers[t->g->n_layers - 1].name);
+                                  "validation: the loss of samples %lld..%lld is not finite (%s); first layer whose "
+                                  "output is non-finite: '%s' (the trained parameters or the data hold values too "
+                                  "large; nothing was saved)",
+                                  (long long)(b * t->batch), (long long)(b * t->batch + n - 1),
+                                  isnan(l) ? "nan" : l > 0 ? "inf" : "-inf",
+                                  layer ? layer : t->g->layers[t->g->n_layers - 1].name);
             break;
         }
         loss_sum += b < nb ? (double)l : (double)l * part;
