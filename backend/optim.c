@@ -72,6 +72,39 @@ static const struct {
      offsetof(clremat_opt_config, weight_decay)},
 };
 
+static int hparam_index(unsigned bit)
+{
+    for (size_t i = 0; i < sizeof hparams / sizeof hparams[0]; i++)
+        if (hparams[i].bit == bit)
+            return (int)i;
+    return -1;
+}
+
+int clremat_opt_check(unsigned bit, float v, const char *name)
+{
+    int i = hparam_index(bit), ok;
+    if (i < 0)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "clremat_opt_check: unknown hyperparameter bit 0x%x",
+                                 bit);
+    switch (bit) {
+    case CLREMAT_OPT_SET_MOMENTUM:
+    case CLREMAT_OPT_SET_BETA1:
+    case CLREMAT_OPT_SET_BETA2:
+        ok = v >= 0.0f && v < 1.0f;
+        break;
+    case CLREMAT_OPT_SET_WEIGHT_DECAY:
+        ok = v >= 0.0f && isfinite(v);
+        break;
+    default: /* lr, epsilon */
+        ok = v > 0.0f && isfinite(v);
+        break;
+    }
+    if (!ok)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s must be %s, got %g", name ? name : hparams[i].name,
+                                 hparams[i].range, (double)v);
+    return CLREMAT_OK;
+}
+
 int clremat_opt_apply(clremat_opt_config *cfg, unsigned set, const clremat_opt_config *values)
 {
     clremat_opt_config c;
@@ -83,29 +116,15 @@ int clremat_opt_apply(clremat_opt_config *cfg, unsigned set, const clremat_opt_c
     c = *cfg;
     for (size_t i = 0; i < sizeof hparams / sizeof hparams[0]; i++) {
         float v;
-        int ok;
+        int st;
         if (!(set & hparams[i].bit))
             continue;
         memcpy(&v, (const char *)values + hparams[i].off, sizeof v);
         if (!clremat_opt_uses(c.kind, hparams[i].bit))
             return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s applies to %s, not to %s (got %g)",
                                      hparams[i].name, hparams[i].users, clremat_opt_name(c.kind), (double)v);
-        switch (hparams[i].bit) {
-        case CLREMAT_OPT_SET_MOMENTUM:
-        case CLREMAT_OPT_SET_BETA1:
-        case CLREMAT_OPT_SET_BETA2:
-            ok = v >= 0.0f && v < 1.0f;
-            break;
-        case CLREMAT_OPT_SET_WEIGHT_DECAY:
-            ok = v >= 0.0f && isfinite(v);
-            break;
-        default: /* lr, epsilon */
-            ok = v > 0.0f && isfinite(v);
-            break;
-        }
-        if (!ok)
-            return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "%s must be %s, got %g", hparams[i].name,
-                                     hparams[i].range, (double)v);
+        if ((st = clremat_opt_check(hparams[i].bit, v, NULL)))
+            return st;
         memcpy((char *)&c + hparams[i].off, &v, sizeof v);
     }
     *cfg = c;

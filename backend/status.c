@@ -6,15 +6,18 @@
 
 int clremat_fail(clremat_ctx *ctx, int status, const char *fmt, ...)
 {
+    /* formatted aside first: an argument may be the message being replaced
+     * (clremat_last_error() or this ctx's), and vsnprintf's source and
+     * destination must not overlap */
+    char msg[CLREMAT_ERRMSG_LEN];
     va_list ap;
-    char *thread_error = clremat_thread_error_buffer();
-    char *dst = ctx ? ctx->last_error : thread_error;
-    size_t len = ctx ? sizeof ctx->last_error : CLREMAT_ERRMSG_LEN;
     va_start(ap, fmt);
-    vsnprintf(dst, len, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (ctx) /* keep the thread's copy too, for callers without the ctx */
-        snprintf(thread_error, CLREMAT_ERRMSG_LEN, "%s", ctx->last_error);
+    if (ctx)
+        memcpy(ctx->last_error, msg, sizeof msg);
+    /* the thread's copy too, for callers without the ctx */
+    memcpy(clremat_thread_error_buffer(), msg, sizeof msg);
     return status;
 }
 

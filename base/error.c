@@ -2,6 +2,7 @@
 #include "error.h"
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char thread_error[CLREMAT_ERRMSG_LEN];
 
@@ -11,10 +12,15 @@ char *clremat_thread_error_buffer(void) { return thread_error; }
 
 int clremat_set_error(int status, const char *fmt, ...)
 {
+    /* formatted aside first: an argument may be the message being replaced
+     * ("...: %s", clremat_last_error()), and vsnprintf's source and
+     * destination must not overlap */
+    char msg[CLREMAT_ERRMSG_LEN];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(thread_error, sizeof thread_error, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(thread_error, msg, sizeof msg);
     return status;
 }
 

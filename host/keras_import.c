@@ -428,28 +428,25 @@ static int map_optimizer(clremat_keras_model *m, json_t *opt)
         return clremat_set_error(CLREMAT_ERR_PARSE, "%s: optimizer %s: weight_decay is supported with AdamW only",
                                  m->origin, cls);
     {
-        /* the ranges clremat's optimizers take (backend/optim.c), checked here so that the error names the file
-         * and field: a rate of 0 or below would otherwise read as "not given" and train at the default */
+        /* the ranges clremat's optimizers take (clremat_opt_check), checked here so that the error names the file
+         * and Keras's field: a rate of 0 or below would otherwise read as "not given" and train at the default.
+         * The value is checked as the float it becomes (1e-50 is 0, 1e39 is infinite). */
         static const struct {
-            const char *key, *range;
-            double lo, hi;
-            int lo_open, hi_open;
-        } ranges[] = {{"learning_rate", "a positive finite number", 0, INFINITY, 1, 1},
-                      {"momentum", "in [0, 1)", 0, 1, 0, 1},
-                      {"beta_1", "in [0, 1)", 0, 1, 0, 1},
-                      {"beta_2", "in [0, 1)", 0, 1, 0, 1},
-                      {"epsilon", "a positive finite number", 0, INFINITY, 1, 1},
-                      {"weight_decay", "a finite number >= 0", 0, INFINITY, 0, 1}};
-        for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
-            json_t *v = json_object_get(c, ranges[i].key);
-            double x;
+            const char *key;
+            unsigned bit;
+        } fields[] = {{"learning_rate", CLREMAT_OPT_SET_LR},   {"momentum", CLREMAT_OPT_SET_MOMENTUM},
+                      {"beta_1", CLREMAT_OPT_SET_BETA1},       {"beta_2", CLREMAT_OPT_SET_BETA2},
+                      {"epsilon", CLREMAT_OPT_SET_EPS},        {"weight_decay", CLREMAT_OPT_SET_WEIGHT_DECAY}};
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+            json_t *v = json_object_get(c, fields[i].key);
             if (!v || json_is_null(v))
                 continue;
-            x = json_number_value(v);
-            if (!json_is_number(v) || isnan(x) || (ranges[i].lo_open ? x <= ranges[i].lo : x < ranges[i].lo) ||
-                (ranges[i].hi_open ? x >= ranges[i].hi : x > ranges[i].hi))
-                return clremat_set_error(CLREMAT_ERR_PARSE, "%s: compile_config: optimizer %s: %s must be %s, got %g",
-                                         m->origin, cls, ranges[i].key, ranges[i].range, x);
+            if (!json_is_number(v))
+                return clremat_set_error(CLREMAT_ERR_PARSE, "%s: compile_config: optimizer %s: %s must be a number",
+                                         m->origin, cls, fields[i].key);
+            if (clremat_opt_check(fields[i].bit, (float)json_number_value(v), fields[i].key))
+                return clremat_set_error(CLREMAT_ERR_PARSE, "%s: compile_config: optimizer %s: %s", m->origin, cls,
+                                         clremat_last_error());
         }
     }
     snprintf(m->optimizer, sizeof m->optimizer, "%s", strcmp(cls, "SGD") == 0 ? "sgd" : strcmp(cls, "Adam") == 0 ? "adam" : "adamw");

@@ -320,6 +320,16 @@ int clremat_opt_uses(clremat_opt_kind kind, unsigned bit);
  * must be in [0, 1), got 1.5"); *cfg is then unchanged. */
 int clremat_opt_apply(clremat_opt_config *cfg, unsigned set, const clremat_opt_config *values);
 
+/** Checks one hyperparameter value against its range (the ranges of
+ * clremat_opt_apply(): lr and eps positive and finite; momentum, beta1 and
+ * beta2 in [0, 1); weight_decay finite and >= 0). bit is one
+ * CLREMAT_OPT_SET_* bit; name is what the message calls the value (NULL:
+ * clremat's own name, "lr", "beta1", ...), so that a file format can name
+ * its own field ("learning_rate must be a positive finite number, got
+ * 0"). Returns CLREMAT_OK, or CLREMAT_ERR_INVALID_ARGUMENT with that
+ * message in clremat_last_error(). */
+int clremat_opt_check(unsigned bit, float v, const char *name);
+
 /* ------------------------------------------------------------- utilities */
 
 /** Parses a byte count such as "1048576", "512KiB", "1.5GiB", "64MB" (KB/MB/GB

@@ -350,6 +350,10 @@ START_TEST(test_optimizer_ranges)
     bad_optimizer("learning_rate", json_real(0), "learning_rate must be a positive finite number, got 0");
     bad_optimizer("momentum", json_real(5), "optimizer SGD: momentum must be in [0, 1), got 5");
     bad_optimizer("momentum", json_real(1), "momentum must be in [0, 1), got 1");
+    /* checked as the float the value becomes: 1e-50 is 0 there, 1e39 infinite */
+    bad_optimizer("learning_rate", json_real(1e-50), "learning_rate must be a positive finite number, got 0");
+    bad_optimizer("epsilon", json_real(1e39), "optimizer SGD: epsilon must be a positive finite number, got inf");
+    bad_optimizer("beta_2", json_string("0.9"), "optimizer SGD: beta_2 must be a number");
 }
 END_TEST
 

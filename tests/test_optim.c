@@ -187,6 +187,32 @@ START_TEST(test_apply_refusals)
 }
 END_TEST
 
+/* clremat_opt_check: one value against its range under the caller's name
+ * (how a file format reports its own field); an error message may quote
+ * the one it replaces */
+START_TEST(test_check_one_value)
+{
+    ck_assert_int_eq(clremat_opt_check(CLREMAT_OPT_SET_LR, 1e-3f, "learning_rate"), CLREMAT_OK);
+    ck_assert_int_eq(clremat_opt_check(CLREMAT_OPT_SET_BETA2, 0.0f, NULL), CLREMAT_OK);
+    ck_assert_int_eq(clremat_opt_check(CLREMAT_OPT_SET_LR, 0.0f, "learning_rate"), CLREMAT_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(clremat_last_error(), "learning_rate must be a positive finite number, got 0");
+    ck_assert_int_eq(clremat_opt_check(CLREMAT_OPT_SET_BETA1, 1.0f, NULL), CLREMAT_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(clremat_last_error(), "beta1 must be in [0, 1), got 1");
+    ck_assert_int_eq(clremat_opt_check(CLREMAT_OPT_SET_WEIGHT_DECAY, INFINITY, "wd"), CLREMAT_ERR_INVALID_ARGUMENT);
+    ck_assert_str_eq(clremat_last_error(), "wd must be a finite number >= 0, got inf");
+    ck_assert_int_eq(clremat_opt_check(0x3u, 0.5f, NULL), CLREMAT_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(clremat_last_error(), "unknown hyperparameter bit 0x3"), "%s", clremat_last_error());
+    /* the message replaced is an argument of its replacement */
+    ck_assert_int_eq(clremat_opt_check(CLREMAT_OPT_SET_EPS, -1.0f, "epsilon"), CLREMAT_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(clremat_set_error(CLREMAT_ERR_PARSE, "f.keras: optimizer Adam: %s", clremat_last_error()),
+                     CLREMAT_ERR_PARSE);
+    ck_assert_str_eq(clremat_last_error(), "f.keras: optimizer Adam: epsilon must be a positive finite number, got -1");
+    ck_assert_int_eq(clremat_fail(NULL, CLREMAT_ERR_IO, "%s (again)", clremat_last_error()), CLREMAT_ERR_IO);
+    ck_assert_str_eq(clremat_last_error(),
+                     "f.keras: optimizer Adam: epsilon must be a positive finite number, got -1 (again)");
+}
+END_TEST
+
 START_TEST(test_elementwise)
 {
     enum { M = 70000 };
@@ -304,6 +330,7 @@ int main(void)
     tcase_add_test(tc, test_adamw);
     tcase_add_test(tc, test_nondefault_hparams);
     tcase_add_test(tc, test_apply_refusals);
+    tcase_add_test(tc, test_check_one_value);
     tcase_add_test(tc, test_elementwise);
     tcase_add_test(tc, test_step_unless);
     return test_run_device_suite(s);
