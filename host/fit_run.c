@@ -73,7 +73,7 @@ int clremat_fit_execute(const clremat_fit_options *o, clremat_fit_outcome *out, 
                 return clremat_set_error(st, "no --memory sizes given and no device to take them from (%s); give "
                                          "--memory SIZE,SIZE... such as 8GiB,16GiB",
                                          clremat_last_error());
-            return clremat_set_error(st, "--device '%s': %s", o->device, clremat_last_error());
+            return st; /* the message names --device and lists the devices */
         }
         if (o->notes)
             fprintf(stderr, "fit: step-time calibration on %s at batch %lld (measured unless cached)...\n",
