@@ -37,10 +37,18 @@ static int write_all(int fd, const void *p, size_t n)
 
 static void run_child(int fd, clremat_h5_job job, void *arg)
 {
+    /* a crash is reported as a crash (the parent names the signal): the
+     * handlers this process inherited (an embedding program's crash
+     * reporter, Python's faulthandler, AddressSanitizer's) would turn it
+     * into some exit status, or run the program's own code in the child */
+    static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
     unsigned char *out = NULL;
     size_t len = 0;
     struct guard_header h;
-    int st = job(arg, &out, &len);
+    int st;
+    for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++)
+        signal(crash_signals[i], SIG_DFL);
+    st = job(arg, &out, &len);
     const char *msg = st == CLREMAT_OK ? (const char *)out : clremat_last_error();
     h.status = st;
     h.len = st == CLREMAT_OK ? len : strlen(msg);
