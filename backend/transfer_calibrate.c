@@ -8,6 +8,7 @@
  * buffers are made directly with OpenCL, outside the pool, before anything
  * is planned. */
 #include "transfer.h"
+#include "atomic_file.h"
 #include "clock.h"
 #include "gemm.h"
 #include <inttypes.h>
@@ -45,7 +46,9 @@ static int cache_load(const clremat_ctx *ctx, clremat_transfer_calibration *out)
     double th = 0, td = 0, gf = 0;
     int got = 0;
     FILE *f;
-    if (!clremat_transfer_cache_file(ctx, path, sizeof path) || !(f = fopen(path, "r")))
+    /* without blocking, regular files only: a FIFO in the cache must not hang the command */
+    if (!clremat_transfer_cache_file(ctx, path, sizeof path) ||
+        clremat_open_regular(path, "transfer calibration cache", &f, NULL) != CLREMAT_OK)
         return 0;
     if (!fgets(line, sizeof line, f) || strncmp(line, TRANSFER_MAGIC "\n", sizeof TRANSFER_MAGIC) != 0) {
         fclose(f);

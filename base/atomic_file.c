@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #define TMP_SUFFIX_LEN 6 /* mkstemp's XXXXXX */
+/* what a temporary or scratch name adds to the target's: ".", ".XXXXXX" and the scratch suffix */
+#define TEMP_EXTRA (2 + TMP_SUFFIX_LEN + (int)(sizeof CLREMAT_AFILE_SCRATCH_SUFFIX - 1))
 
 /* What a non-regular file is, for messages. */
 static const char *kind_of(mode_t m)
@@ -89,9 +91,9 @@ static int resolve_output(const char *path, const char *what, char **target, int
     }
     if (!*target && !(*target = strdup(path)))
         return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "%s %s: out of host memory", what, path);
-    if (strlen(base_of(*target)) + 2 + TMP_SUFFIX_LEN > NAME_MAX) {
+    if (strlen(base_of(*target)) + TEMP_EXTRA > NAME_MAX) {
         st = clremat_set_error(CLREMAT_ERR_IO, "%s %s: file name too long for a temporary file beside it (%d bytes "
-                               "at most)", what, path, NAME_MAX - 2 - TMP_SUFFIX_LEN);
+                               "at most)", what, path, NAME_MAX - TEMP_EXTRA);
         goto fail;
     }
     if (!(dir = folder_of(*target))) {
@@ -188,16 +190,32 @@ static void sync_folder(const char *dir)
     }
 }
 
-/* 1 when name is ".BASE.XXXXXX" for base (mkstemp's characters). */
+/* 1 when name is ".BASE.XXXXXX" for base (mkstemp's characters), 2 when
+ * it is that temporary name's scratch file (CLREMAT_AFILE_SCRATCH_SUFFIX
+ * after it), else 0. */
 static int is_temp_of(const char *name, const char *base)
 {
-    size_t bl = strlen(base), nl = strlen(name);
-    if (nl != bl + 2 + TMP_SUFFIX_LEN || name[0] != '.' || strncmp(name + 1, base, bl) != 0 || name[bl + 1] != '.')
+    const size_t bl = strlen(base), nl = strlen(name), tl = bl + 2 + TMP_SUFFIX_LEN,
+                 sl = sizeof CLREMAT_AFILE_SCRATCH_SUFFIX - 1;
+    if (nl < tl || name[0] != '.' || strncmp(name + 1, base, bl) != 0 || name[bl + 1] != '.')
         return 0;
-    for (const char *p = name + bl + 2; *p; p++)
+    if (nl != tl && !(nl == tl + sl && strcmp(name + tl, CLREMAT_AFILE_SCRATCH_SUFFIX) == 0))
+        return 0;
+    for (const char *p = name + bl + 2; p < name + tl; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
             return 0;
-    return 1;
+    return nl == tl ? 1 : 2;
+}
+
+/* 1 when the regular file name in dir (no link followed) is this user's
+ * and nobody holds its lock; it is then locked through *fd (open, for the
+ * caller to close), else *fd is -1 or open and unlocked. */
+static int unlocked_own(DIR *d, const char *name, int *fd)
+{
+    struct stat sb;
+    *fd = openat(dirfd(d), name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+    return *fd >= 0 && fstat(*fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == geteuid() &&
+           flock(*fd, LOCK_EX | LOCK_NB) == 0;
 }
 
 /* Removes temporary files of target left by saves that died before their
@@ -212,17 +230,29 @@ static void remove_stale(const char *dir, const char *target, const char *keep)
     if (!d)
         return;
     while ((e = readdir(d)) != NULL) {
-        struct stat sb;
-        int fd;
-        if (!is_temp_of(e->d_name, base) || !strcmp(e->d_name, keep))
+        const int kind = is_temp_of(e->d_name, base);
+        int fd, owner = -1;
+        if (!kind || !strcmp(e->d_name, keep))
             continue;
-        fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-            continue;
-        if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == geteuid() &&
-            flock(fd, LOCK_EX | LOCK_NB) == 0)
+        if (kind == 2) {
+            /* a scratch file: kept while its save's temporary file is locked */
+            char tmp[NAME_MAX + 1];
+            snprintf(tmp, sizeof tmp, "%.*s", (int)(strlen(e->d_name) - (sizeof CLREMAT_AFILE_SCRATCH_SUFFIX - 1)),
+                     e->d_name);
+            if (!strcmp(tmp, keep))
+                continue;
+            owner = openat(dirfd(d), tmp, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+            if (owner >= 0 && flock(owner, LOCK_EX | LOCK_NB) != 0) {
+                close(owner);
+                continue;
+            }
+        }
+        if (unlocked_own(d, e->d_name, &fd))
             (void)unlinkat(dirfd(d), e->d_name, 0);
-        close(fd); /* releases the lock */
+        if (fd >= 0)
+            close(fd); /* releases the lock */
+        if (owner >= 0)
+            close(owner);
     }
     closedir(d);
 }

@@ -19,14 +19,20 @@
  *   setuid, setgid or sticky); a new one gets 0666 less the umask;
  * - the temporary file is ".BASENAME.XXXXXX" in the target's folder (six
  *   mkstemp characters), held under an exclusive flock while it is written.
- *   A save killed before its rename leaves one behind; the next successful
- *   save of the same target removes every such file whose lock nobody
- *   holds. */
+ *   A save that needs a scratch file too (a .keras archive zips a weights
+ *   file written first) names it ".BASENAME.XXXXXX.scratch", beside its
+ *   temporary file. A save killed before its rename leaves them behind;
+ *   the next successful save of the same target removes every such
+ *   temporary file whose lock nobody holds, and every scratch file whose
+ *   temporary file is gone or unlocked. */
 #ifndef CLREMAT_ATOMIC_FILE_H
 #define CLREMAT_ATOMIC_FILE_H
 
 #include <stdint.h>
 #include <stdio.h>
+
+/** Suffix of a save's scratch file: a->tmp followed by it (rules above). */
+#define CLREMAT_AFILE_SCRATCH_SUFFIX ".scratch"
 
 typedef struct clremat_afile {
     FILE *f;            /**< write through this */

@@ -6,6 +6,7 @@
  * missing, of another key, or malformed is never an error: the calibration
  * is measured again and the file rewritten atomically. */
 #include "fit.h"
+#include "atomic_file.h"
 #include "error.h"
 #include "gemm.h"
 #include <inttypes.h>
@@ -46,11 +47,12 @@ int clremat_fit_cache_file(clremat_ctx *ctx, uint64_t model_hash, int64_t batch,
 /* Reads a calibration of g from path; 0 when absent or not valid for g. */
 static int load(const char *path, const clremat_graph *g, const char *device, clremat_fit_calibration *c)
 {
-    FILE *f = fopen(path, "r");
+    FILE *f;
     char line[1024];
     int n = -1, got = 0, rows = 0;
     long long batch = 0;
-    if (!f)
+    /* without blocking, regular files only: a FIFO in the cache must not hang fit */
+    if (clremat_open_regular(path, "fit calibration cache", &f, NULL) != CLREMAT_OK)
         return 0;
     memset(c, 0, sizeof *c);
     if (!fgets(line, sizeof line, f) || strcmp(line, FIT_MAGIC "\n") != 0)

@@ -1,6 +1,7 @@
 /* fit_run.c: `clremat fit`'s run (fit_run.h), moved here from tools/cli_fit.c
  * so the embedding API runs the same code. */
 #include "fit_run.h"
+#include "atomic_file.h"
 #include "error.h"
 #include "executor.h"
 #include "gemm.h"
@@ -21,11 +22,11 @@ static uint64_t precision_salt(const clremat_graph *g)
 /* FNV-1a of the model file's bytes: part of the calibration cache's key (0 when unreadable). */
 static uint64_t model_hash(const char *path)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f;
     char buf[65536];
     size_t n;
     uint64_t h = 0;
-    if (!f)
+    if (clremat_open_regular(path, "model file", &f, NULL) != CLREMAT_OK)
         return 0;
     while ((n = fread(buf, 1, sizeof buf, f)) > 0)
         h = clremat_hash64(h, buf, n);

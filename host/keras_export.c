@@ -76,17 +76,18 @@ int clremat_keras_save(const clremat_keras_model *m, const clremat_graph *g, con
     if (!ends_with(path, ".keras")) {
         if ((st = write_h5(m, g, params, a.tmp))) {
             clremat_afile_abort(&a);
-            return st;
+            return clremat_set_error(st, "%s: %s", path, clremat_last_error());
         }
         return clremat_afile_commit(&a);
     }
     /* .keras: the new weights in a scratch file beside the target, then a zip */
-    if (!(h5tmp = malloc(strlen(a.tmp) + 8))) {
+    if (!(h5tmp = malloc(strlen(a.tmp) + sizeof CLREMAT_AFILE_SCRATCH_SUFFIX))) {
         clremat_afile_abort(&a);
         return clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory");
     }
-    sprintf(h5tmp, "%s.h5tmp", a.tmp);
-    st = write_h5(m, g, params, h5tmp);
+    sprintf(h5tmp, "%s" CLREMAT_AFILE_SCRATCH_SUFFIX, a.tmp);
+    if ((st = write_h5(m, g, params, h5tmp)))
+        clremat_set_error(st, "%s: %s", path, clremat_last_error()); /* the target first, then the scratch file */
     if (!st && (f = fopen(h5tmp, "rb"))) {
         fseek(f, 0, SEEK_END);
         n = ftell(f);
@@ -107,9 +108,17 @@ int clremat_keras_save(const clremat_keras_model *m, const clremat_graph *g, con
                              m->metadata_text ? strlen(m->metadata_text) : 2) ||
             add_member(z, "config.json", m->config_text, strlen(m->config_text)) ||
             add_member(z, "model.weights.h5", img, (size_t)n) || zip_close(z) < 0) {
-            if (z)
+            if (z) { /* libzip's message, with the system error (ENOSPC, EFBIG) */
+                st = clremat_set_error(CLREMAT_ERR_IO, "%s: writing the .keras archive failed: %s", path,
+                                       zip_strerror(z));
                 zip_discard(z);
-            st = clremat_set_error(CLREMAT_ERR_IO, "%s: writing the .keras archive failed", path);
+            } else {
+                zip_error_t ze;
+                zip_error_init_with_code(&ze, zerr);
+                st = clremat_set_error(CLREMAT_ERR_IO, "%s: writing the .keras archive failed: %s", path,
+                                       zip_error_strerror(&ze));
+                zip_error_fini(&ze);
+            }
         }
     }
     free(img);

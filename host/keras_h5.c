@@ -2,6 +2,7 @@
  * from a weights file held in memory (HDF5's core driver over a file
  * image, so nothing is extracted to disk) and writes a copy of it with
  * datasets replaced. */
+#include <errno.h>
 #include <hdf5.h>
 #include <stdio.h>
 #include <string.h>
@@ -169,11 +170,16 @@ static int h5_write(const unsigned char *img, size_t len, const char *tmp_path, 
     int st = CLREMAT_OK;
 
     quiet();
-    if (!fp || fwrite(img, 1, len, fp) != len || fclose(fp) != 0) {
+    errno = 0;
+    if (!fp || fwrite(img, 1, len, fp) != len || fflush(fp) != 0) {
+        const int e = errno;
         if (fp)
             fclose(fp);
-        return clremat_set_error(CLREMAT_ERR_IO, "%s: cannot write the weights file", tmp_path);
+        return clremat_set_error(CLREMAT_ERR_IO, "%s: cannot write the weights file: %s", tmp_path,
+                                 e ? strerror(e) : "write error");
     }
+    if (fclose(fp) != 0)
+        return clremat_set_error(CLREMAT_ERR_IO, "%s: cannot write the weights file: %s", tmp_path, strerror(errno));
     /* the temporary file is under atomic_file.h's exclusive flock: HDF5's
      * own file locking would refuse it */
     if ((fapl = H5Pcreate(H5P_FILE_ACCESS)) < 0 || H5Pset_file_locking(fapl, 0, 1) < 0)

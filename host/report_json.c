@@ -230,7 +230,7 @@ void clremat_report_train_json(FILE *f, const clremat_train_config *cfg, const c
     } else
         fprintf(f, "null");
     fprintf(f, ",\n \"stopped\": ");
-    if (r->stopped_nonfinite)
+    if (r->stopped_nonfinite || r->message[0])
         clremat_json_string(f, r->message);
     else
         fprintf(f, "null");

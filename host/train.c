@@ -873,10 +873,16 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
             if (st == CLREMAT_OK) /* the other ranks' shards were drawn too */
                 t->data_position += (int64_t)(dp->nranks - 1) * batch;
         }
-        if ((cfg->timeline || cfg->memory_trace) && s == steps - 1 && st == CLREMAT_OK)
-            st = copy_timeline(ctx->pool, res);
-        if (cfg->memory_trace && s == steps - 1 && st == CLREMAT_OK && (!dp || dp->rank == 0))
-            st = write_memory_trace(cfg, t, res); /* the tags live in the trainer */
+        if (st == CLREMAT_OK) { /* the step ran, whatever becomes of its trace below */
+            res->losses[s] = loss;
+            res->steps_run = s + 1;
+        }
+        if ((cfg->timeline || cfg->memory_trace) && s == steps - 1 && st == CLREMAT_OK &&
+            (st = copy_timeline(ctx->pool, res)) != CLREMAT_OK)
+            clremat_fail(ctx, st, "%s", clremat_last_error()); /* host-side: into the ctx, read below */
+        if (cfg->memory_trace && s == steps - 1 && st == CLREMAT_OK && (!dp || dp->rank == 0) &&
+            (st = write_memory_trace(cfg, t, res)) != CLREMAT_OK) /* the tags live in the trainer */
+            clremat_fail(ctx, st, "%s", clremat_last_error());
         if (st == CLREMAT_ERR_NONFINITE) {
             clremat_pool_stats ps = clremat_pool_get_stats(ctx->pool);
             res->stopped_nonfinite = 1;
@@ -891,8 +897,6 @@ int clremat_train_run_ctx(clremat_ctx *ctx, const clremat_train_config *cfg, clr
             clremat_set_error(st, "%s", clremat_ctx_last_error(ctx));
             goto fail;
         }
-        res->losses[s] = loss;
-        res->steps_run = s + 1;
         if (s == 0)
             created_after_first = clremat_pool_get_stats(ctx->pool).created;
         if (!dp || dp->rank == 0) /* data parallel: rank 0 reports progress */

@@ -78,7 +78,8 @@ typedef struct clremat_train_result {
     int64_t replan_step;            /**< the (0-based) step of the last replan */
     uint64_t replan_from_peak, replan_to_peak;  /**< predicted peaks before and after it */
     char replan_reason[512];        /**< the failure that caused it */
-    char message[1024];             /**< why it stopped, when it did */
+    char message[1024];             /**< why it stopped, when it did (a non-finite loss, or the error
+                                         that ended a run after its steps had begun) */
     clremat_layer_profile *profile; /**< per layer (n_layers + 1: non-layer) when profiled */
     clremat_pool_event *timeline;   /**< live bytes at each allocation/free of the last step */
     size_t n_timeline;

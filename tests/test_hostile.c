@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "testutil.h"
 #include "safetensors.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -451,11 +452,17 @@ START_TEST(test_stale_temporary_files)
 {
     char args[2048];
     const char *stale = path_in(".w.safetensors.Ab12Cd"), *busy = path_in(".w.safetensors.Zz99Yy"),
-               *other = path_in(".x.safetensors.Ab12Cd");
+               *other = path_in(".x.safetensors.Ab12Cd"),
+               /* scratch files (a .keras save's weights): one of the stale save, one of the busy save, one
+                * whose temporary file is gone, one not quite a scratch name */
+               *stale_scratch = path_in(".w.safetensors.Ab12Cd.scratch"),
+               *busy_scratch = path_in(".w.safetensors.Zz99Yy.scratch"),
+               *orphan_scratch = path_in(".w.safetensors.Qq77Rr.scratch"),
+               *not_scratch = path_in(".w.safetensors.Ab12Cd.scratchy");
     int fd;
     FILE *f;
-    const char *names[] = {stale, busy, other};
-    for (int i = 0; i < 3; i++) {
+    const char *names[] = {stale, busy, other, stale_scratch, busy_scratch, orphan_scratch, not_scratch};
+    for (int i = 0; i < 7; i++) {
         ck_assert_ptr_nonnull(f = fopen(names[i], "w"));
         fputs("partial", f);
         fclose(f);
@@ -468,7 +475,63 @@ START_TEST(test_stale_temporary_files)
     ck_assert_msg(access(stale, F_OK) != 0, "stale temporary file %s was not removed", stale);
     ck_assert_msg(access(busy, F_OK) == 0, "a locked temporary file (a save in progress) was removed");
     ck_assert_msg(access(other, F_OK) == 0, "another target's temporary file was removed");
+    ck_assert_msg(access(stale_scratch, F_OK) != 0, "stale scratch file %s was not removed", stale_scratch);
+    ck_assert_msg(access(orphan_scratch, F_OK) != 0, "scratch file %s without its temporary file was not removed",
+                  orphan_scratch);
+    ck_assert_msg(access(busy_scratch, F_OK) == 0, "a save in progress lost its scratch file");
+    ck_assert_msg(access(not_scratch, F_OK) == 0, "a file not named like a scratch file was removed");
     close(fd);
+}
+END_TEST
+
+/* No file in the test's folder named like a temporary or scratch file (a
+ * dot file: the only ones clremat creates). */
+static void no_temporary_left(const char *args)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    ck_assert_ptr_nonnull(d);
+    while ((e = readdir(d)) != NULL)
+        ck_assert_msg(e->d_name[0] != '.' || !strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."),
+                      "`%s` left %s behind", args, e->d_name);
+    closedir(d);
+}
+
+/* Past a file-size limit (ulimit -f) every output fails as a failed write:
+ * exit 1, a message naming the file and the error, no partial or temporary
+ * file, an existing file kept; not killed by SIGXFSZ halfway through a
+ * file. A run that fails after its steps says why in its --json report. */
+START_TEST(test_file_size_limit)
+{
+    static const char *const limit = "ulimit -f 2;"; /* 1 or 2 KiB: below every output here */
+    char args[2048];
+    const char *mt = path_in("trace.json"), *svg = path_in("front.svg"), *w = path_in("w.safetensors");
+    const char *cases[][2] = {{"plan %s --memory-trace %s", NULL}, {"plan %s --pareto --svg %s", NULL},
+                              {"train %s --steps 1 --batch 8 --quiet --memory-trace %s", NULL},
+                              {"train %s --steps 1 --batch 8 --quiet --save %s", NULL}};
+    const char *targets[] = {mt, svg, path_in("mt.json"), w};
+    long before_len, after_len;
+    char *before, *after;
+    FILE *f;
+    ck_assert_ptr_nonnull(f = fopen(w, "w")); /* an existing --save file, kept */
+    fputs("the previous weights", f);
+    fclose(f);
+    before = file_bytes(w, &before_len);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(args, sizeof args, cases[i][0], model(), targets[i]);
+        EXPECT_REFUSED(limit, 60, args, targets[i], "File too large");
+        if (targets[i] != w)
+            ck_assert_msg(access(targets[i], F_OK) != 0, "`%s` left %s", args, targets[i]);
+        no_temporary_left(args);
+    }
+    after = file_bytes(w, &after_len);
+    ck_assert_msg(after_len == before_len && !memcmp(before, after, (size_t)before_len), "the --save file changed");
+    free(before);
+    free(after);
+    snprintf(args, sizeof args, "train %s --steps 2 --batch 8 --quiet --json --memory-trace %s", model(), mt);
+    EXPECT_REFUSED(limit, 60, args, "File too large");
+    ck_assert_msg(strstr(out, "\"steps\": 2") && strstr(out, "\"stopped\": \"") && strstr(out, "File too large"),
+                  "the partial report does not say why it stopped: %s", out);
 }
 END_TEST
 
@@ -616,6 +679,29 @@ START_TEST(test_options_strict)
     EXPECT_REFUSED(NULL, 10, args, "--lr", "'1e-50'");
     snprintf(args, sizeof args, "train %s --quiet --lr 0x1p-3", model());
     EXPECT_REFUSED(NULL, 10, args, "--lr", "'0x1p-3'");
+    {
+        /* the hyperparameters as strictly as --lr: decimal, all of it */
+        static const char *const bad_hp[] = {"0x0.8", " 0.5", "0.5 ", "nan", "inf", "1e", ".", "-", "+0.5", ""};
+        for (size_t i = 0; i < sizeof bad_hp / sizeof bad_hp[0]; i++) {
+            snprintf(args, sizeof args, "train %s --quiet --optimizer sgd --momentum '%s'", model(), bad_hp[i]);
+            snprintf(want, sizeof want, "'%s'", bad_hp[i]);
+            EXPECT_REFUSED(NULL, 10, args, "--momentum takes a number in [0, 1)", want);
+        }
+        snprintf(args, sizeof args, "compare %s --quiet --weight-decay 0x1p-3", model());
+        EXPECT_REFUSED(NULL, 10, args, "--weight-decay", "'0x1p-3'");
+    }
+    /* an option is never taken as another option's value (a file named --quiet) */
+    snprintf(args, sizeof args, "train %s --steps 1 --save --quiet", model());
+    EXPECT_REFUSED(NULL, 10, args, "--save needs a value, got the option '--quiet'");
+    ck_assert_msg(access("--quiet", F_OK) != 0, "a file named --quiet was written");
+    snprintf(args, sizeof args, "plan %s --memory-trace --json", model());
+    EXPECT_REFUSED(NULL, 10, args, "--memory-trace needs a value, got the option '--json'");
+    snprintf(args, sizeof args, "fit %s --memory 1GiB --svg --json", model());
+    EXPECT_REFUSED(NULL, 10, args, "--svg needs a value, got the option '--json'");
+    EXPECT_REFUSED(NULL, 10, "--device", "--device needs a value");
+    /* the first extra argument is the one named */
+    snprintf(args, sizeof args, "train %s first second", model());
+    EXPECT_REFUSED(NULL, 10, args, "unexpected argument 'first'");
     snprintf(args, sizeof args, "plan %s --pareto --points 10001", model());
     EXPECT_REFUSED(NULL, 10, args, "--points", "'10001'");
     snprintf(args, sizeof args, "plan %s --pareto --points 1", model());
@@ -662,6 +748,7 @@ int main(void)
     tcase_add_test(tc, test_validation_nonfinite);
     tcase_add_test(tc, test_save_mode_and_symlink);
     tcase_add_test(tc, test_stale_temporary_files);
+    tcase_add_test(tc, test_file_size_limit);
     tcase_add_test(tc, test_load_strays_and_nonfinite);
     tcase_add_test(tc, test_json_reports_valid);
     tcase_add_test(tc, test_options_strict);

@@ -30,6 +30,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct model_case {
     const char *file;
@@ -324,6 +325,12 @@ START_TEST(test_transfer_calibration)
     ck_assert_int_eq(clremat_transfer_calibrate(ctx, &b), CLREMAT_OK);
     ck_assert_int_eq(b.from_cache, 1);
     ck_assert(fabs(b.to_host_gbs - a.to_host_gbs) <= 1e-3 * a.to_host_gbs + 1e-4);
+    /* a FIFO in the cache file's place: passed over without blocking, measured again */
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ck_assert_int_eq(clremat_transfer_calibrate(ctx, &b), CLREMAT_OK);
+    ck_assert_int_eq(b.from_cache, 0);
+    unlink(path);
     fprintf(stderr, "%s: to host %.2f GB/s, to device %.2f GB/s, GEMM %.1f GFLOP/s, host-unified %d\n",
             ctx->info.name, a.to_host_gbs, a.to_device_gbs, a.gemm_gflops, a.host_unified);
     if (ctx->info.host_unified) { /* offload frees nothing here: never a choice */
@@ -398,6 +405,18 @@ START_TEST(test_fit_offload_and_cache)
     ck_assert_int_eq(clremat_fit_calibrate_cached(ctx, g, 12345, 8, &opt, 1, 1, 0, &b, &cached), CLREMAT_OK);
     ck_assert_int_eq(cached, 0);
     clremat_fit_calibration_free(&b);
+    /* a FIFO in its place: passed over without blocking (no writer would ever come), measured again, and
+     * left alone (never replaced by the cache's write) */
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ck_assert_int_eq(clremat_fit_calibrate_cached(ctx, g, 12345, 8, &opt, 1, 1, 0, &b, &cached), CLREMAT_OK);
+    ck_assert_int_eq(cached, 0);
+    clremat_fit_calibration_free(&b);
+    {
+        struct stat sb;
+        ck_assert(stat(path, &sb) == 0 && S_ISFIFO(sb.st_mode));
+    }
+    unlink(path);
     /* another model (hash): not this file (and none of its own from an earlier run) */
     ck_assert(clremat_fit_cache_file(ctx, 54321, 8, &opt, 1, path, sizeof path));
     unlink(path);

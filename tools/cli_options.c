@@ -59,7 +59,9 @@ int cli_parse_global(int argc, char **argv, cli_global *g, int *next)
     int i = 1;
     memset(g, 0, sizeof *g);
     while (i < argc && argv[i][0] == '-') {
-        if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+        if (!strcmp(argv[i], "--device") && i + 1 >= argc)
+            return cli_error("--device needs a value (P:D, cpu, gpu or a name substring)"), 2;
+        if (!strcmp(argv[i], "--device")) {
             if (check_device("--device", argv[i + 1]))
                 return 2;
             g->device = argv[i + 1];
@@ -86,6 +88,21 @@ int cli_parse_global(int argc, char **argv, cli_global *g, int *next)
     }
     *next = i;
     return CLI_CONTINUE;
+}
+
+/* 1, after an error, when the value getopt took for option c is another
+ * option ("--save --quiet" would write a file named --quiet): no option's
+ * value begins with "--"; a file of such a name is still reachable as
+ * ./--name. */
+static int value_is_option(const struct option *opts, int c)
+{
+    if (!optarg || strncmp(optarg, "--", 2) != 0 || !optarg[2])
+        return 0;
+    for (const struct option *o = opts; o->name; o++)
+        if (o->val == c && o->has_arg == required_argument)
+            return cli_error("--%s needs a value, got the option '%s' (a file of that name: ./%s)", o->name, optarg,
+                             optarg);
+    return 0;
 }
 
 /* getopt keeps state between calls (the position inside a cluster of short
@@ -204,15 +221,39 @@ static int check_accumulate(int64_t batch, int64_t accumulate)
     return 0;
 }
 
+/* A decimal number, all of v: [-]digits[.digits][(e|E)[+|-]digits] (a
+ * leading '.' allowed: ".5"). strtod alone also takes leading spaces, hex,
+ * "inf" and "nan". -0 reads as 0. Returns 1 and sets *out, or 0. */
+static int parse_decimal(const char *v, double *out)
+{
+    const char *p = v + (*v == '-');
+    char *end;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9')
+        p++, digits++;
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++)
+            digits++;
+    if (!digits)
+        return 0;
+    if (*p == 'e' || *p == 'E') {
+        p += (p[1] == '+' || p[1] == '-') ? 2 : 1;
+        if (!(*p >= '0' && *p <= '9'))
+            return 0;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    if (*p)
+        return 0;
+    *out = strtod(v, &end) + 0.0; /* + 0.0: -0 becomes 0 */
+    return end == p;
+}
+
 /* Parses --lr's value (a finite positive decimal number); returns 0 or prints an error. */
 static int parse_lr(const char *v, double *out)
 {
-    char *end;
-    *out = strtod(v, &end);
-    /* decimal only (strtod also takes hex); and representable as the float
-     * the optimizer uses (1e-50 would become 0, 1e39 infinity) */
-    if (!((*v >= '0' && *v <= '9') || *v == '.') || strpbrk(v, "xX") || end == v || *end || !(*out > 0) ||
-        !isfinite(*out) || !((float)*out > 0) || !isfinite((float)*out))
+    /* representable as the float the optimizer uses (1e-50 would become 0, 1e39 infinity) */
+    if (!parse_decimal(v, out) || !(*out > 0) || !isfinite(*out) || !((float)*out > 0) || !isfinite((float)*out))
         return cli_error("--lr takes a positive number within float range, got '%s'", v), 1;
     return 0;
 }
@@ -235,13 +276,11 @@ static const struct {
  * returns 0 or prints an error. */
 static int parse_hparam(size_t i, const char *v, double *out, unsigned *set)
 {
-    char *end;
-    double x;
+    double x = 0;
     float f;
-    int ok;
-    x = strtod(v, &end); /* out of range: inf (refused) or 0 (then checked as 0) */
+    int ok = parse_decimal(v, &x); /* out of range: inf (refused) or 0 (then checked as 0) */
     f = (float)x;
-    ok = end != v && !*end && isfinite(x) && isfinite(f);
+    ok = ok && isfinite(x) && isfinite(f);
     if (hparam_opts[i].bit == CLREMAT_OPT_SET_EPS)
         ok = ok && f > 0.0f;
     else if (hparam_opts[i].bit == CLREMAT_OPT_SET_WEIGHT_DECAY)
@@ -344,6 +383,8 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
     cfg->progress = 1;
     getopt_reset();
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (value_is_option(opts, c))
+            return 2;
         switch (c) {
         case '1': case '2': case '3': case '4': case '5':
             if (parse_hparam_field(c, optarg, &cfg->momentum, &cfg->beta1, &cfg->beta2, &cfg->epsilon,
@@ -393,7 +434,7 @@ int cli_train_parse(const cli_global *g, int argc, char **argv, clremat_train_co
     if (optind + 1 != argc) {
         train_usage(stderr);
         return cli_error(optind >= argc ? "train: missing MODEL" : "train: unexpected argument '%s'",
-                         argv[argc - 1]), 2;
+                         argv[optind + 1]), 2;
     }
     if (cfg->weights_only && !cfg->load)
         return cli_error("--weights-only applies to --load"), 2;
@@ -438,6 +479,8 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
     o->batch = 32;
     getopt_reset();
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (value_is_option(opts, c))
+            return 2;
         switch (c) {
         case 'r': o->remat = optarg; break;
         case 'b': if (parse_i64("--batch", optarg, 1, BATCH_MAX, &o->batch)) return 2; break;
@@ -518,6 +561,8 @@ int cli_devices_parse(const cli_global *g, int argc, char **argv, cli_devices_op
     o->device = g->device;
     getopt_reset();
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (value_is_option(opts, c))
+            return 2;
         switch (c) {
         case 'j': o->json = 1; break;
         case 'd': if (check_device("--device", optarg)) return 2; o->device = optarg; break;
@@ -567,6 +612,8 @@ int cli_compare_parse(const cli_global *g, int argc, char **argv, cli_compare_op
     cfg->progress = 1;
     getopt_reset();
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (value_is_option(opts, c))
+            return 2;
         switch (c) {
         case 'D':
             if (!*optarg)
@@ -737,6 +784,8 @@ int cli_fit_parse(const cli_global *g, int argc, char **argv, cli_fit_opts *o)
     o->steps = 5;
     getopt_reset();
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (value_is_option(opts, c))
+            return 2;
         switch (c) {
         case 'm': if (parse_sizes(optarg, o->sizes, &o->n_sizes)) return 2; break;
         case 'd': if (check_device("--device", optarg)) return 2; o->device = optarg; break;
@@ -769,7 +818,7 @@ int cli_fit_parse(const cli_global *g, int argc, char **argv, cli_fit_opts *o)
     }
     if (optind + 1 != argc) {
         fit_usage(stderr);
-        return cli_error(optind >= argc ? "fit: missing MODEL" : "fit: unexpected argument '%s'", argv[argc - 1]), 2;
+        return cli_error(optind >= argc ? "fit: missing MODEL" : "fit: unexpected argument '%s'", argv[optind + 1]), 2;
     }
     if (check_optimizer(o->optimizer, 0))
         return 2;
@@ -805,6 +854,8 @@ int cli_import_hf_parse(int argc, char **argv, const char **config, int64_t *seq
     *output = NULL;
     getopt_reset();
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (value_is_option(opts, c))
+            return 2;
         switch (c) {
         case 't': if (parse_i64("--seq-len", optarg, 1, (int64_t)1 << 24, seq_len)) return 2; break;
         case 'o':
@@ -819,7 +870,7 @@ int cli_import_hf_parse(int argc, char **argv, const char **config, int64_t *seq
     if (optind + 1 != argc) {
         import_hf_usage(stderr);
         return cli_error(optind >= argc ? "import-hf: missing CONFIG.json" : "import-hf: unexpected argument '%s'",
-                         argv[argc - 1]), 2;
+                         argv[optind + 1]), 2;
     }
     *config = argv[optind];
     return CLI_CONTINUE;

@@ -126,8 +126,11 @@ int cli_train(const cli_global *g, int argc, char **argv)
             cli_json_error(st, clremat_last_error());
         else
             cli_error("%s", clremat_last_error());
-        if (json && res.steps_run > 0)
+        if (json && res.steps_run > 0) { /* the partial report says why it stopped */
+            if (!res.stopped_nonfinite)
+                snprintf(res.message, sizeof res.message, "%s", clremat_last_error());
             clremat_report_train_json(stdout, &cfg, &res, NULL, NULL);
+        }
         clremat_train_result_free(&res);
         return 1;
     }

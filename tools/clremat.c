@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "config.h"
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,12 @@ static int run(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    int st = run(argc, argv);
+    int st;
+    /* past a file-size limit (ulimit -f) a write fails with EFBIG and is
+     * reported like any failed write, its temporary file removed, instead
+     * of the default SIGXFSZ killing the command midway through a file */
+    signal(SIGXFSZ, SIG_IGN);
+    st = run(argc, argv);
     errno = 0;
     if ((fflush(stdout) != 0 || ferror(stdout)) && st == 0)
         st = cli_error("writing the report to stdout failed: %s", errno ? strerror(errno) : "write error");
