@@ -379,6 +379,17 @@ static int map_loss(clremat_keras_model *m, json_t *loss, const char *override)
     const char *s = override ? override : json_string_value(loss);
     const char *cls = json_string_value(json_object_get(loss, "class_name"));
     json_t *lc = json_object_get(loss, "config");
+    if (override && strcmp(override, "mse") != 0 && strcmp(override, "mean_squared_error") != 0 &&
+        strcmp(override, "sparse_categorical_crossentropy_from_logits") != 0)
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "--loss %s: unknown loss; valid: mse, "
+                                 "sparse_categorical_crossentropy_from_logits", override);
+    /* --loss names the loss of a model saved without one; a compiled model's
+     * own loss is not replaced behind the user's back */
+    if (override && loss && !json_is_null(loss))
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "--loss %s: %s has a compile config with loss %s, "
+                                 "which is the loss used; --loss applies only to a model saved without a compile "
+                                 "config", override, m->origin,
+                                 json_is_string(loss) ? json_string_value(loss) : cls ? cls : "(unnamed)");
     if (!override && !loss)
         return clremat_set_error(CLREMAT_ERR_PARSE, "%s: the model has no compile config, so no loss: save a compiled "
                                  "model (model.compile(loss=...)) or name the loss (--loss)", m->origin);
@@ -496,6 +507,10 @@ int clremat_keras_read(const char *path, const char *weights_path, const char *l
     memset(&w, 0, sizeof w);
     w.m = out;
     snprintf(out->origin, sizeof out->origin, "%s", path);
+    if (weights_path && (archive || clremat_keras_is_legacy(path)))
+        return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "--weights %s: %s is a %s, which holds its own "
+                                 "weights; --weights applies only to a model.to_json() file", weights_path, path,
+                                 archive ? "Keras archive (.keras)" : "legacy .h5 model");
     if (clremat_keras_is_legacy(path)) {
         if ((st = clremat_keras_legacy_open(path, out, &training)))
             goto fail;

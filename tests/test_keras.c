@@ -357,6 +357,93 @@ START_TEST(test_optimizer_ranges)
 }
 END_TEST
 
+static void drop_compile(json_t *root) { json_object_del(root, "compile_config"); }
+
+/* seq_mlp's config as a to_json file at tmp, its compile config removed when
+ * bare. */
+static void seq_mlp_json(char *tmp, int bare)
+{
+    char path[2300];
+    unsigned char *cfg;
+    size_t n;
+    json_t *root;
+    int fd;
+    snprintf(path, sizeof path, "%s/seq_mlp.keras", fixture_dir());
+    ck_assert_int_eq(clremat_keras_zip_member(path, "config.json", &cfg, &n), CLREMAT_OK);
+    root = json_loads((char *)cfg, 0, NULL);
+    free(cfg);
+    ck_assert_ptr_nonnull(root);
+    if (bare)
+        drop_compile(root);
+    fd = mkstemps(tmp, 5);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(json_dumpfd(root, fd, 0), 0);
+    close(fd);
+    json_decref(root);
+}
+
+/* --loss and --weights are refused wherever they would be ignored or not do
+ * what the help says (once, `--loss bogus` and `--weights` with a .keras
+ * archive exited 0, and `--loss mse` silently replaced a compiled model's
+ * loss). */
+START_TEST(test_import_options)
+{
+    char bare[] = "/tmp/clremat_keras_bare_XXXXXX.json", compiled[] = "/tmp/clremat_keras_cc_XXXXXX.json";
+    char path[2300], args[3000], err[4096];
+    clremat_keras_model km;
+    seq_mlp_json(bare, 1);
+    seq_mlp_json(compiled, 0);
+    /* an unknown --loss: refused whether or not the file has a loss */
+    ck_assert_int_eq(clremat_keras_read(bare, NULL, "bogus", &km), CLREMAT_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(clremat_last_error(), "--loss bogus: unknown loss; valid: mse, "
+                                               "sparse_categorical_crossentropy_from_logits"),
+                  "%s", clremat_last_error());
+    ck_assert_int_eq(clremat_keras_read(compiled, NULL, "bogus", &km), CLREMAT_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(clremat_last_error(), "--loss bogus: unknown loss"), "%s", clremat_last_error());
+    /* a compiled model's loss is its own: --loss is refused, naming it */
+    ck_assert_int_eq(clremat_keras_read(compiled, NULL, "mse", &km), CLREMAT_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(clremat_last_error(), compiled) && strstr(clremat_last_error(), "has a compile config with loss"),
+                  "%s", clremat_last_error());
+    /* without a compile config --loss names the loss */
+    ck_assert_msg(clremat_keras_read(bare, NULL, "mse", &km) == CLREMAT_OK, "%s", clremat_last_error());
+    ck_assert_str_eq(km.loss, "mse");
+    clremat_keras_free(&km);
+    ck_assert_msg(clremat_keras_read(bare, NULL, "sparse_categorical_crossentropy_from_logits", &km) == CLREMAT_OK,
+                  "%s", clremat_last_error());
+    ck_assert_str_eq(km.loss, "softmax_cross_entropy");
+    clremat_keras_free(&km);
+    /* --weights with a .keras archive or a legacy .h5 (each holds its own) */
+    snprintf(path, sizeof path, "%s/seq_mlp.keras", fixture_dir());
+    ck_assert_int_eq(clremat_keras_read(path, "/no/such.weights.h5", NULL, &km), CLREMAT_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(clremat_last_error(), "--weights /no/such.weights.h5") &&
+                      strstr(clremat_last_error(), "holds its own weights"),
+                  "%s", clremat_last_error());
+    snprintf(path, sizeof path, "%s/legacy.h5", fixture_dir());
+    ck_assert_int_eq(clremat_keras_read(path, "/no/such.weights.h5", NULL, &km), CLREMAT_ERR_INVALID_ARGUMENT);
+    /* the command: non-zero, the message, nothing written */
+    unlink("/tmp/clremat_keras_never.safetensors");
+    unlink("/tmp/clremat_keras_never.json");
+    snprintf(args, sizeof args,
+             "import-keras %s/seq_mlp.keras --weights /no/such.weights.h5 --weights-out "
+             "/tmp/clremat_keras_never.safetensors -o /tmp/clremat_keras_never.json",
+             fixture_dir());
+    ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "is a Keras archive (.keras), which holds its own weights"), "%s", err);
+    snprintf(args, sizeof args, "import-keras %s/seq_mlp.keras --loss bogus -o /tmp/clremat_keras_never.json",
+             fixture_dir());
+    ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "--loss bogus: unknown loss"), "%s", err);
+    snprintf(args, sizeof args, "import-keras %s/seq_mlp.keras --loss mse -o /tmp/clremat_keras_never.json",
+             fixture_dir());
+    ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "has a compile config with loss"), "%s", err);
+    ck_assert_int_ne(access("/tmp/clremat_keras_never.safetensors", F_OK), 0);
+    ck_assert_int_ne(access("/tmp/clremat_keras_never.json", F_OK), 0);
+    unlink(bare);
+    unlink(compiled);
+}
+END_TEST
+
 /* A model whose every layer has the same mixed policy imports with that
  * precision. */
 START_TEST(test_mixed_policy)
@@ -656,6 +743,7 @@ int main(void)
     tcase_add_test(tc, test_guard_errors);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_optimizer_ranges);
+    tcase_add_test(tc, test_import_options);
     tcase_add_test(tc, test_frozen_layer);
     tcase_add_test(tc, test_mixed_policy);
     tcase_add_test(tc, test_export_reimport);

@@ -19,8 +19,10 @@ static void usage(FILE *f)
                "model.to_json() file (its weights from --weights, else from MODEL with .json replaced by\n"
                ".weights.h5 when that exists). Writes the clremat\n"
                "model (stdout without -o) and, with --weights-out, its Keras weights as safetensors\n"
-               "(loadable with `clremat train --load`). --loss names the loss when the file has no\n"
-               "compile config. Unsupported layers and options are refused (docs/keras.md).\n");
+               "(loadable with `clremat train --load`). --loss names the loss of a file saved without a\n"
+               "compile config (refused when the file has one: its loss is used). --weights is for a\n"
+               "to_json file only (refused for .keras and legacy .h5, which hold their own weights).\n"
+               "Unsupported layers and options are refused (docs/keras.md).\n");
 }
 
 static int write_weights(const clremat_keras_model *km, const clremat_graph *g, const char *path)
@@ -102,6 +104,8 @@ int cli_import_keras(int argc, char **argv)
     }
     if (weights && clremat_keras_is_legacy(model))
         return cli_error("--weights %s: %s is a legacy .h5 model, which holds its own weights", weights, model);
+    if (weights && strlen(model) > 6 && !strcmp(model + strlen(model) - 6, ".keras"))
+        return cli_error("--weights %s: %s is a Keras archive (.keras), which holds its own weights", weights, model);
     if ((st = clremat_keras_read(model, weights, loss, &km)))
         return cli_error("%s", clremat_last_error());
     /* the model must load as clremat reads it; the text is written only then */
