@@ -322,6 +322,34 @@ static int parse_blob(const char *path, unsigned char *blob, size_t len, clremat
             goto fail;
         }
     }
+    /* the tensors' data, now known not to overlap, must cover the data
+     * section exactly, as the reference implementation requires: bytes after
+     * the last tensor or between two tensors belong to nothing */
+    {
+        uint64_t covered = 0, last_end = 0;
+        for (size_t i = 0; i < n; i++) {
+            covered += spans[i].end - spans[i].begin;
+            if (spans[i].end > last_end)
+                last_end = spans[i].end;
+        }
+        if (last_end < data_len) {
+            st = clremat_set_error(CLREMAT_ERR_PARSE,
+                                   "%s: %llu bytes after the last tensor's data: the tensors' data_offsets end at "
+                                   "byte %llu of the data section, the file holds %llu bytes of data (expected "
+                                   "file size %llu, actual %zu)",
+                                   path, (unsigned long long)(data_len - last_end), (unsigned long long)last_end,
+                                   (unsigned long long)data_len, (unsigned long long)(8 + hlen + last_end), len);
+            goto fail;
+        }
+        if (covered != data_len) {
+            st = clremat_set_error(CLREMAT_ERR_PARSE,
+                                   "%s: the tensors' data_offsets cover %llu of the %llu bytes of data: %llu bytes "
+                                   "between tensors belong to none",
+                                   path, (unsigned long long)covered, (unsigned long long)data_len,
+                                   (unsigned long long)(data_len - covered));
+            goto fail;
+        }
+    }
     json_decref(root);
     free(spans);
     out->tensors = ts;

@@ -41,7 +41,9 @@ typedef struct clremat_st_file {
 } clremat_st_file;
 
 /** Reads and validates a file: header within the file, offsets in order,
- * within bounds and matching dtype x shape, no overlap. Errors name the file
+ * within bounds and matching dtype x shape, no overlap, and the tensors' data
+ * covering the data section exactly (no trailing bytes, no gaps: as the
+ * reference implementation). Errors name the file
  * and what is wrong (CLREMAT_ERR_IO, CLREMAT_ERR_PARSE) in clremat_last_error(). */
 int clremat_st_read(const char *path, clremat_st_file *out);
 

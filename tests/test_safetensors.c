@@ -271,6 +271,54 @@ START_TEST(overlapping)
 }
 END_TEST
 
+/* The tensors' data must cover the data section exactly, as the reference
+ * implementation requires (once, bytes after the last tensor were accepted by
+ * train --load, --data and the Hugging Face import). */
+START_TEST(uncovered_data)
+{
+    clremat_st_tensor t[6];
+    size_t n = make_tensors(t);
+    struct stat st;
+    FILE *f;
+    make_dir();
+    ck_assert_int_eq(clremat_st_write(path_of("t.safetensors"), t, n), CLREMAT_OK);
+    ck_assert_int_eq(stat(path_of("t.safetensors"), &st), 0);
+    f = fopen(path_of("t.safetensors"), "ab");
+    ck_assert_ptr_nonnull(f);
+    fwrite("junk", 1, 4, f);
+    fclose(f);
+    {
+        char size[64], want[64];
+        snprintf(size, sizeof size, "actual %lld", (long long)st.st_size + 4);
+        snprintf(want, sizeof want, "expected file size %lld", (long long)st.st_size);
+        expect_read_error(path_of("t.safetensors"), CLREMAT_ERR_PARSE, "t.safetensors",
+                          "4 bytes after the last tensor's data", want, size, NULL);
+    }
+    /* a foreign file: one tensor, 8 bytes of data, 3 more */
+    write_raw(path_of("x.safetensors"), "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 11);
+    expect_read_error(path_of("x.safetensors"), CLREMAT_ERR_PARSE, "x.safetensors", "3 bytes after the last tensor",
+                      "end at byte 8", "holds 11 bytes of data", NULL);
+    /* no tensors at all, yet data */
+    write_raw(path_of("e.safetensors"), "{}", 5);
+    expect_read_error(path_of("e.safetensors"), CLREMAT_ERR_PARSE, "e.safetensors", "5 bytes after", NULL);
+    /* a gap between two tensors */
+    write_raw(path_of("g.safetensors"),
+              "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]},"
+              " \"b\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [8, 12]}}",
+              12);
+    expect_read_error(path_of("g.safetensors"), CLREMAT_ERR_PARSE, "g.safetensors", "cover 8 of the 12 bytes",
+                      "4 bytes between tensors", NULL);
+    /* in memory too */
+    {
+        clremat_st_file mf;
+        static const unsigned char m[] = "\x02\0\0\0\0\0\0\0{}x";
+        ck_assert_int_eq(clremat_st_read_mem(m, 11, "mem", &mf), CLREMAT_ERR_PARSE);
+        ck_assert_msg(strstr(clremat_last_error(), "mem: 1 bytes after"), "%s", clremat_last_error());
+    }
+    remove_dir();
+}
+END_TEST
+
 START_TEST(unknown_dtype)
 {
     make_dir();
@@ -466,6 +514,7 @@ static Suite *suite(void)
     tcase_add_test(tc, offsets_out_of_range);
     tcase_add_test(tc, size_mismatch);
     tcase_add_test(tc, overlapping);
+    tcase_add_test(tc, uncovered_data);
     tcase_add_test(tc, unknown_dtype);
     tcase_add_test(tc, half_floats);
     tcase_add_test(tc, missing_file);
