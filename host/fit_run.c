@@ -64,6 +64,15 @@ int clremat_fit_execute(const clremat_fit_options *o, clremat_fit_outcome *out, 
         }
         free(out->configs);
         out->configs = all;
+        /* the rows plan batch / K: a K that does not divide the batch is
+         * refused as train and plan refuse it, before any calibration */
+        for (int a = 0; a < o->n_accumulate; a++) {
+            int64_t micro;
+            if (o->accumulate[a] > 1 && (st = clremat_accumulate_split(o->batch, o->accumulate[a], &micro))) {
+                *usage = 1;
+                return st;
+            }
+        }
     }
     if (o->device || o->n_sizes == 0) { /* step times (and, without sizes, the sizes) from a device */
         int64_t cb = o->calibration_batch ? o->calibration_batch : o->batch;

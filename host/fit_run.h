@@ -18,7 +18,8 @@ typedef struct clremat_fit_options {
     int64_t batch, max_batch;   /**< the batch, the largest-batch search's cap */
     int64_t steps;              /**< timed steps of the calibration */
     int64_t calibration_batch;  /**< batch of the calibration (0: batch) */
-    const int64_t *accumulate;  /**< each configuration once per K (n_accumulate of them; 0: 1 alone) */
+    const int64_t *accumulate;  /**< each configuration once per K (n_accumulate of them; 0: 1 alone); each K
+                                     must divide batch (else refused before any calibration) */
     int n_accumulate;
     int offload;                /**< every configuration again with offload */
     int recalibrate;            /**< measure step times even when cached */

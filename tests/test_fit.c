@@ -278,6 +278,12 @@ START_TEST(test_cli_errors)
         {"--memory 1GiB --remat list_of_layers:nosuch", "nosuch"},
         {"--memory 1GiB --batch 0", "'0'"}, {"--memory 1GiB --optimizer lion", "lion"},
         {"--memory 1GiB --batch 64 --max-batch 32", "--max-batch"},
+        /* an accumulation K that does not divide the batch: refused as plan
+         * and train refuse it (once every row said "no", exit 0), also
+         * before a calibration would start (no --memory) */
+        {"--memory 1GiB --accumulate 3", "batch 32 is not divisible by --accumulate 3 (32 = 3 x 10 + 2)"},
+        {"--memory 1GiB --batch 8 --accumulate 2,3", "batch 8 is not divisible by --accumulate 3"},
+        {"--accumulate 3", "batch 32 is not divisible by --accumulate 3"},
     };
     model_arg(m, sizeof m, "transformer.json");
     ck_assert_ptr_nonnull(mkdtemp(dir));
