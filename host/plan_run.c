@@ -19,9 +19,13 @@ int clremat_plan_run(const clremat_graph *gr, const clremat_plan_request *rq, cl
     *ctx = NULL;
     *costs = NULL;
     if ((st = clremat_policy_parse(rq->remat ? rq->remat : "none", pol)) == CLREMAT_OK &&
-        pol->kind == CLREMAT_POLICY_AUTO && !limit) {
-        clremat_device_info dev; /* auto plans for the device's memory */
-        if ((st = clremat_select_device(rq->device, &dev)) == CLREMAT_OK)
+        ((pol->kind == CLREMAT_POLICY_AUTO && !limit) || rq->device)) {
+        /* auto plans for the device's memory; a device named but not needed
+         * for it (a fixed mode, or a --memory-limit given) is still checked:
+         * a selection that matches nothing is refused, never ignored */
+        clremat_device_info dev;
+        if ((st = clremat_select_device(rq->device, &dev)) == CLREMAT_OK && pol->kind == CLREMAT_POLICY_AUTO &&
+            !limit)
             limit = dev.global_mem_bytes;
     }
     if (st == CLREMAT_OK && rq->gemm) { /* plan for a device's GEMM path (its workspace included) */

@@ -228,6 +228,60 @@ START_TEST(test_deep_chain_full_lowers_peak)
 }
 END_TEST
 
+/* `clremat plan` refuses every option it would ignore, naming it (once,
+ * --points without --pareto, and --overlap, --actions, --remat or
+ * --memory-limit with it, were dropped silently, and a --device matching no
+ * device was accepted unless --remat auto planned for it). */
+START_TEST(test_plan_cli_ignored_options)
+{
+    static const struct {
+        const char *args, *want;
+    } bad[] = {
+        {"--points 7", "plan: --points N sets the Pareto sweep's budgets: it needs --pareto"},
+        {"--poi=7 --remat full", "--points N sets the Pareto sweep's budgets: it needs --pareto"},
+        {"--pareto --overlap", "plan: --pareto sweeps every budget on the whole model without a device: --overlap "
+                               "does not apply to it"},
+        {"--pareto --actions --remat full", "--remat, --actions do not apply to it"},
+        {"--pareto --remat none", "--remat does not apply to it"},
+        {"--pareto --memory-limit 1GiB", "--memory-limit does not apply to it"},
+        {"--pareto --device 0:0", "--device does not apply to it"},
+        {"--pareto --gemm native", "--gemm does not apply to it"},
+        {"--pareto --offload all", "--offload does not go with --overlap or --pareto"},
+        {"--device 0:0", "plan: --device SEL gives the memory --remat auto plans for (without --memory-limit), "
+                         "or with --gemm the device planned on: with --remat none it is not used"},
+        {"--remat auto --memory-limit 1GiB --device 0:0", "with --remat auto and --memory-limit it is not used"},
+    };
+    const char *dir = getenv("CLREMAT_MODELS");
+    char model[1024], args[2048], err[4096], *out = malloc(1 << 20);
+    snprintf(model, sizeof model, "%s/mlp_deep.json", dir ? dir : "models");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "plan %s %s", model, bad[i].args);
+        ck_assert_msg(test_run_tool(args, err, sizeof err) != 0, "%s: exit 0", args);
+        ck_assert_msg(strstr(err, bad[i].want), "%s: %s", args, err);
+    }
+    /* a device selection that matches nothing: refused, whether auto plans
+     * for it or not, given to plan or before it (without OpenCL: no device) */
+    snprintf(args, sizeof args, "plan %s --remat auto --device no-such-device-xyz", model);
+    ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "'no-such-device-xyz' matches no OpenCL device") || strstr(err, "no OpenCL device"),
+                  "%s", err);
+    snprintf(args, sizeof args, "--device no-such-device-xyz plan %s", model);
+    ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "'no-such-device-xyz' matches no OpenCL device") || strstr(err, "no OpenCL device"),
+                  "%s", err);
+    snprintf(args, sizeof args, "--device no-such-device-xyz plan %s --pareto --points 3", model);
+    ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "'no-such-device-xyz' matches no OpenCL device") || strstr(err, "no OpenCL device"),
+                  "%s", err);
+    /* what applies still runs */
+    snprintf(args, sizeof args, "plan %s --pareto --points 3 --batch 8 --accumulate 2 --no-fused-update --json", model);
+    test_tool_stdout(args, out, 1 << 20);
+    snprintf(args, sizeof args, "plan %s --remat full --overlap --actions --memory-limit 1GiB", model);
+    test_tool_stdout(args, out, 1 << 20);
+    free(out);
+}
+END_TEST
+
 int main(void)
 {
     TCase *tc;
@@ -240,5 +294,6 @@ int main(void)
     tcase_add_test(tc, test_remat_block_always_wrapped);
     tcase_add_test(tc, test_policy_parse_errors);
     tcase_add_test(tc, test_deep_chain_full_lowers_peak);
+    tcase_add_test(tc, test_plan_cli_ignored_options);
     return test_run_suite(s);
 }
