@@ -244,8 +244,17 @@ static int info_from_file(const clremat_st_file *f, const char *path, clremat_ch
     const uint64_t big = (uint64_t)1 << 53; /* counts beyond this are not a real run's */
     int st;
     memset(out, 0, sizeof *out);
-    if (!name)
+    if (!name) { /* weights alone, unless state tensors say the metadata was lost */
+        for (size_t i = 0; i < f->n; i++)
+            if (strncmp(f->tensors[i].name, STATE_PREFIX, strlen(STATE_PREFIX)) == 0)
+                return clremat_set_error(CLREMAT_ERR_PARSE,
+                                         "%s: holds optimizer state (tensor '%s') but no metadata "
+                                         "'clremat.optimizer' naming its optimizer, step and data position: the "
+                                         "file is inconsistent (edited or damaged), so training cannot continue "
+                                         "from it; to start from its weights alone give --weights-only",
+                                         path, f->tensors[i].name);
         return CLREMAT_OK;
+    }
     if (clremat_opt_defaults(name, &out->opt) != 0)
         return clremat_set_error(CLREMAT_ERR_PARSE, "%s: metadata 'clremat.optimizer' is \"%s\"; known: sgd, adam, adamw",
                                  path, name);

@@ -238,6 +238,9 @@ START_TEST(test_load_without_state_and_refusals)
             {"clremat.beta2", NULL, "without metadata 'clremat.beta2'"},
             {"clremat.epsilon", "tiny", "'clremat.epsilon' must be a number"},
             {"clremat.optimizer", "lion", "known: sgd, adam, adamw"},
+            /* state tensors without the entry that says whose: once loaded as
+             * weights alone from step 0, the state silently dropped */
+            {"clremat.optimizer", NULL, "holds optimizer state (tensor '@optimizer/"},
         };
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
             rewrite_meta(path, bare, bad[i].key, bad[i].value);
@@ -262,6 +265,19 @@ START_TEST(test_load_without_state_and_refusals)
             clremat_train_result_free(&b);
             cfg.load = path;
         }
+    }
+    /* the command: exit 1, the file and the way out named */
+    {
+        char args[2048], err[4096];
+        rewrite_meta(path, bare, "clremat.optimizer", NULL);
+        snprintf(args, sizeof args, "train %s --steps 1 --quiet --load %s", model_path("mlp_deep.json"), bare);
+        ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
+        ck_assert_msg(strstr(err, bare) && strstr(err, "no metadata 'clremat.optimizer'") &&
+                          strstr(err, "--weights-only"),
+                      "%s", err);
+        snprintf(args, sizeof args, "train %s --steps 1 --quiet --load %s --weights-only", model_path("mlp_deep.json"),
+                 bare);
+        ck_assert_msg(test_run_tool(args, err, sizeof err) == 0, "%s", err);
     }
     /* with weights_only another optimizer takes the weights */
     cfg.opt_set = 0;
