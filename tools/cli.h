@@ -28,6 +28,7 @@ typedef struct cli_plan_opts {
     const char *device;         /**< --device: its memory is auto's limit */
     uint64_t memory_limit;      /**< --memory-limit (0: none given) */
     int pareto, points;         /**< --pareto, --points (default 40) */
+    int remat_given, points_given; /**< 1: --remat, --points were given (not their defaults) */
     int overlap;                /**< --overlap */
     int no_fused_update;        /**< --no-fused-update: gradients in fixed memory, update after the backward */
     const char *gemm;           /**< --gemm: plan on the device for that GEMM path */

@@ -482,7 +482,7 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
         if (value_is_option(opts, c))
             return 2;
         switch (c) {
-        case 'r': o->remat = optarg; break;
+        case 'r': o->remat = optarg; o->remat_given = 1; break;
         case 'b': if (parse_i64("--batch", optarg, 1, BATCH_MAX, &o->batch)) return 2; break;
         case 'o': o->optimizer = optarg; break;
         case 'j': o->json = 1; break;
@@ -510,6 +510,7 @@ int cli_plan_parse(int argc, char **argv, cli_plan_opts *o)
             if (parse_i64("--points", optarg, 2, POINTS_MAX, &v))
                 return 2;
             o->points = (int)v;
+            o->points_given = 1;
             break;
         case 'h':
             printf("usage: clremat plan MODEL [--remat MODE] [--batch N] [--accumulate K] [--optimizer NAME]\n"

@@ -55,46 +55,15 @@ done:
     return rc;
 }
 
-/* Whether option --NAME (or an unambiguous abbreviation of it, as getopt_long
- * takes, at least two letters; or --NAME=VALUE) is among argv's options. For
- * options whose parsed value cannot tell "given" from the default. */
-static int option_given(int argc, char **argv, const char *name)
-{
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *eq;
-        size_t n;
-        if (!strcmp(a, "--"))
-            break;
-        if (strncmp(a, "--", 2) != 0)
-            continue;
-        a += 2;
-        eq = strchr(a, '=');
-        n = eq ? (size_t)(eq - a) : strlen(a);
-        if (n >= 2 && n <= strlen(name) && !strncmp(a, name, n))
-            return 1;
-    }
-    return 0;
-}
-
-/* Whether the string s is one of argv's (an option's value as getopt_long
- * gives it: a pointer into argv), not a default. */
-static int from_argv(int argc, char **argv, const char *s)
-{
-    for (int i = 1; s && i < argc; i++)
-        if (s >= argv[i] && s <= argv[i] + strlen(argv[i]))
-            return 1;
-    return 0;
-}
-
 /* The options given with --pareto that it would ignore (the sweep plans
  * every budget on the whole model itself), as "--a, --b" in buf; "" if none. */
-static const char *pareto_ignored(int argc, char **argv, const cli_plan_opts *o, char *buf, size_t len)
+static const char *pareto_ignored(const cli_plan_opts *o, char *buf, size_t len)
 {
     const struct {
         int given;
         const char *name;
     } opts[] = {
-        {from_argv(argc, argv, o->remat), "--remat"},   {o->memory_limit != 0, "--memory-limit"},
+        {o->remat_given, "--remat"},   {o->memory_limit != 0, "--memory-limit"},
         {o->device != NULL, "--device"},                 {o->overlap, "--overlap"},
         {o->actions, "--actions"},                       {o->gemm != NULL, "--gemm"},
         {o->offload != NULL, "--offload"},               {o->memory_trace != NULL, "--memory-trace"},
@@ -133,9 +102,9 @@ int cli_plan(const cli_global *g, int argc, char **argv)
         return cli_error("unknown optimizer '%s'; valid: sgd, adam, adamw", optname);
     if (o.svg && !o.pareto)
         return cli_error("plan: --svg FILE draws the Pareto front: it needs --pareto");
-    if (!o.pareto && option_given(argc, argv, "points"))
+    if (!o.pareto && o.points_given)
         return cli_error("plan: --points N sets the Pareto sweep's budgets: it needs --pareto");
-    if (o.pareto && *pareto_ignored(argc, argv, &o, ignored, sizeof ignored))
+    if (o.pareto && *pareto_ignored(&o, ignored, sizeof ignored))
         return cli_error("plan: --pareto sweeps every budget on the whole model without a device: %s do%s not "
                          "apply to it",
                          ignored, strchr(ignored, ',') ? "" : "es");
