@@ -94,11 +94,24 @@ int clremat_ctx_create(const char *selection, uint64_t mem_limit, clremat_ctx **
     ctx->active_queue = ctx->queue;
     alloc.user = ctx;
     /* without a limit given: the device's memory, or what is free of it
-     * where the device says (AMD); no further headroom (docs/user-guide.md) */
-    if (!mem_limit)
-        mem_limit = ctx->info.free_mem_bytes && ctx->info.free_mem_bytes < ctx->info.global_mem_bytes
-                        ? ctx->info.free_mem_bytes
-                        : ctx->info.global_mem_bytes;
+     * where the device says (AMD); no further headroom (docs/user-guide.md).
+     * A limit can only lower that: above it, the check that refuses a step
+     * before it runs would be off, and the driver left to fail (PoCL aborts
+     * the process when its host allocation fails). */
+    {
+        const int free_known = ctx->info.free_mem_bytes && ctx->info.free_mem_bytes < ctx->info.global_mem_bytes;
+        const uint64_t have = free_known ? ctx->info.free_mem_bytes : ctx->info.global_mem_bytes;
+        if (mem_limit > have) {
+            clremat_error_set_bytes(mem_limit, have);
+            st = clremat_fail(ctx, CLREMAT_ERR_INVALID_ARGUMENT, "memory limit of %llu bytes is more than %s has "
+                              "(%llu bytes%s): a limit can only lower the device's memory",
+                              (unsigned long long)mem_limit, ctx->info.name, (unsigned long long)have,
+                              free_known ? " free" : "");
+            goto fail;
+        }
+        if (!mem_limit)
+            mem_limit = have;
+    }
     ctx->pool = clremat_pool_new(&alloc, mem_limit, ctx->info.max_alloc_bytes);
     if (!ctx->pool) {
         st = clremat_fail(ctx, CL_OUT_OF_HOST_MEMORY, "out of host memory");
