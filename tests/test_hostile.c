@@ -536,7 +536,8 @@ START_TEST(test_file_size_limit)
 END_TEST
 
 /* Writes the weights of src with one change: extra (a tensor name) added,
- * or element 7 of tensor poison set to value. */
+ * or element 7 of tensor poison set to value; the rest as it was, its
+ * metadata included (a checkpoint's optimizer state stays whole). */
 static void doctor_weights(const char *src, const char *dst, const char *extra, const char *poison, float value)
 {
     clremat_st_file f;
@@ -563,7 +564,8 @@ static void doctor_weights(const char *src, const char *dst, const char *extra, 
         t[f.n].elems = 1;
         t[f.n].data = &one;
     }
-    ck_assert_msg(clremat_st_write(dst, t, f.n + (extra != NULL)) == CLREMAT_OK, "%s", clremat_last_error());
+    ck_assert_msg(clremat_st_write_meta(dst, t, f.n + (extra != NULL), f.meta, f.n_meta) == CLREMAT_OK, "%s",
+                  clremat_last_error());
     free(copy);
     free(t);
     clremat_st_free(&f);
@@ -699,6 +701,13 @@ START_TEST(test_options_strict)
     snprintf(args, sizeof args, "fit %s --memory 1GiB --svg --json", model());
     EXPECT_REFUSED(NULL, 10, args, "--svg needs a value, got the option '--json'");
     EXPECT_REFUSED(NULL, 10, "--device", "--device needs a value");
+    snprintf(args, sizeof args, "import-keras %s/../tests/keras/seq_mlp.keras -o --weights-out",
+             getenv("CLREMAT_MODELS") ? getenv("CLREMAT_MODELS") : "models");
+    EXPECT_REFUSED(NULL, 10, args, "-o needs a value, got the option '--weights-out'");
+    /* a memory limit only lowers the device's memory */
+    snprintf(args, sizeof args, "train %s --steps 1 --quiet --memory-limit 18446744073709551615", model());
+    EXPECT_REFUSED(NULL, 30, args, "memory limit of 18446744073709551615 bytes is more than",
+                   "a limit can only lower the device's memory");
     /* the first extra argument is the one named */
     snprintf(args, sizeof args, "train %s first second", model());
     EXPECT_REFUSED(NULL, 10, args, "unexpected argument 'first'");

@@ -78,6 +78,11 @@ int cli_import_keras(int argc, char **argv)
         if (dst) {
             if (i + 1 >= argc || !argv[i + 1][0])
                 return cli_error("%s needs a value", argv[i]);
+            if (!strncmp(argv[i + 1], "--", 2) && argv[i + 1][2]) /* as the other commands' options */
+                return cli_error("%s needs a value, got the option '%s' (a file of that name: ./%s)", argv[i],
+                                 argv[i + 1], argv[i + 1]);
+            if (*dst)
+                return cli_error("%s given twice ('%s' and '%s')", argv[i], *dst, argv[i + 1]);
             *dst = argv[++i];
         } else if (argv[i][0] == '-') {
             usage(stderr);
