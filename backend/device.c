@@ -230,10 +230,14 @@ static long match(const clremat_device_info *devs, size_t n, const char *sel)
 
 int clremat_select_device(const char *selection, clremat_device_info *out)
 {
+    return clremat_select_device_as(selection, "--device", out);
+}
+
+int clremat_select_device_as(const char *selection, const char *from, clremat_device_info *out)
+{
     clremat_device_info *devs = NULL;
     size_t n = 0;
     long idx = -1;
-    const char *from = "--device";
     int st = clremat_list_devices(&devs, &n);
     if (st != CLREMAT_OK)
         return st;

@@ -77,31 +77,47 @@ static int resolve_devices(const char *spec, clremat_device_info **out, int *n)
         return st;
     }
     {
-        char *copy = strdup(spec), *save = NULL, *tok;
+        /* SEL,SEL...: every item non-empty, each device once */
         clremat_device_info *v = NULL;
         int k = 0;
-        if (!copy)
-            return clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
-        for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            clremat_device_info *nv = realloc(v, sizeof *v * (size_t)(k + 1));
-            if (!nv) {
+        for (const char *p = spec;; p++) {
+            const char *end = strchr(p, ',');
+            const size_t len = end ? (size_t)(end - p) : strlen(p);
+            char tok[256], from[64];
+            clremat_device_info *nv;
+            if (len == 0 || len >= sizeof tok) {
                 free(v);
-                free(copy);
+                return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "--devices '%s': item %d is %s", spec, k + 1,
+                                         len ? "too long" : "empty");
+            }
+            if (!(nv = realloc(v, sizeof *v * (size_t)(k + 1)))) {
+                free(v);
                 return clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
             }
             v = nv;
-            st = clremat_select_device(tok, &v[k]);
-            if (st != CLREMAT_OK) {
+            memcpy(tok, p, len);
+            tok[len] = 0;
+            snprintf(from, sizeof from, "--devices item %d", k + 1);
+            if ((st = clremat_select_device_as(tok, from, &v[k])) != CLREMAT_OK) {
                 free(v);
-                free(copy);
                 return st;
             }
+            for (int j = 0; j < k; j++)
+                if (v[j].platform_index == v[k].platform_index && v[j].device_index == v[k].device_index) {
+                    st = clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "--devices '%s': items %d and %d are the "
+                                           "same device, %u:%u (%s)", spec, j + 1, k + 1, v[k].platform_index,
+                                           v[k].device_index, v[k].name);
+                    free(v);
+                    return st;
+                }
             k++;
+            if (!end)
+                break;
+            p = end;
         }
-        free(copy);
         *out = v;
         *n = k;
-        return k ? CLREMAT_OK : clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "--devices: empty list");
+        return CLREMAT_OK;
     }
 }
 

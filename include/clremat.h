@@ -78,6 +78,11 @@ int clremat_list_devices(clremat_device_info **devices, size_t *count);
  * error (clremat_last_error) lists every device there is. */
 int clremat_select_device(const char *selection, clremat_device_info *out);
 
+/** clremat_select_device, with from naming where a non-empty selection came
+ * from in the error ("--devices item 2"; clremat_select_device says
+ * "--device"). */
+int clremat_select_device_as(const char *selection, const char *from, clremat_device_info *out);
+
 /* --------------------------------------------------------------- context */
 
 typedef struct clremat_ctx clremat_ctx;

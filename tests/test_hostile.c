@@ -737,6 +737,16 @@ START_TEST(test_options_strict)
     EXPECT_REFUSED(NULL, 10, "--device '' devices", "--device", "''");
     snprintf(args, sizeof args, "compare %s --steps 2 --warmup 0 --quiet --devices ''", model());
     EXPECT_REFUSED(NULL, 10, args, "--devices", "''");
+    /* a list's items: none empty, none unknown (named as the list's), none twice */
+    snprintf(args, sizeof args, "compare %s --steps 2 --warmup 0 --quiet --devices '0:0,'", model());
+    EXPECT_REFUSED(NULL, 10, args, "--devices '0:0,': item 2 is empty");
+    snprintf(args, sizeof args, "compare %s --steps 2 --warmup 0 --quiet --devices 'no-such-device-xyz'", model());
+    EXPECT_REFUSED(NULL, 10, args, "--devices item 1 'no-such-device-xyz' matches no OpenCL device");
+    snprintf(args, sizeof args, "compare %s --steps 2 --warmup 0 --quiet --devices '0:0,0:0'", model());
+    EXPECT_REFUSED(NULL, 10, args, "items 1 and 2 are the same device, 0:0");
+    /* the environment's selection is named as such */
+    EXPECT_REFUSED("CLREMAT_DEVICE=no-such-device-xyz", 10, "devices",
+                   "CLREMAT_DEVICE 'no-such-device-xyz' matches no OpenCL device");
     snprintf(args, sizeof args, "train %s --steps 1 --quiet", model());
     EXPECT_REFUSED("CLREMAT_GEMM=bogus", 20, args, "CLREMAT_GEMM", "'bogus'");
     snprintf(args, sizeof args, "compare %s --steps 2 --warmup 0 --quiet --remat none,bogus", model());

@@ -47,7 +47,8 @@ int cli_devices(const cli_global *g, int argc, char **argv)
         device = getenv("CLREMAT_DEVICE");
     if (device && *device) {
         clremat_device_info one;
-        st = clremat_select_device(device, &one);
+        /* NULL: the library reads CLREMAT_DEVICE itself and names it in an error */
+        st = clremat_select_device(o.device && *o.device ? device : NULL, &one);
         if (st != CLREMAT_OK)
             return cli_error("%s", clremat_last_error());
         if (json)
