@@ -129,8 +129,8 @@ static int attn_flash_limits(clremat_ctx *ctx, const char *lname)
         size_t kwg = 0;
         cl_kernel kern = clCreateKernel(ctx->program, kn[k], &e);
         if (e != CL_SUCCESS)
-            return clremat_fail(ctx, e, "attention %s: kernel '%s' not found in kernels.cl: %s", lname, kn[k],
-                                clremat_status_str(e));
+            return clremat_fail(ctx, e, "attention %s: kernel '%s' not found in %s: %s", lname, kn[k],
+                                clremat_program_origin(), clremat_status_str(e));
         if (clGetKernelWorkGroupInfo(kern, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL) ==
                 CL_SUCCESS && kwg > 0 && kwg < wg)
             wg = kwg;

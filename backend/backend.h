@@ -89,6 +89,11 @@ int clremat_fail(clremat_ctx *ctx, int status, const char *fmt, ...)
 /** Looks up (and caches) a kernel of the context's program by name. */
 int clremat_kernel(clremat_ctx *ctx, const char *name, cl_kernel *out);
 
+/** Where the program's source came from, for messages: "kernels.cl" (the
+ * embedded copy), or "CLREMAT_KERNELS's PATH" when that variable names a
+ * source file. */
+const char *clremat_program_origin(void);
+
 /** Sets kernel arguments: pairs of (size_t size, const void *value), ended
  * by a size of 0. Returns an OpenCL status. */
 int clremat_set_args(clremat_ctx *ctx, cl_kernel k, const char *kname, ...);

@@ -282,6 +282,16 @@ done:
     return st;
 }
 
+const char *clremat_program_origin(void)
+{
+    static _Thread_local char buf[4200];
+    const char *override = getenv("CLREMAT_KERNELS");
+    if (!override || !*override)
+        return "kernels.cl";
+    snprintf(buf, sizeof buf, "CLREMAT_KERNELS's %s", override);
+    return buf;
+}
+
 int clremat_kernel(clremat_ctx *ctx, const char *name, cl_kernel *out)
 {
     cl_int err;
@@ -293,7 +303,8 @@ int clremat_kernel(clremat_ctx *ctx, const char *name, cl_kernel *out)
         }
     k = clCreateKernel(ctx->program, name, &err);
     if (err != CL_SUCCESS)
-        return clremat_fail(ctx, err, "kernel '%s' not found in kernels.cl: %s", name, clremat_status_str(err));
+        return clremat_fail(ctx, err, "kernel '%s' not found in %s: %s", name, clremat_program_origin(),
+                            clremat_status_str(err));
     if (ctx->n_kernels == ctx->cap_kernels) {
         size_t cap = ctx->cap_kernels ? 2 * ctx->cap_kernels : 32;
         struct clremat_kernel_entry *n = realloc(ctx->kernels, cap * sizeof *n);

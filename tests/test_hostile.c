@@ -224,6 +224,14 @@ START_TEST(test_inputs_not_regular)
         char env[1200];
         snprintf(env, sizeof env, "CLREMAT_KERNELS=%s", fifo);
         EXPECT_REFUSED(env, 30, args, "CLREMAT_KERNELS", fifo, "FIFO");
+        /* an empty source builds, and lacks every kernel: the file is named, not the embedded kernels.cl */
+        snprintf(env, sizeof env, "CLREMAT_KERNELS=%s", path_in("empty.cl"));
+        {
+            FILE *e = fopen(path_in("empty.cl"), "w");
+            ck_assert_ptr_nonnull(e);
+            fclose(e);
+        }
+        EXPECT_REFUSED(env, 30, args, "not found in CLREMAT_KERNELS's", path_in("empty.cl"));
     }
     /* nothing was created next to the FIFO, and it is still one */
     {
