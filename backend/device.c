@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Reads a string property, truncating it to len-1 characters if longer. */
 static void get_str(cl_device_id d, cl_device_info what, char *dst, size_t len)
@@ -98,7 +100,9 @@ static cl_int platform_ids(cl_uint n, cl_platform_id *p, cl_uint *np)
 #define platform_ids clGetPlatformIDs
 #endif
 
-/* PoCL's CPU driver leaves the placement of its worker threads to the OS.
+/* Environment settings for the OpenCL runtimes, made once before PoCL is
+ * loaded by the first clGetPlatformIDs.
+ * PoCL's CPU driver leaves the placement of its worker threads to the OS.
  * For short kernels (a 256^3 GEMM runs for about 0.3 ms) the woken workers
  * were often found on one core, so the launch ran at one core's speed: on a
  * 2-core machine the native GEMM reached 60-80 GFLOP/s at 256^3 and 512^3
@@ -109,7 +113,13 @@ static cl_int platform_ids(cl_uint n, cl_platform_id *p, cl_uint *np)
  * (POCL_AFFINITY=0 turns it off; docs/environment.md). */
 static void set_runtime_defaults(void)
 {
+    const char *cache = getenv("POCL_CACHE_DIR");
     setenv("POCL_AFFINITY", "1", 0);
+    /* PoCL 3.1 aborts the process (an assertion in pocl_cache_init_topdir)
+     * when POCL_CACHE_DIR is set but empty; empty means unset elsewhere
+     * (XDG_CACHE_HOME, CLREMAT_DEVICE), so here too */
+    if (cache && !*cache)
+        unsetenv("POCL_CACHE_DIR");
 }
 
 /* Calls fn for every device; stops early when fn returns non-zero. */
@@ -228,6 +238,43 @@ static long match(const clremat_device_info *devs, size_t n, const char *sel)
     return -1;
 }
 
+/* PoCL lists no device when it cannot create its kernel cache: its ICD is
+ * installed, yet the folder (POCL_CACHE_DIR, else $XDG_CACHE_HOME/pocl,
+ * else $HOME/.cache/pocl) cannot be made. */
+const char *clremat_no_device_hint(void)
+{
+    static _Thread_local char hint[8600];
+    const char *pocl = getenv("POCL_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char dir[4200], probe[4200];
+    struct stat sb;
+    if (access("/etc/OpenCL/vendors/pocl.icd", F_OK) != 0)
+        return "";
+    if (pocl && *pocl)
+        snprintf(dir, sizeof dir, "%s", pocl);
+    else if (xdg && *xdg)
+        snprintf(dir, sizeof dir, "%s/pocl", xdg);
+    else if (home && *home)
+        snprintf(dir, sizeof dir, "%s/.cache/pocl", home);
+    else
+        return "";
+    /* the nearest existing folder on the way must be a writable folder */
+    snprintf(probe, sizeof probe, "%s", dir);
+    for (;;) {
+        char *slash;
+        if (stat(probe, &sb) == 0) {
+            if (S_ISDIR(sb.st_mode) && access(probe, W_OK | X_OK) == 0)
+                return "";
+            break;
+        }
+        if (!(slash = strrchr(probe, '/')) || slash == probe)
+            break;
+        *slash = 0;
+    }
+    snprintf(hint, sizeof hint, "; PoCL is installed but cannot create its kernel cache in %s (%s is not a writable "
+             "folder): set POCL_CACHE_DIR or XDG_CACHE_HOME to one", dir, probe);
+    return hint;
+}
+
 int clremat_select_device(const char *selection, clremat_device_info *out)
 {
     return clremat_select_device_as(selection, "--device", out);
@@ -249,7 +296,8 @@ int clremat_select_device_as(const char *selection, const char *from, clremat_de
         free(devs);
         return clremat_set_error(CLREMAT_ERR_NO_DEVICE,
             "no OpenCL device found: install an OpenCL implementation such as PoCL "
-            "(apt-get install pocl-opencl-icd), or for Mesa rusticl set RUSTICL_ENABLE=llvmpipe");
+            "(apt-get install pocl-opencl-icd), or for Mesa rusticl set RUSTICL_ENABLE=llvmpipe%s",
+            clremat_no_device_hint());
     }
     if (selection && *selection) {
         idx = match(devs, n, selection);

@@ -78,6 +78,11 @@ int clremat_list_devices(clremat_device_info **devices, size_t *count);
  * error (clremat_last_error) lists every device there is. */
 int clremat_select_device(const char *selection, clremat_device_info *out);
 
+/** Why no device may be listed where one is installed, for messages: ""
+ * or "; PoCL is installed but cannot create its kernel cache in DIR ..."
+ * (PoCL then lists no device). */
+const char *clremat_no_device_hint(void);
+
 /** clremat_select_device, with from naming where a non-empty selection came
  * from in the error ("--devices item 2"; clremat_select_device says
  * "--device"). */

@@ -543,6 +543,29 @@ START_TEST(test_file_size_limit)
 }
 END_TEST
 
+/* PoCL lists no device when it cannot create its kernel cache: the error
+ * says so and where, not only "install an OpenCL implementation". (Only
+ * where PoCL is installed and no other runtime answers instead.) */
+START_TEST(test_unwritable_pocl_cache)
+{
+    char args[2048];
+    int rc;
+    snprintf(args, sizeof args, "train %s --steps 1 --quiet", model());
+    /* POCL_CACHE_DIR set but empty: PoCL 3.1 aborted the process on it */
+    rc = run("HOME=/dev/null XDG_CACHE_HOME= POCL_CACHE_DIR= CLREMAT_DEVICE=", args, out, sizeof out, err,
+             sizeof err, NULL);
+    ck_assert_msg(rc == 0 || rc == 1, "exit %d (128+N: signal N): %s", rc, err);
+    if (rc == 0 || access("/etc/OpenCL/vendors/pocl.icd", F_OK) != 0 || !strstr(err, "no OpenCL device found")) {
+        fprintf(stderr, "another runtime answered without a cache folder (exit %d): not applicable\n", rc);
+        return;
+    }
+    ck_assert_int_eq(rc, 1);
+    ck_assert_msg(strstr(err, "PoCL is installed but cannot create its kernel cache in /dev/null/.cache/pocl") &&
+                      strstr(err, "POCL_CACHE_DIR"),
+                  "%s", err);
+}
+END_TEST
+
 /* Writes the weights of src with one change: extra (a tensor name) added,
  * or element 7 of tensor poison set to value; the rest as it was, its
  * metadata included (a checkpoint's optimizer state stays whole). */
@@ -776,6 +799,7 @@ int main(void)
     tcase_add_test(tc, test_save_mode_and_symlink);
     tcase_add_test(tc, test_stale_temporary_files);
     tcase_add_test(tc, test_file_size_limit);
+    tcase_add_test(tc, test_unwritable_pocl_cache);
     tcase_add_test(tc, test_load_strays_and_nonfinite);
     tcase_add_test(tc, test_json_reports_valid);
     tcase_add_test(tc, test_options_strict);

@@ -28,7 +28,7 @@ static void print_table(const clremat_device_info *d, size_t n)
         printf("     profiling       %s\n", d[i].profiling ? "yes" : "no");
     }
     if (n == 0)
-        printf("no OpenCL devices found\n");
+        printf("no OpenCL devices found%s\n", clremat_no_device_hint());
 }
 
 int cli_devices(const cli_global *g, int argc, char **argv)
