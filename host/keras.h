@@ -38,6 +38,8 @@ typedef struct clremat_keras_model {
     double lr, momentum, weight_decay, beta1, beta2, epsilon; /**< its settings (those it has) */
     char loss[32];                  /**< the clremat loss chosen ("softmax_cross_entropy", "mse") */
     char origin[512];               /**< the file, for messages */
+    char h5_origin[512];            /**< the weights' file, for messages: origin, or a to_json model's
+                                         weights file */
     int legacy;                     /**< 1: a legacy Keras 2 style HDF5 model (`model.save("m.h5")`) */
 } clremat_keras_model;
 

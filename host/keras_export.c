@@ -26,7 +26,7 @@ static int write_h5(const clremat_keras_model *m, const clremat_graph *g, const 
     }
     free(shapes);
     if (!st)
-        st = clremat_keras_h5_write(m->origin, m->h5, m->h5_len, tmp, paths, (const float *const *)vals, m->n_vars);
+        st = clremat_keras_h5_write(m->h5_origin, m->h5, m->h5_len, tmp, paths, (const float *const *)vals, m->n_vars);
     for (int i = 0; vals && i < m->n_vars; i++)
         free(vals[i]);
     free(vals);

@@ -470,7 +470,10 @@ static int map_optimizer(clremat_keras_model *m, json_t *opt)
     return CLREMAT_OK;
 }
 
-static int read_text(const char *path, const char *what, char **out)
+/* Reads the whole regular file path (at most 1 GiB) into a malloc'd *out,
+ * NUL-terminated, its size in *len (may be NULL); what names the file in
+ * errors. */
+static int read_whole(const char *path, const char *what, char **out, size_t *len)
 {
     FILE *f;
     uint64_t size;
@@ -489,6 +492,8 @@ static int read_text(const char *path, const char *what, char **out)
         return clremat_set_error(CLREMAT_ERR_IO, "%s: reading the %s failed", path, what);
     }
     (*out)[size] = 0;
+    if (len)
+        *len = (size_t)size;
     fclose(f);
     return CLREMAT_OK;
 }
@@ -507,6 +512,7 @@ int clremat_keras_read(const char *path, const char *weights_path, const char *l
     memset(&w, 0, sizeof w);
     w.m = out;
     snprintf(out->origin, sizeof out->origin, "%s", path);
+    snprintf(out->h5_origin, sizeof out->h5_origin, "%s", weights_path ? weights_path : path);
     if (weights_path && (archive || clremat_keras_is_legacy(path)))
         return clremat_set_error(CLREMAT_ERR_INVALID_ARGUMENT, "--weights %s: %s is a %s, which holds its own "
                                  "weights; --weights applies only to a model.to_json() file", weights_path, path,
@@ -521,16 +527,12 @@ int clremat_keras_read(const char *path, const char *weights_path, const char *l
             (st = clremat_keras_zip_member(path, "model.weights.h5", &out->h5, &out->h5_len)))
             goto fail;
     } else {
-        if ((st = read_text(path, "Keras model JSON", &out->config_text)))
+        if ((st = read_whole(path, "Keras model JSON", &out->config_text, NULL)))
             goto fail;
-        if (weights_path && (st = read_text(weights_path, "Keras weights file", (char **)&out->h5)))
+        /* the size read, not the file's again: it may have changed since, or gone */
+        if (weights_path &&
+            (st = read_whole(weights_path, "Keras weights file", (char **)&out->h5, &out->h5_len)))
             goto fail;
-        if (weights_path) {
-            FILE *f = fopen(weights_path, "rb");
-            fseek(f, 0, SEEK_END);
-            out->h5_len = (size_t)ftell(f);
-            fclose(f);
-        }
     }
     if (!(root = json_loads(out->config_text, 0, &jerr))) {
         st = clremat_set_error(CLREMAT_ERR_PARSE, "%s: config: %d:%d: %s", path, jerr.line, jerr.column, jerr.text);
@@ -627,7 +629,7 @@ static int locate(const clremat_keras_model *m, const clremat_graph *g, const cl
     }
     if (r > p->elems || c > p->elems || r * *stride != p->elems || v->col_off + c > *stride)
         return clremat_set_error(CLREMAT_ERR_MISMATCH, "%s: variable '%s' has %lld x %lld values; it does not fit "
-                                 "parameter %s/%s (%lld values, rows of %lld)", m->origin, v->h5path, (long long)r,
+                                 "parameter %s/%s (%lld values, rows of %lld)", m->h5_origin, v->h5path, (long long)r,
                                  (long long)c, v->layer, p->name, (long long)p->elems, (long long)*stride);
     *rows = r;
     *cols = c;
@@ -648,7 +650,7 @@ int clremat_keras_var_shapes(const clremat_keras_model *m, clremat_keras_shape *
     }
     for (int i = 0; i < m->n_vars; i++)
         paths[i] = m->vars[i].h5path;
-    st = clremat_keras_h5_shapes(m->h5, m->h5_len, m->origin, m->n_vars, paths, *shapes);
+    st = clremat_keras_h5_shapes(m->h5, m->h5_len, m->h5_origin, m->n_vars, paths, *shapes);
     free(paths);
     if (st) {
         free(*shapes);
@@ -698,7 +700,7 @@ int clremat_keras_params(const clremat_keras_model *m, const clremat_graph *g, f
     if (!st && !(vals = malloc(sizeof(float) * (size_t)(covered + 1))))
         st = clremat_set_error(CLREMAT_ERR_OUT_OF_MEMORY, "out of host memory (%lld weights)", (long long)covered);
     if (!st)
-        st = clremat_keras_h5_values(m->h5, m->h5_len, m->origin, n, paths, counts, vals);
+        st = clremat_keras_h5_values(m->h5, m->h5_len, m->h5_origin, n, paths, counts, vals);
     for (int i = 0; i < n && !st; i++) {
         for (int64_t r = 0; r < at[i].rows; r++)
             memcpy(params + at[i].off + r * at[i].stride, vals + pos + r * at[i].cols,

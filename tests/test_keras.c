@@ -437,6 +437,15 @@ START_TEST(test_import_options)
              fixture_dir());
     ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
     ck_assert_msg(strstr(err, "has a compile config with loss"), "%s", err);
+    /* a to_json model's --weights: read only for --weights-out; a file that is not HDF5 is named itself */
+    snprintf(args, sizeof args, "import-keras %s --weights %s -o /tmp/clremat_keras_never.json", compiled, bare);
+    ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "only --weights-out W.safetensors writes weights"), "%s", err);
+    snprintf(args, sizeof args, "import-keras %s --weights %s --weights-out /tmp/clremat_keras_never.safetensors",
+             compiled, bare);
+    ck_assert_int_ne(test_run_tool(args, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, bare) && strstr(err, "is not a readable HDF5 file") && !strstr(err, compiled), "%s",
+                  err);
     ck_assert_int_ne(access("/tmp/clremat_keras_never.safetensors", F_OK), 0);
     ck_assert_int_ne(access("/tmp/clremat_keras_never.json", F_OK), 0);
     unlink(bare);

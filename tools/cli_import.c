@@ -99,6 +99,9 @@ int cli_import_keras(int argc, char **argv)
     }
     if ((out && (st = clremat_output_check(out, "-o"))) || (wout && (st = clremat_output_check(wout, "--weights-out"))))
         return cli_error("%s", clremat_last_error());
+    if (weights && !wout) /* the clremat model file holds no weights: they would be read for nothing */
+        return cli_error("--weights %s: only --weights-out W.safetensors writes weights (the clremat model file "
+                         "holds none); give it, or leave --weights out", weights);
     if (!weights && !strstr(model, ".keras"))
         weights = clremat_keras_json_weights(model);
     {
