@@ -269,7 +269,6 @@ static int info_from_file(const clremat_st_file *f, const char *path, clremat_ch
     v = out->opt;
     for (size_t i = 0; i < N_META_HP; i++) {
         const char *text = clremat_st_meta_get(f, meta_hp[i].key);
-        char *end;
         double d;
         float x;
         if (!clremat_opt_uses(out->opt.kind, meta_hp[i].bit))
@@ -277,10 +276,9 @@ static int info_from_file(const clremat_st_file *f, const char *path, clremat_ch
         if (!text)
             return clremat_set_error(CLREMAT_ERR_PARSE, "%s: %s optimizer state without metadata '%s'", path, name,
                                      meta_hp[i].key);
-        d = strtod(text, &end);
-        if (end == text || *end)
-            return clremat_set_error(CLREMAT_ERR_PARSE, "%s: metadata '%s' must be a number, got \"%s\"", path,
-                                     meta_hp[i].key, text);
+        if (clremat_parse_decimal(text, &d) != 0) /* as written: %.9g */
+            return clremat_set_error(CLREMAT_ERR_PARSE, "%s: metadata '%s' must be a number, in decimal, got \"%s\"",
+                                     path, meta_hp[i].key, text);
         x = (float)d;
         memcpy((char *)&v + meta_hp[i].off, &x, sizeof x);
         set |= meta_hp[i].bit;

@@ -346,6 +346,13 @@ int clremat_opt_check(unsigned bit, float v, const char *name);
  * are decimal, KiB/MiB/GiB binary). Returns 0 and sets *bytes, or -1. */
 int clremat_parse_bytes(const char *text, uint64_t *bytes);
 
+/** Parses a decimal number, all of text: [-]digits[.digits][(e|E)[+|-]digits]
+ * (".5" and "5." too). strtod alone also takes leading spaces, hex, "inf"
+ * and "nan", which this refuses; out of double's range it gives inf or 0
+ * (for the caller's range check). -0 reads as 0. Returns 0 and sets *out,
+ * or -1. */
+int clremat_parse_decimal(const char *text, double *out);
+
 /** Checks that bytes of host memory can be allocated before a large
  * allocation: refuses (CLREMAT_ERR_OUT_OF_MEMORY, naming what, the bytes
  * needed and the bytes available) when bytes exceed the memory the system

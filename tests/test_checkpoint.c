@@ -237,6 +237,8 @@ START_TEST(test_load_without_state_and_refusals)
             {"clremat.beta1", "1.5", "beta1 must be in [0, 1)"},
             {"clremat.beta2", NULL, "without metadata 'clremat.beta2'"},
             {"clremat.epsilon", "tiny", "'clremat.epsilon' must be a number"},
+            {"clremat.epsilon", "0x1p-20", "'clremat.epsilon' must be a number, in decimal, got \"0x1p-20\""},
+            {"clremat.beta1", " 0.9", "got \" 0.9\""},
             {"clremat.optimizer", "lion", "known: sgd, adam, adamw"},
             /* state tensors without the entry that says whose: once loaded as
              * weights alone from step 0, the state silently dropped */

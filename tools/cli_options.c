@@ -221,39 +221,11 @@ static int check_accumulate(int64_t batch, int64_t accumulate)
     return 0;
 }
 
-/* A decimal number, all of v: [-]digits[.digits][(e|E)[+|-]digits] (a
- * leading '.' allowed: ".5"). strtod alone also takes leading spaces, hex,
- * "inf" and "nan". -0 reads as 0. Returns 1 and sets *out, or 0. */
-static int parse_decimal(const char *v, double *out)
-{
-    const char *p = v + (*v == '-');
-    char *end;
-    int digits = 0;
-    while (*p >= '0' && *p <= '9')
-        p++, digits++;
-    if (*p == '.')
-        for (p++; *p >= '0' && *p <= '9'; p++)
-            digits++;
-    if (!digits)
-        return 0;
-    if (*p == 'e' || *p == 'E') {
-        p += (p[1] == '+' || p[1] == '-') ? 2 : 1;
-        if (!(*p >= '0' && *p <= '9'))
-            return 0;
-        while (*p >= '0' && *p <= '9')
-            p++;
-    }
-    if (*p)
-        return 0;
-    *out = strtod(v, &end) + 0.0; /* + 0.0: -0 becomes 0 */
-    return end == p;
-}
-
 /* Parses --lr's value (a finite positive decimal number); returns 0 or prints an error. */
 static int parse_lr(const char *v, double *out)
 {
     /* representable as the float the optimizer uses (1e-50 would become 0, 1e39 infinity) */
-    if (!parse_decimal(v, out) || !(*out > 0) || !isfinite(*out) || !((float)*out > 0) || !isfinite((float)*out))
+    if (clremat_parse_decimal(v, out) != 0 || !(*out > 0) || !isfinite(*out) || !((float)*out > 0) || !isfinite((float)*out))
         return cli_error("--lr takes a positive number within float range, got '%s'", v), 1;
     return 0;
 }
@@ -278,7 +250,7 @@ static int parse_hparam(size_t i, const char *v, double *out, unsigned *set)
 {
     double x = 0;
     float f;
-    int ok = parse_decimal(v, &x); /* out of range: inf (refused) or 0 (then checked as 0) */
+    int ok = clremat_parse_decimal(v, &x) == 0; /* out of range: inf (refused) or 0 (then checked as 0) */
     f = (float)x;
     ok = ok && isfinite(x) && isfinite(f);
     if (hparam_opts[i].bit == CLREMAT_OPT_SET_EPS)
