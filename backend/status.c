@@ -12,7 +12,7 @@ int clremat_fail(clremat_ctx *ctx, int status, const char *fmt, ...)
     char msg[CLREMAT_ERRMSG_LEN];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    clremat_error_vformat(msg, sizeof msg, fmt, ap); /* a long one keeps its end */
     va_end(ap);
     if (ctx)
         memcpy(ctx->last_error, msg, sizeof msg);

@@ -6,6 +6,8 @@
 #define CLREMAT_ERROR_H
 
 #include "clremat.h"
+#include <stdarg.h>
+#include <stddef.h>
 
 /** Capacity of a last-error message, terminating NUL included. */
 #define CLREMAT_ERRMSG_LEN 8192
@@ -13,6 +15,12 @@
 /** Sets the thread's last error (printf-style) and returns status, so that a
  * failing path reads `return clremat_set_error(CLREMAT_ERR_..., "...", ...);`. */
 int clremat_set_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/** Formats an error message into dst (cap bytes, at least 64). One that does
+ * not fit keeps its beginning and its end around "[... N bytes left out
+ * ...]": a message quoting a long value ("'VALUE': why") keeps the why. The
+ * arguments may point into dst (the message being replaced). */
+void clremat_error_vformat(char *dst, size_t cap, const char *fmt, va_list ap);
 
 /** The thread's last-error buffer, for modules that keep a per-object copy
  * (the OpenCL context) and mirror it here. Never NULL. */

@@ -7,6 +7,7 @@
  * sanitizers it also holds every call leak-free. */
 #include "testutil.h"
 #include "clremat_api.h"
+#include "backend.h"
 #include <string.h>
 
 static const char *models(void)
@@ -14,6 +15,45 @@ static const char *models(void)
     const char *m = getenv("CLREMAT_MODELS");
     return m ? m : "models";
 }
+
+/* Error messages (base/error.c, backend/status.c): one may quote the
+ * message it replaces (the Keras import prefixes the optimizer's; that
+ * came out garbled when the buffer was both vsnprintf's source and
+ * destination), and one longer than the buffer keeps its end, where the
+ * reason is ("'VALUE': why"), with what was left out said. */
+START_TEST(error_messages)
+{
+    static char value[20000];
+    const char *e;
+    ck_assert_int_eq(clremat_set_error(CLREMAT_ERR_PARSE, "epsilon must be a positive finite number, got -1"),
+                     CLREMAT_ERR_PARSE);
+    ck_assert_int_eq(clremat_set_error(CLREMAT_ERR_PARSE, "f.keras: optimizer Adam: %s", clremat_last_error()),
+                     CLREMAT_ERR_PARSE);
+    ck_assert_str_eq(clremat_last_error(), "f.keras: optimizer Adam: epsilon must be a positive finite number, got -1");
+    ck_assert_int_eq(clremat_fail(NULL, CLREMAT_ERR_IO, "%s (again)", clremat_last_error()), CLREMAT_ERR_IO);
+    ck_assert_str_eq(clremat_last_error(),
+                     "f.keras: optimizer Adam: epsilon must be a positive finite number, got -1 (again)");
+    memset(value, 'v', sizeof value - 1);
+    ck_assert_int_eq(clremat_set_error(CLREMAT_ERR_PARSE, "--remat '%s': more than 64 names", value), CLREMAT_ERR_PARSE);
+    e = clremat_last_error();
+    ck_assert_uint_lt(strlen(e), 8192);
+    ck_assert_uint_gt(strlen(e), 8000);
+    ck_assert_msg(!strncmp(e, "--remat 'vvv", 12), "%.40s", e);
+    {
+        const char *end = "vvv': more than 64 names";
+        ck_assert_msg(!strcmp(e + strlen(e) - strlen(end), end), "%s", e + strlen(e) - 40);
+    }
+    ck_assert_msg(strstr(e, " bytes left out ...] "), "%.200s", e + 4000);
+    { /* the bytes kept before and after the mark, and those it says were left out, make the whole message */
+        const char *mark = strstr(e, " [... "), *after = strstr(e, " bytes left out ...] ");
+        const size_t whole = strlen("--remat '") + sizeof value - 1 + strlen("': more than 64 names");
+        ck_assert_ptr_nonnull(mark);
+        ck_assert_uint_eq((size_t)(mark - e) + strtoul(mark + 6, NULL, 10) +
+                              strlen(after + strlen(" bytes left out ...] ")),
+                          whole);
+    }
+}
+END_TEST
 
 /* The command's stdout for args (cut to len - 1 bytes); its exit status. */
 static int tool_stdout(const char *args, char *out, size_t len)
@@ -169,6 +209,7 @@ int main(void)
 {
     TCase *tc;
     Suite *s = test_suite("api", 300, &tc);
+    tcase_add_test(tc, error_messages);
     tcase_add_test(tc, plan_pareto_fit_as_the_command);
     tcase_add_test(tc, bad_options_and_arguments);
     tcase_add_test(tc, model_error_position);
