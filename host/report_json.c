@@ -188,7 +188,8 @@ void clremat_report_train_json(FILE *f, const clremat_train_config *cfg, const c
     fprintf(f, ", \"batch\": %lld, \"accumulate\": %d, \"micro_batch\": %lld, \"steps\": %lld, \"start_step\": %lld, "
            "\"warmup\": %lld, \"seed\": %llu, ",
            (long long)cfg->batch, r->accumulate > 1 ? r->accumulate : 1,
-           (long long)(r->micro_batch ? r->micro_batch : cfg->batch), (long long)r->steps_run, (long long)r->start_step, (long long)cfg->warmup,
+           (long long)(r->micro_batch ? r->micro_batch : cfg->batch), (long long)r->steps_run, (long long)r->start_step,
+           (long long)r->warmup_excluded,
            (unsigned long long)cfg->seed);
     clremat_json_optimizer(f, &r->opt);
     fprintf(f, ",\n \"losses\": [");

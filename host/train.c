@@ -78,6 +78,7 @@ static void timing_stats(clremat_train_result *r, int64_t warmup)
         warmup = 0;
         n = r->steps_run;
     }
+    r->warmup_excluded = warmup;
     if (n <= 0 || !(v = malloc(sizeof(double) * (size_t)n))) {
         r->median_ms = r->p10_ms = r->p90_ms = r->min_ms = r->max_ms = NAN;
         return;

@@ -65,6 +65,8 @@ typedef struct clremat_train_result {
     float *losses;                  /**< per step (steps_run) */
     double *step_ms;                /**< per step wall time, ms */
     double median_ms, p10_ms, p90_ms, min_ms, max_ms;
+    int64_t warmup_excluded;        /**< steps left out of those statistics: the warm-up asked for, or 0
+                                         when the run was no longer than it (every step then timed) */
     float final_loss;               /**< last training step's loss */
     float val_loss, val_accuracy;   /**< accuracy is NaN for regression */
     uint64_t predicted_peak, measured_peak;     /**< live bytes */

@@ -18,8 +18,12 @@ static void print_summary(const clremat_train_config *cfg, const clremat_train_r
                (long long)r->skipped_steps);
     else if (r->precision != CLREMAT_PREC_FLOAT32)
         printf("precision    %s\n", clremat_precision_name(r->precision));
-    printf("steps        %lld at batch %lld (%lld warm-up steps excluded from timing)\n", (long long)r->steps_run,
-           (long long)cfg->batch, (long long)cfg->warmup);
+    if (r->warmup_excluded > 0 || cfg->warmup <= 0)
+        printf("steps        %lld at batch %lld (%lld warm-up steps excluded from timing)\n", (long long)r->steps_run,
+               (long long)cfg->batch, (long long)r->warmup_excluded);
+    else /* no more steps than the warm-up: every one is timed */
+        printf("steps        %lld at batch %lld (all timed: no more than the %lld warm-up steps)\n",
+               (long long)r->steps_run, (long long)cfg->batch, (long long)cfg->warmup);
     if (r->accumulate > 1)
         printf("accumulate   %d micro-batches of %lld a step (gradients summed, one update; the plan and the\n"
                "             peak are one micro-batch's, with the %llu-byte accumulation buffer in the fixed bytes)\n",
