@@ -317,27 +317,41 @@ END_TEST
  * value: the import is refused naming the file, the field and the value
  * (once, a learning rate of -1 or 0 was taken as "not given" and the run
  * trained at the default rate). */
-static void bad_optimizer(const char *key, json_t *value, const char *want)
+/* seq_mlp.keras's config.json, parsed. */
+static json_t *seq_mlp_config(void)
 {
-    char path[2300], tmp[] = "/tmp/clremat_keras_opt_XXXXXX.json";
+    char path[2300];
     unsigned char *cfg;
     size_t n;
     json_t *root;
-    clremat_keras_model km;
-    int fd;
     snprintf(path, sizeof path, "%s/seq_mlp.keras", fixture_dir());
     ck_assert_int_eq(clremat_keras_zip_member(path, "config.json", &cfg, &n), CLREMAT_OK);
     root = json_loads((char *)cfg, 0, NULL);
     free(cfg);
     ck_assert_ptr_nonnull(root);
-    json_object_set_new(json_object_get(json_object_get(json_object_get(root, "compile_config"), "optimizer"),
-                                        "config"),
-                        key, value);
-    fd = mkstemps(tmp, 5);
+    return root;
+}
+
+/* Writes root to a new file named from the mkstemps pattern tmp (".json"
+ * suffix) and releases it. */
+static void dump_config(json_t *root, char *tmp)
+{
+    int fd = mkstemps(tmp, 5);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(json_dumpfd(root, fd, 0), 0);
     close(fd);
     json_decref(root);
+}
+
+static void bad_optimizer(const char *key, json_t *value, const char *want)
+{
+    char tmp[] = "/tmp/clremat_keras_opt_XXXXXX.json";
+    json_t *root = seq_mlp_config();
+    clremat_keras_model km;
+    json_object_set_new(json_object_get(json_object_get(json_object_get(root, "compile_config"), "optimizer"),
+                                        "config"),
+                        key, value);
+    dump_config(root, tmp);
     ck_assert_int_eq(clremat_keras_read(tmp, NULL, NULL, &km), CLREMAT_ERR_PARSE);
     ck_assert_msg(strstr(clremat_last_error(), tmp) && strstr(clremat_last_error(), want), "%s: %s", key,
                   clremat_last_error());
@@ -363,23 +377,10 @@ static void drop_compile(json_t *root) { json_object_del(root, "compile_config")
  * bare. */
 static void seq_mlp_json(char *tmp, int bare)
 {
-    char path[2300];
-    unsigned char *cfg;
-    size_t n;
-    json_t *root;
-    int fd;
-    snprintf(path, sizeof path, "%s/seq_mlp.keras", fixture_dir());
-    ck_assert_int_eq(clremat_keras_zip_member(path, "config.json", &cfg, &n), CLREMAT_OK);
-    root = json_loads((char *)cfg, 0, NULL);
-    free(cfg);
-    ck_assert_ptr_nonnull(root);
+    json_t *root = seq_mlp_config();
     if (bare)
         drop_compile(root);
-    fd = mkstemps(tmp, 5);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(json_dumpfd(root, fd, 0), 0);
-    close(fd);
-    json_decref(root);
+    dump_config(root, tmp);
 }
 
 /* --loss and --weights are refused wherever they would be ignored or not do
