@@ -543,23 +543,32 @@ START_TEST(test_file_size_limit)
 }
 END_TEST
 
-/* PoCL lists no device when it cannot create its kernel cache: the error
- * says so and where, not only "install an OpenCL implementation". (Only
- * where PoCL is installed and no other runtime answers instead.) */
+/* PoCL lists no device when it cannot create its kernel cache: the listing
+ * and the error say so and where, not only "install an OpenCL
+ * implementation"; an empty POCL_CACHE_DIR (PoCL 3.1 aborted the process on
+ * it) is no crash. `devices` compiles nothing, so it is quick whatever
+ * runtime answers; `train` runs with Mesa's rusticl off (without a cache
+ * folder it would compile every kernel from scratch). Where PoCL is not
+ * installed, or another runtime answers, the message part does not apply. */
 START_TEST(test_unwritable_pocl_cache)
 {
-    char args[2048];
-    int rc;
+    static const char *const env = "HOME=/dev/null XDG_CACHE_HOME= POCL_CACHE_DIR= CLREMAT_DEVICE=";
+    const int pocl = access("/etc/OpenCL/vendors/pocl.icd", F_OK) == 0;
+    char args[2048], env2[256];
+    int rc = run(env, "devices", out, sizeof out, err, sizeof err, NULL);
+    ck_assert_msg(rc == 0, "devices: exit %d (128+N: signal N): %s", rc, err);
+    if (pocl && strstr(out, "no OpenCL devices found"))
+        ck_assert_msg(strstr(out, "PoCL is installed but cannot create its kernel cache in /dev/null/.cache/pocl") &&
+                          strstr(out, "POCL_CACHE_DIR"),
+                      "%s", out);
+    snprintf(env2, sizeof env2, "%s RUSTICL_ENABLE=", env);
     snprintf(args, sizeof args, "train %s --steps 1 --quiet", model());
-    /* POCL_CACHE_DIR set but empty: PoCL 3.1 aborted the process on it */
-    rc = run("HOME=/dev/null XDG_CACHE_HOME= POCL_CACHE_DIR= CLREMAT_DEVICE=", args, out, sizeof out, err,
-             sizeof err, NULL);
-    ck_assert_msg(rc == 0 || rc == 1, "exit %d (128+N: signal N): %s", rc, err);
-    if (rc == 0 || access("/etc/OpenCL/vendors/pocl.icd", F_OK) != 0 || !strstr(err, "no OpenCL device found")) {
-        fprintf(stderr, "another runtime answered without a cache folder (exit %d): not applicable\n", rc);
+    rc = run(env2, args, out, sizeof out, err, sizeof err, NULL);
+    ck_assert_msg(rc == 0 || rc == 1, "train: exit %d (124: timed out; 128+N: signal N): %s", rc, err);
+    if (rc == 0 || !pocl || !strstr(err, "no OpenCL device found")) {
+        fprintf(stderr, "another runtime answered without a cache folder (exit %d): the message is not checked\n", rc);
         return;
     }
-    ck_assert_int_eq(rc, 1);
     ck_assert_msg(strstr(err, "PoCL is installed but cannot create its kernel cache in /dev/null/.cache/pocl") &&
                       strstr(err, "POCL_CACHE_DIR"),
                   "%s", err);
