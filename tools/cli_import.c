@@ -110,10 +110,7 @@ int cli_import_keras(int argc, char **argv)
         if (clremat_paths_distinct(paths, sizeof paths / sizeof paths[0]) != CLREMAT_OK)
             return cli_error("%s", clremat_last_error());
     }
-    if (weights && clremat_keras_is_legacy(model))
-        return cli_error("--weights %s: %s is a legacy .h5 model, which holds its own weights", weights, model);
-    if (weights && strlen(model) > 6 && !strcmp(model + strlen(model) - 6, ".keras"))
-        return cli_error("--weights %s: %s is a Keras archive (.keras), which holds its own weights", weights, model);
+    /* --weights with a .keras or legacy .h5 model: clremat_keras_read refuses it */
     if ((st = clremat_keras_read(model, weights, loss, &km)))
         return cli_error("%s", clremat_last_error());
     /* the model must load as clremat reads it; the text is written only then */

@@ -56,17 +56,16 @@ done:
 }
 
 /* The options given with --pareto that it would ignore (the sweep plans
- * every budget on the whole model itself), as "--a, --b" in buf; "" if none. */
+ * every budget on the whole model itself), as "--a, --b" in buf; "" if none.
+ * (--offload and --memory-trace with --pareto the parser refuses already.) */
 static const char *pareto_ignored(const cli_plan_opts *o, char *buf, size_t len)
 {
     const struct {
         int given;
         const char *name;
     } opts[] = {
-        {o->remat_given, "--remat"},   {o->memory_limit != 0, "--memory-limit"},
-        {o->device != NULL, "--device"},                 {o->overlap, "--overlap"},
-        {o->actions, "--actions"},                       {o->gemm != NULL, "--gemm"},
-        {o->offload != NULL, "--offload"},               {o->memory_trace != NULL, "--memory-trace"},
+        {o->remat_given, "--remat"}, {o->memory_limit != 0, "--memory-limit"}, {o->device != NULL, "--device"},
+        {o->overlap, "--overlap"},   {o->actions, "--actions"},                 {o->gemm != NULL, "--gemm"},
     };
     size_t off = 0;
     buf[0] = 0;
