@@ -281,7 +281,13 @@ CLREMAT_DEFINE_EXP(clremat_gexp8, float8, int8)
  * GELU (tanh form) is computed as x / (1 + exp(-2u)), u = sqrt(2/pi) (x +
  * 0.044715 x^3), which is 0.5 x (1 + tanh(u)) exactly in real arithmetic,
  * with GEXP (CLREMAT_DEFINE_EXP above) for exp: no tanh, every operation
- * vectorizes. */
+ * vectorizes. CLREMAT_GELU_DEN(GEXP, x) is its denominator 1 + exp(-2u),
+ * CLREMAT_GELU_DS(T, x, s) its derivative from s = 1 / that denominator:
+ * written once, for the activation, its derivative and the two together
+ * (gc_dact_act), which must agree bit for bit. */
+#define CLREMAT_GELU_DEN(GEXP, x) (1.0f + GEXP(CLREMAT_GELU_M2K * CLREMAT_FMA(CLREMAT_GELU_C * (x) * (x), (x), (x))))
+#define CLREMAT_GELU_DS(T, x, s)                                                                        \
+    CLREMAT_FMA(-(CLREMAT_GELU_M2K * (x) * (s) * (1.0f - (s))), CLREMAT_FMA(3.0f * CLREMAT_GELU_C * (x), (x), (T)(1.0f)), (s))
 #define CLREMAT_DEFINE_ACT(NAME, T, GEXP)                                                               \
     T NAME(const int act, const T x)                                                                    \
     {                                                                                                   \
@@ -289,7 +295,7 @@ CLREMAT_DEFINE_EXP(clremat_gexp8, float8, int8)
         case CLREMAT_ACT_RELU:                                                                          \
             return select((T)0.0f, x, x > 0.0f);                                                        \
         case CLREMAT_ACT_GELU_TANH:                                                                     \
-            return x / (1.0f + GEXP(CLREMAT_GELU_M2K * CLREMAT_FMA(CLREMAT_GELU_C * x * x, x, x)));     \
+            return x / CLREMAT_GELU_DEN(GEXP, x);                                                       \
         case CLREMAT_ACT_GELU_EXACT:                                                                    \
             return 0.5f * x * (1.0f + erf(x * CLREMAT_INV_SQRT2));                                      \
         case CLREMAT_ACT_TANH:                                                                          \
@@ -310,9 +316,8 @@ CLREMAT_DEFINE_EXP(clremat_gexp8, float8, int8)
         case CLREMAT_ACT_RELU:                                                                          \
             return select((T)0.0f, (T)1.0f, x > 0.0f);                                                  \
         case CLREMAT_ACT_GELU_TANH: {                                                                   \
-            const T s = 1.0f / (1.0f + GEXP(CLREMAT_GELU_M2K * CLREMAT_FMA(CLREMAT_GELU_C * x * x, x, x))); \
-            return CLREMAT_FMA(-(CLREMAT_GELU_M2K * x * s * (1.0f - s)),                                \
-                               CLREMAT_FMA(3.0f * CLREMAT_GELU_C * x, x, (T)(1.0f)), s);                \
+            const T s = 1.0f / CLREMAT_GELU_DEN(GEXP, x);                                               \
+            return CLREMAT_GELU_DS(T, x, s);                                                            \
         }                                                                                               \
         case CLREMAT_ACT_GELU_EXACT:                                                                    \
             return 0.5f * (1.0f + erf(x * CLREMAT_INV_SQRT2)) + x * CLREMAT_INV_SQRT_2PI * exp(-0.5f * x * x); \
@@ -1084,6 +1089,23 @@ gc_vec gc_dact(const int act, const gc_vec x)
 #endif
 }
 
+/* act'(x), returned, and act(x), in *a, of a gc_vec: gc_dact's and
+ * gc_act_pack's bits. GELU (tanh form) sixteen wide computes its
+ * denominator once for both (one exp instead of two); anything else
+ * calls the two. */
+gc_vec gc_dact_act(const int act, const gc_vec x, gc_vec *a)
+{
+#if GC_VW == 16
+    if (act == CLREMAT_ACT_GELU_TANH) {
+        const float16 d = CLREMAT_GELU_DEN(gc_gexp16, x), s = 1.0f / d;
+        *a = x / d;
+        return CLREMAT_GELU_DS(float16, x, s);
+    }
+#endif
+    *a = gc_act_pack(act, x);
+    return gc_dact(act, x);
+}
+
 /* y = act(x): clremat_act_fwd8's floats, CLREMAT_EW per work-item. */
 __kernel void clremat_act_fwdw(const int n, const int act, __global const float *x, __global float *y)
 {
@@ -1737,7 +1759,9 @@ void gc_pack_b(__local float *Bp, __global const float *B, const int tB, const l
  * comment. epi: 0 plain; 1 last k-block applies bias (use_bias) and act;
  * 3 last k-block multiplies C by act'(X), X at out in C's layout (an
  * activation's backward fused into the GEMM that produces its incoming
- * gradient: clremat_act_bwdw's bits); 2 the optimizer update
+ * gradient: clremat_act_bwdw's bits); 4 as 3, and X becomes act(X) in
+ * place (the activation's output recomputed where its pre-activation is
+ * read for the last time; the forward's bits); 2 the optimizer update
  * (clremat_opt8, kind okind, hyperparameters hp):
  * the product is a parameter's gradient, which is not stored: C is the
  * parameter, out its first optimizer state, s1 its second; the host
@@ -1858,10 +1882,19 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                             v0 = v0 + beta * gc_vload(0, cr);
                             v1 = v1 + beta * gc_vload(1, cr);
                         }
-                        if (last && epi == 3) {
-                            __global const float *xr = out + (long)(mrow + r) * ldc + ncol;
-                            gc_vstore(v0 * gc_dact(act, gc_vload(0, xr)), 0, cr);
-                            gc_vstore(v1 * gc_dact(act, gc_vload(1, xr)), 1, cr);
+                        if (last && epi >= 3) {
+                            __global float *xr = out + (long)(mrow + r) * ldc + ncol;
+                            const gc_vec x0 = gc_vload(0, xr), x1 = gc_vload(1, xr);
+                            if (epi == 4) { /* X becomes act(X): the forward's bits (gc_dact_act) */
+                                gc_vec a0, a1;
+                                gc_vstore(v0 * gc_dact_act(act, x0, &a0), 0, cr);
+                                gc_vstore(v1 * gc_dact_act(act, x1, &a1), 1, cr);
+                                gc_vstore(a0, 0, xr);
+                                gc_vstore(a1, 1, xr);
+                                continue;
+                            }
+                            gc_vstore(v0 * gc_dact(act, x0), 0, cr);
+                            gc_vstore(v1 * gc_dact(act, x1), 1, cr);
                             continue;
                         }
                         if (last && epi && use_bias) {
@@ -1911,8 +1944,11 @@ void clremat_gemm_cpu(const int tA, const int tB, const int M, const int N, cons
                                 v = C[ci] + v;
                             else if (beta != 0.0f)
                                 v = v + beta * C[ci];
-                            if (last && epi == 3) {
-                                C[ci] = v * clremat_dact1(act, out[ci]);
+                            if (last && epi >= 3) {
+                                const float x = out[ci];
+                                C[ci] = v * clremat_dact1(act, x);
+                                if (epi == 4)
+                                    out[ci] = clremat_act1(act, x);
                                 continue;
                             }
                             if (last && fC) {

@@ -1,26 +1,53 @@
 /* elementwise.c: the elementwise operations the executor uses directly:
  * in-place add (gradient accumulation) and counting non-finite values
  * (NaN/Inf detection on losses, activations and gradients); and the
- * activation backward every layer with an activation launches. */
+ * activation forward and backward passes layers launch on their own. */
 #include "layers.h"
 #include "kernel_run.h"
+
+/* An elementwise launch's count n as a kernel's int: CLREMAT_ERR_TOO_LARGE
+ * naming what past 2^31 - 1 elements. */
+static int ew_count(clremat_ctx *ctx, const char *what, int64_t n, cl_int *in)
+{
+    if (n > 2147483647)
+        return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "%s: %lld elements exceed the 2^31 limit", what,
+                            (long long)n);
+    *in = (cl_int)n;
+    return CLREMAT_OK;
+}
 
 int clremat_op_act_backward(clremat_ctx *ctx, int act, int64_t n, const clremat_buf *x, const clremat_buf *dy,
                             clremat_buf *dx, int acc)
 {
-    cl_int in = (cl_int)n, iact = act, iacc = acc ? 1 : 0;
+    cl_int in, iact = act, iacc = acc ? 1 : 0;
     cl_mem mx, mdy, mdx;
+    int st;
     if (n <= 0)
         return CLREMAT_OK;
-    if (n > 2147483647)
-        return clremat_fail(ctx, CLREMAT_ERR_TOO_LARGE, "activation backward: %lld elements exceed the 2^31 limit",
-                            (long long)n);
+    if ((st = ew_count(ctx, "activation backward", n, &in)) != CLREMAT_OK)
+        return st;
     mx = clremat_mem(x);
     mdy = clremat_mem(dy);
     mdx = clremat_mem(dx);
     return clremat_run1d(ctx, clremat_ew_name(ctx, act, "clremat_act_bwdw", "clremat_act_bwd8"),
                          clremat_ew_items(ctx, act, n), sizeof in, &in, sizeof iact, &iact, sizeof iacc, &iacc,
                          sizeof mx, &mx, sizeof mdy, &mdy, sizeof mdx, &mdx, (size_t)0);
+}
+
+int clremat_op_act_forward(clremat_ctx *ctx, int act, int64_t n, const clremat_buf *x, clremat_buf *y)
+{
+    cl_int in, iact = act;
+    cl_mem mx, my;
+    int st;
+    if (n <= 0)
+        return CLREMAT_OK;
+    if ((st = ew_count(ctx, "activation", n, &in)) != CLREMAT_OK)
+        return st;
+    mx = clremat_mem(x);
+    my = clremat_mem(y);
+    return clremat_run1d(ctx, clremat_ew_name(ctx, act, "clremat_act_fwdw", "clremat_act_fwd8"),
+                         clremat_ew_items(ctx, act, n), sizeof in, &in, sizeof iact, &iact, sizeof mx, &mx,
+                         sizeof my, &my, (size_t)0);
 }
 
 int clremat_op_add_inplace(clremat_ctx *ctx, clremat_buf *dst, const clremat_buf *src, int64_t n)

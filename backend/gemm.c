@@ -60,16 +60,18 @@ int clremat_gemm_acta(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
 }
 
 int clremat_gemm_dact(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, const clremat_buf *A,
-                      int64_t lda, const clremat_buf *B, int64_t ldb, clremat_buf *C, int act, const clremat_buf *X)
+                      int64_t lda, const clremat_buf *B, int64_t ldb, clremat_buf *C, int act, clremat_buf *X,
+                      int store_act)
 {
     int st;
     if (clremat_gemm_resolve(ctx) == CLREMAT_GEMM_NATIVE)
-        return clremat_gemm_dact_native(ctx, tA, tB, M, N, K, A, lda, B, ldb, C, act, X);
+        return clremat_gemm_dact_native(ctx, tA, tB, M, N, K, A, lda, B, ldb, C, act, X, store_act);
     if ((st = clremat_gemm(ctx, tA, tB, M, N, K, 1.0f, A, 0, lda, 0, B, 0, ldb, 0, 0.0f, C, 0, N, 0, 1)) !=
             CLREMAT_OK ||
-        (st = clremat_check_buf(ctx, "gemm dact", "pre-activation", X, M * N)) != CLREMAT_OK)
+        (st = clremat_check_buf(ctx, "gemm dact", "pre-activation", X, M * N)) != CLREMAT_OK ||
+        (st = clremat_op_act_backward(ctx, act, M * N, X, C, C, 0)) != CLREMAT_OK)
         return st;
-    return clremat_op_act_backward(ctx, act, M * N, X, C, C, 0);
+    return store_act ? clremat_op_act_forward(ctx, act, M * N, X, X) : CLREMAT_OK;
 }
 
 int clremat_gemm_fmt(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, float alpha,

@@ -87,15 +87,20 @@ int clremat_gemm_acta(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, in
  * whose consumer is a dense layer with an activation). On the native path
  * the GEMM's last k-block multiplies before storing; elsewhere the GEMM
  * and then the activation-backward kernel, in place. Either way the bits
- * of the plain GEMM followed by clremat_act_bwdw (the unfused backward). */
+ * of the plain GEMM followed by clremat_act_bwdw (the unfused backward).
+ * store_act != 0: X also becomes act(X) in place, with the forward's bits
+ * (in the same epilogue on the native path, else clremat_op_act_forward
+ * after): the activation's output recomputed where its pre-activation is
+ * read for the last time, for a later product to read as it is. */
 int clremat_gemm_dact(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, const clremat_buf *A,
-                      int64_t lda, const clremat_buf *B, int64_t ldb, clremat_buf *C, int act, const clremat_buf *X);
+                      int64_t lda, const clremat_buf *B, int64_t ldb, clremat_buf *C, int act, clremat_buf *X,
+                      int store_act);
 
 /** clremat_gemm_dact's fused launch on the native path, whatever the
  * context's path. */
 int clremat_gemm_dact_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K,
                              const clremat_buf *A, int64_t lda, const clremat_buf *B, int64_t ldb, clremat_buf *C,
-                             int act, const clremat_buf *X);
+                             int act, clremat_buf *X, int store_act);
 
 /** clremat_gemm_acta on the native path, whatever the context's path. */
 int clremat_gemm_acta_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K, int actA,

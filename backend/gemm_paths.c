@@ -430,7 +430,7 @@ int clremat_gemm_acta_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_
 
 int clremat_gemm_dact_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_t N, int64_t K,
                              const clremat_buf *A, int64_t lda, const clremat_buf *B, int64_t ldb, clremat_buf *C,
-                             int act, const clremat_buf *X)
+                             int act, clremat_buf *X, int store_act)
 {
     int st = check_args(ctx, tA, tB, M, N, K, A, 0, lda, 0, B, 0, ldb, 0, C, 0, N, 0, 1);
     if (st != CLREMAT_OK || M == 0 || N == 0)
@@ -439,9 +439,10 @@ int clremat_gemm_dact_native(clremat_ctx *ctx, int tA, int tB, int64_t M, int64_
         return clremat_fail(ctx, CLREMAT_ERR_INTERNAL, "gemm dact: no activation to differentiate");
     if ((st = clremat_check_buf(ctx, "gemm dact", "pre-activation", X, M * N)) != CLREMAT_OK)
         return st;
-    /* epi 3 reads X through the kernel's out argument (in C's layout) */
-    return run_native(ctx, tA, tB, M, N, K, 1.0f, A, 0, lda, 0, B, 0, ldb, 0, 0.0f, C, 0, N, 0, 1, 3, NULL, act,
-                      (clremat_buf *)X, NULL, NULL, 0, 0, NULL);
+    /* epi 3 reads X through the kernel's out argument (in C's layout);
+     * epi 4 also writes act(X) there */
+    return run_native(ctx, tA, tB, M, N, K, 1.0f, A, 0, lda, 0, B, 0, ldb, 0, 0.0f, C, 0, N, 0, 1,
+                      store_act ? 4 : 3, NULL, act, X, NULL, NULL, 0, 0, NULL);
 }
 
 /* ---- 16-bit operands and results on the native path (gemm16.h) ---- */

@@ -9,7 +9,9 @@
  * Where the layer feeding x is a dense layer with an activation and this
  * is its only consumer (the executor sets din_act), dx comes out already
  * multiplied by that activation's derivative, and that layer's backward
- * skips its own pass (dout_is_dz). */
+ * skips its own pass (dout_is_dz). Where x itself was discarded (in_act:
+ * in[0] holds that layer's pre-activation), the same epilogue writes x =
+ * act(pre) over pre, the last read of pre, and dW reads x as it is. */
 #include "layer_impl.h"
 #include "colsum.h"
 #include "kernel_run.h"
@@ -88,8 +90,6 @@ static int dense_recompute(clremat_layer_call *c)
     const clremat_layer *L = &c->g->layers[c->layer];
     int64_t rows, in, units;
     int st = dense_dims(c->ctx, L, c->batch, &rows, &in, &units);
-    cl_int n, act = (cl_int)L->act;
-    cl_mem mp, mo;
     if (st != CLREMAT_OK)
         return st;
     if (L->act == CLREMAT_ACT_NONE)
@@ -97,16 +97,24 @@ static int dense_recompute(clremat_layer_call *c)
     if ((st = clremat_check_buf(c->ctx, L->name, "preact", c->slot[1], rows * units)) != CLREMAT_OK ||
         (st = clremat_check_buf(c->ctx, L->name, "out", c->slot[0], rows * units)) != CLREMAT_OK)
         return st;
-    n = (cl_int)(rows * units);
-    mp = clremat_mem(c->slot[1]);
-    mo = clremat_mem(c->slot[0]);
-    return clremat_run1d(c->ctx, clremat_ew_name(c->ctx, act, "clremat_act_fwdw", "clremat_act_fwd8"),
-                         clremat_ew_items(c->ctx, act, rows * units), sizeof n, &n, sizeof act, &act, sizeof mp, &mp,
-                         sizeof mo, &mo, (size_t)0);
+    return clremat_op_act_forward(c->ctx, (int)L->act, rows * units, c->slot[1], c->slot[0]);
+}
+
+/* Whether x's activation is recomputed in the input gradient's epilogue:
+ * x is act(pre) of the layer before, discarded after the forward (in_act:
+ * in[0] holds pre), and this backward applies that activation's backward
+ * (din_act) on the same pre, its last reader: the epilogue that reads pre
+ * for act'(pre) writes act(pre) over it, and dW = x^T dZ then reads x as
+ * it is (one evaluation sharing the derivative's loads, instead of another
+ * while packing dW's operand). */
+static int dense_act_in_dx(const clremat_layer_call *c)
+{
+    return c->din[0] && c->din_act[0] && c->in_act[0] == c->din_act[0] && c->in[0] == c->din_pre[0];
 }
 
 /* dx = dZ W^T; with din_act, times act'(din_pre) of the dense layer
- * feeding x (its activation's backward, fused: clremat_gemm_dact). */
+ * feeding x (its activation's backward, fused: clremat_gemm_dact), and
+ * with dense_act_in_dx, in[0] = act(in[0]) too. */
 static int dense_input_grad(clremat_layer_call *c, int64_t rows, int64_t in, int64_t units)
 {
     if (c->din_act[0]) {
@@ -114,7 +122,7 @@ static int dense_input_grad(clremat_layer_call *c, int64_t rows, int64_t in, int
             return clremat_fail(c->ctx, CLREMAT_ERR_INTERNAL, "dense layer %s: a fused activation gradient into "
                                 "an accumulated input gradient", c->g->layers[c->layer].name);
         return clremat_gemm_dact(c->ctx, 0, 1, rows, in, units, c->dout, units, c->param[0], units, c->din[0],
-                                 c->din_act[0], c->din_pre[0]);
+                                 c->din_act[0], c->din_pre[0], dense_act_in_dx(c));
     }
     return clremat_gemm(c->ctx, 0, 1, rows, in, units, 1.0f, c->dout, 0, units, 0, c->param[0], 0, units, 0,
                         c->din_accumulate[0] ? 1.0f : 0.0f, c->din[0], 0, in, 0, 1);
@@ -124,6 +132,11 @@ static int dense_backward(clremat_layer_call *c)
 {
     const clremat_layer *L = &c->g->layers[c->layer];
     const int has_act = L->act != CLREMAT_ACT_NONE;
+    /* dx first where its epilogue recomputes x for dW (dense_act_in_dx) or
+     * where the fused update then changes W; x's activation in dW's
+     * packing unless dx's epilogue computed x */
+    const int dx_first = c->fuse_update || dense_act_in_dx(c);
+    const int actA = dense_act_in_dx(c) ? 0 : c->in_act[0];
     int64_t rows, in, units;
     int st = dense_dims(c->ctx, L, c->batch, &rows, &in, &units);
     if (st != CLREMAT_OK)
@@ -143,18 +156,17 @@ static int dense_backward(clremat_layer_call *c)
         (st = clremat_op_act_backward(c->ctx, (int)L->act, rows * units, c->slot[1], c->dout, c->dout, 0)) !=
             CLREMAT_OK)
         return st;
+    if (dx_first && c->din[0] && (st = dense_input_grad(c, rows, in, units)) != CLREMAT_OK)
+        return st;
     if (c->fuse_update) {
         const clremat_fused_call *f = c->fused;
-        /* dx first: it reads W, which the update then changes */
-        if (c->din[0] && (st = dense_input_grad(c, rows, in, units)) != CLREMAT_OK)
-            return st;
         if (!f || (c->fuse_update & ~(L->use_bias ? 3u : 1u)))
             return clremat_fail(c->ctx, CLREMAT_ERR_INTERNAL, "dense layer %s: fused update without its states",
                                 L->name);
         if ((c->fuse_update & 1u) &&
             (st = clremat_check_buf(c->ctx, L->name, "input", c->in[0], rows * in)) == CLREMAT_OK)
             st = clremat_gemm_update(c->ctx, 1, 0, in, units, rows, c->in[0], in, c->dout, units, c->param[0],
-                                     f->state[0], f->state[1], f->opt.kind, f->opt.hp, c->in_act[0]);
+                                     f->state[0], f->state[1], f->opt.kind, f->opt.hp, actA);
         if (st != CLREMAT_OK)
             return st;
         if (c->fuse_update & 2u)
@@ -162,11 +174,11 @@ static int dense_backward(clremat_layer_call *c)
         if (st != CLREMAT_OK)
             return st;
     }
-    if (c->grad[0] && c->in_act[0] && /* x = act(pre) of the layer before, applied while packing */
-        (st = clremat_gemm_acta(c->ctx, 1, 0, in, units, rows, c->in_act[0], c->in[0], in, c->dout, units,
-                                c->grad[0])) != CLREMAT_OK)
+    if (c->grad[0] && actA && /* x = act(pre) of the layer before, applied while packing */
+        (st = clremat_gemm_acta(c->ctx, 1, 0, in, units, rows, actA, c->in[0], in, c->dout, units, c->grad[0])) !=
+            CLREMAT_OK)
         return st;
-    if (c->grad[0] && !c->in_act[0] &&
+    if (c->grad[0] && !actA &&
         (st = clremat_gemm(c->ctx, 1, 0, in, units, rows, 1.0f, c->in[0], 0, in, 0, c->dout, 0, units, 0, 0.0f,
                            c->grad[0], 0, units, 0, 1)) != CLREMAT_OK)
         return st;
@@ -174,7 +186,7 @@ static int dense_backward(clremat_layer_call *c)
         (st = clremat_colsum(c->ctx, L->name, rows, units, units, 0, c->dout, CLREMAT_FMT_F32, c->grad[1])) !=
             CLREMAT_OK)
         return st;
-    if (c->din[0] && !c->fuse_update)
+    if (c->din[0] && !dx_first)
         st = dense_input_grad(c, rows, in, units);
     return st;
 }

@@ -80,9 +80,11 @@ typedef struct clremat_layer_call {
      * output's only consumer, and din[i] is written already multiplied by
      * act'(din_pre[i]) (its pre-activation; din_accumulate[i] is 0), the
      * first step of that layer's backward (which then gets dout_is_dz).
-     * Only layers whose backward supports it get it (dense, float32). */
+     * Only layers whose backward supports it get it (dense, float32).
+     * Where din_pre[i] is also in[i] (in_act[i], the same activation), the
+     * backward may overwrite it with act(din_pre[i]) (its last reader). */
     int din_act[CLREMAT_MAX_INPUTS];
-    const clremat_buf *din_pre[CLREMAT_MAX_INPUTS];
+    clremat_buf *din_pre[CLREMAT_MAX_INPUTS];
     /** Backward: dout already holds dZ = dout * act'(pre) (the consuming
      * layer's backward multiplied it: din_act): skip that step. */
     int dout_is_dz;
@@ -138,6 +140,12 @@ int clremat_op_add_inplace(clremat_ctx *ctx, clremat_buf *dst, const clremat_buf
  * wide). Fails naming n past 2^31 - 1 elements. */
 int clremat_op_act_backward(clremat_ctx *ctx, int act, int64_t n, const clremat_buf *x, const clremat_buf *dy,
                             clremat_buf *dx, int acc);
+
+/** y = act(x), n floats, y may be x (in place): an activation recomputed
+ * as a pass, through clremat_act_fwdw (clremat_act_fwd8 where the device is
+ * not 16 lanes wide), the bits of the forward's activation. Fails naming n
+ * past 2^31 - 1 elements. */
+int clremat_op_act_forward(clremat_ctx *ctx, int act, int64_t n, const clremat_buf *x, clremat_buf *y);
 
 /** dst = src (acc 0) or dst += src (acc != 0), n floats: gradient
  * accumulation over micro-batches. */

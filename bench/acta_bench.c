@@ -10,9 +10,16 @@
  *   upd_act the fused SGD update with act applied while packing A
  *   pass    one act pass over A alone (clremat_act_fwd8 on M x K floats):
  *           what a separate recomputation would cost
+ *   dact    C = (op(A) op(B)) * act'(X), X M x N: an activation's backward
+ *           in the epilogue (clremat_gemm_dact_native)
+ *   dact_act the same, and X = act(X) in place (store_act: the activations
+ *           mode's recomputation where dense's input gradient reads the
+ *           pre-activation for the last time)
  * Usage: acta_bench [--device SEL] [--reps N] [--act NAME] SHAPE...
  * Prints one line per shape: median ms of each, and the overheads
- * acta - plain and upd_act - upd in ms and as a ratio to pass. */
+ * acta - plain, upd_act - upd and dact_act - dact in ms and as a ratio to
+ * pass (a pass over M x K floats: for dact_act, whose activation runs on
+ * M x N, the MLP's dx shape 256x1024x1024:nt has M x N = M x K). */
 #include "bench_util.h"
 #include "backend.h"
 #include "gemm.h"
@@ -23,7 +30,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { T_PLAIN, T_ACTA, T_UPD, T_UPD_ACT, T_PASS, T_COUNT };
+enum { T_PLAIN, T_ACTA, T_UPD, T_UPD_ACT, T_PASS, T_DACT, T_DACT_ACT, T_COUNT };
 
 int main(int argc, char **argv)
 {
@@ -49,13 +56,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "acta_bench: %s\n", clremat_last_error());
         return 1;
     }
-    printf("%-20s %9s %9s %9s %9s %9s %11s %11s\n", "shape", "plain ms", "acta ms", "upd ms", "upd_act", "pass ms",
-           "acta-plain", "upd_act-upd");
+    printf("%-20s %9s %9s %9s %9s %9s %9s %9s %11s %11s %11s\n", "shape", "plain ms", "acta ms", "upd ms", "upd_act",
+           "pass ms", "dact ms", "dact_act", "acta-plain", "upd_act-upd", "dact_a-dact");
     for (int a = first; a < argc; a++) {
         long long M, N, K;
         char tr[3] = "nn";
         int tA, tB, st = CLREMAT_OK, has_upd;
-        clremat_buf *A, *B, *C, *P, *S, *Y;
+        clremat_buf *A, *B, *C, *P, *S, *Y, *X, *X2;
         double *t[T_COUNT], med[T_COUNT];
         const float hp[8] = {0.0f, 0.9f, 0, 0, 0, 1.0f, 1.0f, 0}; /* lr 0: the parameter stays put */
         if (sscanf(argv[a], "%lldx%lldx%lld:%2s", &M, &N, &K, tr) < 3 || M < 1 || N < 1 || K < 1 ||
@@ -72,7 +79,9 @@ int main(int argc, char **argv)
         P = bench_filled(ctx, (size_t)(M * N), 0.25f, -1.5f);
         S = bench_filled(ctx, (size_t)(M * N), 0.25f, -1.5f);
         Y = bench_filled(ctx, (size_t)(M * K), 0.25f, -1.5f);
-        if (!A || !B || !C || !P || !S || !Y) {
+        X = bench_filled(ctx, (size_t)(M * N), 0.25f, -1.5f);
+        X2 = bench_filled(ctx, (size_t)(M * N), 0.25f, -1.5f);
+        if (!A || !B || !C || !P || !S || !Y || !X || !X2) {
             fprintf(stderr, "acta_bench: out of device memory for %s\n", argv[a]);
             return 1;
         }
@@ -92,6 +101,9 @@ int main(int argc, char **argv)
                 else if ((kk == T_UPD || kk == T_UPD_ACT) && has_upd)
                     st = clremat_gemm_update_native(ctx, tA, tB, M, N, K, A, tA ? M : K, B, tB ? K : N, P, S, NULL, 0,
                                                     hp, kk == T_UPD_ACT ? act : 0);
+                else if (kk == T_DACT || kk == T_DACT_ACT) /* X2 becomes act(X2) each time: GELU keeps it bounded */
+                    st = clremat_gemm_dact_native(ctx, tA, tB, M, N, K, A, tA ? M : K, B, tB ? K : N, C, act,
+                                                  kk == T_DACT ? X : X2, kk == T_DACT_ACT);
                 else if (kk == T_PASS)
                     st = clremat_run1d(ctx, "clremat_act_fwd8", (size_t)((M * K + 7) / 8), sizeof n, &n, sizeof iact,
                                        &iact, sizeof mx, &mx, sizeof my, &my, (size_t)0);
@@ -111,11 +123,14 @@ int main(int argc, char **argv)
         }
         if (!has_upd)
             med[T_UPD] = med[T_UPD_ACT] = 0.0 / 0.0;
-        printf("%-20s %9.3f %9.3f %9.3f %9.3f %9.3f %6.3f=%4.1fp %6.3f=%4.1fp\n", argv[a], med[T_PLAIN], med[T_ACTA],
-               med[T_UPD], med[T_UPD_ACT], med[T_PASS], med[T_ACTA] - med[T_PLAIN],
-               (med[T_ACTA] - med[T_PLAIN]) / med[T_PASS], med[T_UPD_ACT] - med[T_UPD],
-               (med[T_UPD_ACT] - med[T_UPD]) / med[T_PASS]);
+        printf("%-20s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %6.3f=%4.1fp %6.3f=%4.1fp %6.3f=%4.1fp\n", argv[a],
+               med[T_PLAIN], med[T_ACTA], med[T_UPD], med[T_UPD_ACT], med[T_PASS], med[T_DACT], med[T_DACT_ACT],
+               med[T_ACTA] - med[T_PLAIN], (med[T_ACTA] - med[T_PLAIN]) / med[T_PASS], med[T_UPD_ACT] - med[T_UPD],
+               (med[T_UPD_ACT] - med[T_UPD]) / med[T_PASS], med[T_DACT_ACT] - med[T_DACT],
+               (med[T_DACT_ACT] - med[T_DACT]) / med[T_PASS]);
         fflush(stdout);
+        clremat_pool_release(ctx->pool, X2);
+        clremat_pool_release(ctx->pool, X);
         clremat_pool_release(ctx->pool, Y);
         clremat_pool_release(ctx->pool, S);
         clremat_pool_release(ctx->pool, P);
@@ -123,8 +138,8 @@ int main(int argc, char **argv)
         clremat_pool_release(ctx->pool, B);
         clremat_pool_release(ctx->pool, A);
     }
-    printf("(median ms over reps; acta-plain and upd_act-upd: the activation's cost inside the GEMM, in ms and in "
-           "separate act passes over A (p))\n");
+    printf("(median ms over reps; acta-plain, upd_act-upd and dact_a-dact: the activation's cost inside the GEMM, "
+           "in ms and in separate act passes over A (p))\n");
     clremat_ctx_destroy(ctx);
     return 0;
 }

@@ -18,8 +18,9 @@ Sections (all by default; --only picks some):
                0.9; PyTorch in channels_last), plus the convolutions' share
                of clremat's step from --profile
   remat        step-time overhead of each remat mode against the recompute
-               FLOPs the planner predicted (bench/remat_pair: paired steps
-               of every mode in one process)
+               FLOPs the planner predicted (bench/remat_pair: the mode's
+               and none's steps in turn in one process, the trainers
+               created in both orders)
   stream       bytes per second of the elementwise and optimizer kernels
                against a STREAM-like copy kernel on the same device
                (bench/stream_bench)
@@ -43,6 +44,7 @@ round so that background load hits both. Nothing here is part of make check.
 """
 import argparse
 import json
+import math
 import os
 import resource
 import tempfile
@@ -429,14 +431,32 @@ def conv_share(model, args, steps):
 PAIR = os.path.join(ROOT, "bench", "remat_pair")
 
 
+def paired_ratio(model, args, pairs, warmup, mode):
+    """step(mode) / step(none) by bench/remat_pair: the two trainers' steps
+    in turn in one process, `pairs` rounds, the median per-round ratio. The
+    trainer created first ran 0.5-1.5% faster than a later one with the same
+    plan (bench/remat_pair.c), so this runs it twice, the trainers created in
+    both orders, and returns the geometric means of the two wall and CPU
+    ratios, with the first run's entries for none and the mode."""
+    runs = []
+    for order in ("forward", "reverse"):
+        out = run([PAIR, "--rounds", str(pairs), "--warmup", str(warmup), "--create", order] + args +
+                  [os.path.join(ROOT, model), mode])
+        runs.append(json.loads(out)["modes"])
+    wall = math.sqrt(runs[0][1]["wall_ratio"] * runs[1][1]["wall_ratio"])
+    cpu = math.sqrt(runs[0][1]["cpu_ratio"] * runs[1][1]["cpu_ratio"])
+    return wall, cpu, runs[0][0], runs[0][1]
+
+
 def remat_section(rounds):
     """Each remat mode's step-time overhead against the recompute FLOP share
-    the planner predicted. bench/remat_pair runs every mode's trainer in one
-    process and alternates their steps (rotating the order), so that the
-    steps compared run within a fraction of a second of each other and load
-    from other processes hits both sides of a pair; it reports the median of
-    the per-round ratios step(mode) / step(none). Here that is repeated
-    `rounds` times (separate processes) and the median taken."""
+    the planner predicted. bench/remat_pair runs the mode's and none's
+    trainers in one process and alternates their steps, so that the steps
+    compared run within a fraction of a second of each other and load from
+    other processes hits both sides of a pair; it reports the median of the
+    per-round ratios step(mode) / step(none). paired_ratio runs it with the
+    trainers created in both orders; that is repeated `rounds` times and the
+    median taken."""
     print("== Remat overhead: measured step-time overhead vs the planner's recompute FLOPs, paired steps in one "
           "process, median of %d runs" % rounds)
     cases = [("models/transformer.json", ["--batch", "32"], 80,
@@ -445,16 +465,18 @@ def remat_section(rounds):
     print("%-18s %-29s %8s %10s %9s %9s %9s %6s %6s" % ("model", "mode", "wall ms", "peak MB", "overhead",
                                                       "cpu over", "predicted", "wall/p", "cpu/p"))
     for model, args, pairs, modes in cases:
-        runs = []
+        runs = {m: [] for m in ["none"] + modes}
         for _ in range(rounds):
-            out = run([PAIR, "--rounds", str(pairs), "--warmup", "3"] + args + [os.path.join(ROOT, model)] + modes)
-            runs.append({m["mode"]: m for m in json.loads(out)["modes"]})
+            for m in modes:
+                wall, cpu, none_entry, entry = paired_ratio(model, args, pairs, 3, m)
+                runs[m].append(dict(entry, wall_ratio=wall, cpu_ratio=cpu))
+                runs["none"].append(none_entry)
         for m in ["none"] + modes:
-            wall = med([r[m]["wall_ms"] for r in runs])
-            over = med([r[m]["wall_ratio"] for r in runs]) - 1.0
-            cover = med([r[m]["cpu_ratio"] for r in runs]) - 1.0
-            pred = runs[0][m]["predicted_share"]
-            peak = runs[0][m]["predicted_peak_bytes"] / 1e6
+            wall = med([r["wall_ms"] for r in runs[m]])
+            over = med([r["wall_ratio"] for r in runs[m]]) - 1.0
+            cover = med([r["cpu_ratio"] for r in runs[m]]) - 1.0
+            pred = runs[m][0]["predicted_share"]
+            peak = runs[m][0]["predicted_peak_bytes"] / 1e6
             r1 = "%.2f" % (over / pred) if pred > 0 else "-"
             r2 = "%.2f" % (cover / pred) if pred > 0 else "-"
             print("%-18s %-29s %8.1f %10.2f %8.1f%% %8.1f%% %8.2f%% %6s %6s" % (
@@ -465,9 +487,10 @@ def remat_section(rounds):
             if m == "full":
                 print("%-18s target: full overhead <= 1.1 x predicted: %s (wall), %s (CPU time) -> %s" %
                       ("", r1, r2, "met" if over / pred <= 1.1 else "NOT met"))
-    print("(overhead = median over runs of the median per-round ratio step(mode) / step(none) - 1, from wall time "
-          "and from the process's CPU time; predicted = recompute FLOPs / FLOPs of the step without remat; "
-          "x/p = overhead / predicted; peak = the planner's predicted live peak of the step)")
+    print("(overhead = median over runs of the median per-round ratio step(mode) / step(none) - 1, each run the "
+          "geometric mean of the ratios with the trainers created in both orders, from wall time and from the "
+          "process's CPU time; predicted = recompute FLOPs / FLOPs of the step without remat; x/p = overhead / "
+          "predicted; peak = the planner's predicted live peak of the step)")
     print()
 
 
@@ -558,19 +581,20 @@ def precision_section(rounds, quick):
               % ("pytorch", med(tc)))
         print("unpaired (separate processes, minutes apart): mixed_float16 %.2f, mixed_bfloat16 %.2f x float32"
               % tuple(med(res[p]["ms"]) / med(f["ms"]) for p in precs[1:3]))
-        # paired: float32 and both mixed precisions stepped in turn in one
-        # process (bench/remat_pair), so load from elsewhere hits all alike
+        # paired: float32 and a mixed precision stepped in turn in one
+        # process (bench/remat_pair, paired_ratio), so load from elsewhere
+        # hits both alike
         pairs = steps * 2
-        runs = []
+        runs = {p: [] for p in ("none@mixed_float16", "none@mixed_bfloat16")}
         for _ in range(rounds):
-            out = run([PAIR, "--rounds", str(pairs), "--warmup", str(warmup)] + args +
-                      [os.path.join(ROOT, model), "none@mixed_float16", "none@mixed_bfloat16"])
-            runs.append(json.loads(out)["modes"])
-        if runs[0][0]["precision"] != "float32":
-            sys.exit("bench: %s is not a float32 model" % model)
-        wall = [med([r[i]["wall_ratio"] for r in runs]) for i in (1, 2)]
-        cpu = [med([r[i]["cpu_ratio"] for r in runs]) for i in (1, 2)]
-        print("paired (steps in turn in one process, %d pairs x %d runs): mixed_float16 %.2f wall / %.2f CPU, "
+            for p in runs:
+                w, c, base, _ = paired_ratio(model, args, pairs, warmup, p)
+                if base["precision"] != "float32":
+                    sys.exit("bench: %s is not a float32 model" % model)
+                runs[p].append((w, c))
+        wall = [med([r[0] for r in runs[p]]) for p in runs]
+        cpu = [med([r[1] for r in runs[p]]) for p in runs]
+        print("paired (steps in turn in one process, %d pairs x %d runs x both creation orders): mixed_float16 %.2f wall / %.2f CPU, "
               "mixed_bfloat16 %.2f wall / %.2f CPU x float32" % (pairs, rounds, wall[0], cpu[0], wall[1], cpu[1]))
         worst = max(wall)
         print("target: mixed no slower than 1.1 x float32 (paired, wall): %.2f -> %s"

@@ -1,7 +1,8 @@
 /* remat_pair.c: measures the step-time overhead of remat modes by paired
  * steps in one process. Usage:
  *   remat_pair [--device SEL] [--gemm PATH] [--batch N] [--optimizer O]
- *              [--rounds R] [--warmup W] MODEL MODE[@PRECISION]...
+ *              [--rounds R] [--warmup W] [--create forward|reverse]
+ *              MODEL MODE[@PRECISION]...
  * One context, one model, one trainer per mode ("none" is added first as the
  * baseline when not given). A mode may name a precision after '@'
  * ("none@mixed_float16": float32 against mixed precision, paired the same
@@ -12,7 +13,14 @@
  * run in it). Because the steps being compared run seconds apart rather
  * than minutes, load from other processes and clock drift hit both sides of
  * a pair alike: the per-round ratio step(mode) / step(none) is what is
- * reported, as its median over rounds. Also printed per mode: the planner's
+ * reported, as its median over rounds. The trainers are created in the
+ * order given ("none" first), or in the reverse order with --create
+ * reverse: on the 2-core PoCL machine the trainer created first ran its
+ * steps 0.5-1.5% faster than a later one with the same plan (measured
+ * 2026-12-05 with two copies of none's plan; the cause, presumably where
+ * its buffers landed, was not pinned down), so bench/bench.py pairs each
+ * mode with none in both orders and takes the geometric mean of the two
+ * ratios. Also printed per mode: the planner's
  * recompute FLOPs and predicted share (recompute FLOPs / FLOPs of the step
  * without remat) and the measured live peak against the prediction.
  * Output: one JSON object on stdout (bench/bench.py reads it). */
@@ -46,14 +54,14 @@ static double cpu_ms(void)
 static void usage(void)
 {
     fprintf(stderr, "usage: remat_pair [--device SEL] [--gemm native|clblast|auto] [--batch N] [--optimizer O]\n"
-                    "                  [--rounds R] [--warmup W] MODEL MODE[@PRECISION]...\n");
+                    "                  [--rounds R] [--warmup W] [--create forward|reverse] MODEL MODE[@PRECISION]...\n");
 }
 
 int main(int argc, char **argv)
 {
     const char *device = NULL, *gemm = "auto", *optimizer = "adam", *modes[MAX_MODES];
     long batch = 32, rounds = 20, warmup = 3;
-    int first = 1, n_modes = 0, st = CLREMAT_OK, rc = 1;
+    int first = 1, n_modes = 0, st = CLREMAT_OK, rc = 1, reverse = 0;
     clremat_ctx *ctx = NULL;
     clremat_graph *g[MAX_MODES] = {0};
     char policy[MAX_MODES][MAX_NAME], precision[MAX_MODES][MAX_NAME];
@@ -79,7 +87,13 @@ int main(int argc, char **argv)
             rounds = atol(v);
         else if (strcmp(k, "--warmup") == 0)
             warmup = atol(v);
-        else {
+        else if (strcmp(k, "--create") == 0) {
+            if (strcmp(v, "forward") != 0 && strcmp(v, "reverse") != 0) {
+                fprintf(stderr, "remat_pair: --create takes forward or reverse, not '%s'\n", v);
+                return 2;
+            }
+            reverse = strcmp(v, "reverse") == 0;
+        } else {
             fprintf(stderr, "remat_pair: unknown option %s\n", k);
             usage();
             return 2;
@@ -136,7 +150,8 @@ int main(int argc, char **argv)
         st = clremat_set_error(CLREMAT_ERR_INTERNAL, "out of host memory");
         goto fail;
     }
-    for (int m = 0; m < n_modes; m++) {
+    for (int i = 0; i < n_modes; i++) {
+        const int m = reverse ? n_modes - 1 - i : i; /* creation order (see the top of the file) */
         clremat_policy pol;
         if ((st = clremat_policy_parse(policy[m], &pol)))
             goto fail;
@@ -181,8 +196,10 @@ int main(int argc, char **argv)
             cratio[m][r] = cpu[m][r] / cpu[0][r];
         }
     }
-    printf("{\"model\": \"%s\", \"device\": \"%s\", \"gemm\": \"%s\", \"batch\": %ld, \"rounds\": %ld, \"modes\": [",
-           argv[first], ctx->info.name, clremat_gemm_path_name(clremat_ctx_gemm(ctx)), batch, rounds);
+    printf("{\"model\": \"%s\", \"device\": \"%s\", \"gemm\": \"%s\", \"batch\": %ld, \"rounds\": %ld, "
+           "\"create\": \"%s\", \"modes\": [",
+           argv[first], ctx->info.name, clremat_gemm_path_name(clremat_ctx_gemm(ctx)), batch, rounds,
+           reverse ? "reverse" : "forward");
     for (int m = 0; m < n_modes; m++) {
         const clremat_plan *p = &t[m]->plan;
         const double base = p->step_flops - p->recompute_flops;

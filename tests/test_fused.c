@@ -225,7 +225,9 @@ END_TEST
  * activation-backward kernel in place, as the unfused backward runs them:
  * the same bits for every activation, on the native path (the epilogue of
  * the last k-block; edge tiles, several k-blocks and column blocks) and on
- * CLBlast (the GEMM, then the kernel). */
+ * CLBlast (the GEMM, then the kernel). With store_act the same gradient,
+ * and the pre-activation replaced by act(pre) with the bits of the
+ * activation kernel the forward's recomputation runs (clremat_act_fwdw). */
 START_TEST(test_act_grad_gemm_bitwise)
 {
     /* rows, in (N of dY), units (K) */
@@ -239,11 +241,12 @@ START_TEST(test_act_grad_gemm_bitwise)
                 const int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
                 float *hz = malloc(sizeof(float) * (size_t)(M * K)), *hw = malloc(sizeof(float) * (size_t)(N * K));
                 float *hp = malloc(sizeof(float) * (size_t)(M * N)), *c1 = malloc(sizeof(float) * (size_t)(M * N));
-                float *c2 = malloc(sizeof(float) * (size_t)(M * N));
-                clremat_buf *dz, *w, *pre, *ca, *cb;
+                float *c2 = malloc(sizeof(float) * (size_t)(M * N)), *x1 = malloc(sizeof(float) * (size_t)(M * N));
+                float *x2 = malloc(sizeof(float) * (size_t)(M * N));
+                clremat_buf *dz, *w, *pre, *ca, *cb, *pre2, *xa;
                 cl_int n = (cl_int)(M * N), iact = act, acc = 0;
                 cl_mem mp, mc;
-                ck_assert(hz && hw && hp && c1 && c2);
+                ck_assert(hz && hw && hp && c1 && c2 && x1 && x2);
                 for (int64_t i = 0; i < M * K; i++)
                     hz[i] = (float)((i * 37 % 101) - 50) / 17.0f;
                 for (int64_t i = 0; i < N * K; i++)
@@ -257,6 +260,8 @@ START_TEST(test_act_grad_gemm_bitwise)
                 pre = upload(ctx, hp, (size_t)(M * N));
                 ca = upload(ctx, c1, (size_t)(M * N));
                 cb = upload(ctx, c1, (size_t)(M * N));
+                pre2 = upload(ctx, hp, (size_t)(M * N));
+                xa = upload(ctx, c1, (size_t)(M * N));
                 mp = clremat_mem(pre);
                 mc = clremat_mem(ca);
                 ck_assert_int_eq(clremat_ctx_set_gemm(ctx, paths[pi]), CLREMAT_OK);
@@ -268,24 +273,45 @@ START_TEST(test_act_grad_gemm_bitwise)
                                                sizeof acc, &acc, sizeof mp, &mp, sizeof mc, &mc, sizeof mc, &mc,
                                                (size_t)0),
                                  CLREMAT_OK);
-                ck_assert_int_eq(clremat_gemm_dact(ctx, 0, 1, M, N, K, dz, K, w, K, cb, act, pre), CLREMAT_OK);
-                ck_assert_int_eq(clremat_read(ctx, ca, 0, sizeof(float) * (size_t)(M * N), c1), CLREMAT_OK);
-                ck_assert_int_eq(clremat_read(ctx, cb, 0, sizeof(float) * (size_t)(M * N), c2), CLREMAT_OK);
-                for (int64_t i = 0; i < M * N; i++)
-                    ck_assert_msg(memcmp(&c1[i], &c2[i], sizeof(float)) == 0,
-                                  "%s, act %d, %lldx%lldx%lld: element %lld fused %.9g, unfused %.9g",
-                                  clremat_gemm_path_name(paths[pi]), act, (long long)M, (long long)N, (long long)K,
-                                  (long long)i, (double)c2[i], (double)c1[i]);
+                ck_assert_int_eq(clremat_op_act_forward(ctx, act, M * N, pre, xa), CLREMAT_OK);
+                for (int store = 0; store < 2; store++) {
+                    ck_assert_int_eq(clremat_gemm_dact(ctx, 0, 1, M, N, K, dz, K, w, K, cb, act, store ? pre2 : pre,
+                                                       store),
+                                     CLREMAT_OK);
+                    ck_assert_int_eq(clremat_read(ctx, ca, 0, sizeof(float) * (size_t)(M * N), c1), CLREMAT_OK);
+                    ck_assert_int_eq(clremat_read(ctx, cb, 0, sizeof(float) * (size_t)(M * N), c2), CLREMAT_OK);
+                    for (int64_t i = 0; i < M * N; i++)
+                        ck_assert_msg(memcmp(&c1[i], &c2[i], sizeof(float)) == 0,
+                                      "%s, act %d, store_act %d, %lldx%lldx%lld: element %lld fused %.9g, unfused %.9g",
+                                      clremat_gemm_path_name(paths[pi]), act, store, (long long)M, (long long)N,
+                                      (long long)K, (long long)i, (double)c2[i], (double)c1[i]);
+                    /* the pre-activation: kept without store_act, act(pre) with it */
+                    ck_assert_int_eq(clremat_read(ctx, store ? xa : pre, 0, sizeof(float) * (size_t)(M * N), x1),
+                                     CLREMAT_OK);
+                    ck_assert_int_eq(clremat_read(ctx, store ? pre2 : pre, 0, sizeof(float) * (size_t)(M * N), x2),
+                                     CLREMAT_OK);
+                    for (int64_t i = 0; i < M * N; i++)
+                        ck_assert_msg(memcmp(&x1[i], &x2[i], sizeof(float)) == 0 &&
+                                          (store || memcmp(&x1[i], &hp[i], sizeof(float)) == 0),
+                                      "%s, act %d, store_act %d, %lldx%lldx%lld: pre-activation element %lld "
+                                      "%.9g after the GEMM, %.9g expected",
+                                      clremat_gemm_path_name(paths[pi]), act, store, (long long)M, (long long)N,
+                                      (long long)K, (long long)i, (double)x2[i], (double)(store ? x1[i] : hp[i]));
+                }
                 clremat_pool_release(ctx->pool, dz);
                 clremat_pool_release(ctx->pool, w);
                 clremat_pool_release(ctx->pool, pre);
                 clremat_pool_release(ctx->pool, ca);
                 clremat_pool_release(ctx->pool, cb);
+                clremat_pool_release(ctx->pool, pre2);
+                clremat_pool_release(ctx->pool, xa);
                 free(hz);
                 free(hw);
                 free(hp);
                 free(c1);
                 free(c2);
+                free(x1);
+                free(x2);
             }
     clremat_ctx_destroy(ctx);
 }
