@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -238,16 +239,47 @@ static long match(const clremat_device_info *devs, size_t n, const char *sel)
     return -1;
 }
 
+/* Whether the folder of ICD files at path holds one whose name mentions
+ * PoCL (Debian's pocl.icd, or a renamed copy). */
+static int vendors_name_pocl(const char *path)
+{
+    DIR *d = opendir(path);
+    const struct dirent *e;
+    int found = 0;
+    if (!d)
+        return 0;
+    while (!found && (e = readdir(d)))
+        found = contains_ci(e->d_name, "pocl") && strlen(e->d_name) > 4 &&
+                !strcmp(e->d_name + strlen(e->d_name) - 4, ".icd");
+    closedir(d);
+    return found;
+}
+
+/* Whether the OpenCL ICD loader would load PoCL: a library named in
+ * OCL_ICD_FILENAMES, the folder or file OCL_ICD_VENDORS names (ocl-icd's
+ * overrides), else /etc/OpenCL/vendors. */
+static int pocl_registered(void)
+{
+    const char *files = getenv("OCL_ICD_FILENAMES"), *vendors = getenv("OCL_ICD_VENDORS");
+    struct stat sb;
+    if (files && contains_ci(files, "pocl"))
+        return 1;
+    if (vendors && *vendors)
+        return stat(vendors, &sb) == 0 && S_ISDIR(sb.st_mode) ? vendors_name_pocl(vendors)
+                                                             : contains_ci(vendors, "pocl");
+    return vendors_name_pocl("/etc/OpenCL/vendors");
+}
+
 /* PoCL lists no device when it cannot create its kernel cache: its ICD is
- * installed, yet the folder (POCL_CACHE_DIR, else $XDG_CACHE_HOME/pocl,
- * else $HOME/.cache/pocl) cannot be made. */
+ * registered (pocl_registered), yet the folder (POCL_CACHE_DIR, else
+ * $XDG_CACHE_HOME/pocl, else $HOME/.cache/pocl) cannot be made. */
 const char *clremat_no_device_hint(void)
 {
     static _Thread_local char hint[8600];
     const char *pocl = getenv("POCL_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     char dir[4200], probe[4200];
     struct stat sb;
-    if (access("/etc/OpenCL/vendors/pocl.icd", F_OK) != 0)
+    if (!pocl_registered())
         return "";
     if (pocl && *pocl)
         snprintf(dir, sizeof dir, "%s", pocl);

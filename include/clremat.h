@@ -80,7 +80,9 @@ int clremat_select_device(const char *selection, clremat_device_info *out);
 
 /** Why no device may be listed where one is installed, for messages: ""
  * or "; PoCL is installed but cannot create its kernel cache in DIR ..."
- * (PoCL then lists no device). */
+ * (PoCL then lists no device), where the ICD loader would load PoCL (a
+ * library in OCL_ICD_FILENAMES, an ICD file in the OCL_ICD_VENDORS folder
+ * or that file, else in /etc/OpenCL/vendors, whose name mentions pocl). */
 const char *clremat_no_device_hint(void);
 
 /** clremat_select_device, with from naming where a non-empty selection came

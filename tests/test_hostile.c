@@ -549,7 +549,9 @@ END_TEST
  * it) is no crash. `devices` compiles nothing, so it is quick whatever
  * runtime answers; `train` runs with Mesa's rusticl off (without a cache
  * folder it would compile every kernel from scratch). Where PoCL is not
- * installed, or another runtime answers, the message part does not apply. */
+ * installed, or another runtime answers, the message part does not apply.
+ * With the ICD loader pointed at another folder (OCL_ICD_VENDORS), the
+ * hint follows what that folder holds, not /etc/OpenCL/vendors. */
 START_TEST(test_unwritable_pocl_cache)
 {
     static const char *const env = "HOME=/dev/null XDG_CACHE_HOME= POCL_CACHE_DIR= CLREMAT_DEVICE=";
@@ -561,6 +563,29 @@ START_TEST(test_unwritable_pocl_cache)
         ck_assert_msg(strstr(out, "PoCL is installed but cannot create its kernel cache in /dev/null/.cache/pocl") &&
                           strstr(out, "POCL_CACHE_DIR"),
                       "%s", out);
+    if (pocl) { /* the loader's folder override: no hint without PoCL there, the hint with it under another name */
+        char vend[1100], icd[1200], env3[1400], line[4096];
+        FILE *src, *dst;
+        size_t n;
+        snprintf(vend, sizeof vend, "%s/vendors", dir);
+        ck_assert_int_eq(mkdir(vend, 0755), 0);
+        snprintf(env3, sizeof env3, "%s OCL_ICD_FILENAMES= OCL_ICD_VENDORS=%s", env, vend);
+        rc = run(env3, "devices", out, sizeof out, err, sizeof err, NULL);
+        ck_assert_msg(rc == 0 && strstr(out, "no OpenCL devices found") && !strstr(out, "PoCL"),
+                      "devices, no ICD in OCL_ICD_VENDORS: exit %d: %s%s", rc, out, err);
+        snprintf(icd, sizeof icd, "%s/site-PoCL.icd", vend);
+        ck_assert_ptr_nonnull(src = fopen("/etc/OpenCL/vendors/pocl.icd", "rb"));
+        ck_assert_ptr_nonnull(dst = fopen(icd, "wb"));
+        while ((n = fread(line, 1, sizeof line, src)) > 0)
+            ck_assert_uint_eq(fwrite(line, 1, n, dst), n);
+        fclose(src);
+        ck_assert_int_eq(fclose(dst), 0);
+        rc = run(env3, "devices", out, sizeof out, err, sizeof err, NULL);
+        ck_assert_msg(rc == 0, "devices, PoCL in OCL_ICD_VENDORS: exit %d: %s", rc, err);
+        if (strstr(out, "no OpenCL devices found"))
+            ck_assert_msg(strstr(out, "PoCL is installed but cannot create its kernel cache in /dev/null/.cache/pocl"),
+                          "%s", out);
+    }
     snprintf(env2, sizeof env2, "%s RUSTICL_ENABLE=", env);
     snprintf(args, sizeof args, "train %s --steps 1 --quiet", model());
     rc = run(env2, args, out, sizeof out, err, sizeof err, NULL);
