@@ -264,9 +264,10 @@ static int pocl_registered(void)
     struct stat sb;
     if (files && contains_ci(files, "pocl"))
         return 1;
-    if (vendors && *vendors)
-        return stat(vendors, &sb) == 0 && S_ISDIR(sb.st_mode) ? vendors_name_pocl(vendors)
-                                                             : contains_ci(vendors, "pocl");
+    if (vendors && *vendors) /* a folder, or one ICD file: its own name, not its folder's */
+        return stat(vendors, &sb) == 0 && S_ISDIR(sb.st_mode)
+                   ? vendors_name_pocl(vendors)
+                   : contains_ci(strrchr(vendors, '/') ? strrchr(vendors, '/') + 1 : vendors, "pocl");
     return vendors_name_pocl("/etc/OpenCL/vendors");
 }
 

@@ -114,15 +114,15 @@ static int dense_act_in_dx(const clremat_layer_call *c)
 
 /* dx = dZ W^T; with din_act, times act'(din_pre) of the dense layer
  * feeding x (its activation's backward, fused: clremat_gemm_dact), and
- * with dense_act_in_dx, in[0] = act(in[0]) too. */
-static int dense_input_grad(clremat_layer_call *c, int64_t rows, int64_t in, int64_t units)
+ * with act_in_dx (dense_act_in_dx), in[0] = act(in[0]) too. */
+static int dense_input_grad(clremat_layer_call *c, int64_t rows, int64_t in, int64_t units, int act_in_dx)
 {
     if (c->din_act[0]) {
         if (c->din_accumulate[0])
             return clremat_fail(c->ctx, CLREMAT_ERR_INTERNAL, "dense layer %s: a fused activation gradient into "
                                 "an accumulated input gradient", c->g->layers[c->layer].name);
         return clremat_gemm_dact(c->ctx, 0, 1, rows, in, units, c->dout, units, c->param[0], units, c->din[0],
-                                 c->din_act[0], c->din_pre[0], dense_act_in_dx(c));
+                                 c->din_act[0], c->din_pre[0], act_in_dx);
     }
     return clremat_gemm(c->ctx, 0, 1, rows, in, units, 1.0f, c->dout, 0, units, 0, c->param[0], 0, units, 0,
                         c->din_accumulate[0] ? 1.0f : 0.0f, c->din[0], 0, in, 0, 1);
@@ -135,8 +135,9 @@ static int dense_backward(clremat_layer_call *c)
     /* dx first where its epilogue recomputes x for dW (dense_act_in_dx) or
      * where the fused update then changes W; x's activation in dW's
      * packing unless dx's epilogue computed x */
-    const int dx_first = c->fuse_update || dense_act_in_dx(c);
-    const int actA = dense_act_in_dx(c) ? 0 : c->in_act[0];
+    const int act_in_dx = dense_act_in_dx(c);
+    const int dx_first = c->fuse_update || act_in_dx;
+    const int actA = act_in_dx ? 0 : c->in_act[0];
     int64_t rows, in, units;
     int st = dense_dims(c->ctx, L, c->batch, &rows, &in, &units);
     if (st != CLREMAT_OK)
@@ -156,7 +157,7 @@ static int dense_backward(clremat_layer_call *c)
         (st = clremat_op_act_backward(c->ctx, (int)L->act, rows * units, c->slot[1], c->dout, c->dout, 0)) !=
             CLREMAT_OK)
         return st;
-    if (dx_first && c->din[0] && (st = dense_input_grad(c, rows, in, units)) != CLREMAT_OK)
+    if (dx_first && c->din[0] && (st = dense_input_grad(c, rows, in, units, act_in_dx)) != CLREMAT_OK)
         return st;
     if (c->fuse_update) {
         const clremat_fused_call *f = c->fused;
@@ -187,7 +188,7 @@ static int dense_backward(clremat_layer_call *c)
             CLREMAT_OK)
         return st;
     if (c->din[0] && !dx_first)
-        st = dense_input_grad(c, rows, in, units);
+        st = dense_input_grad(c, rows, in, units, 0);
     return st;
 }
 
