@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "graph.h"
 
 /** Model file text: loader, shape inference, cost model and planner.
  * 1: it loaded and planned in every mode tried. */
@@ -22,5 +23,34 @@ int fuzz_safetensors(const uint8_t *data, size_t size);
  * 1: the global options and a subcommand's options parsed and its remat
  * modes and optimizer validated (the run would go on to open the model). */
 int fuzz_cli(const uint8_t *data, size_t size);
+
+/** A Keras `model.to_json()` text (a .keras archive's config.json): the
+ * Keras importer without weights, then the loader and planner on what it
+ * mapped. 1: mapped, loaded and planned in every mode tried. */
+int fuzz_keras(const uint8_t *data, size_t size);
+
+/** A Hugging Face config.json: the Llama import, then the loader and
+ * planner on the model it wrote. 1: imported, loaded and planned. */
+int fuzz_hf(const uint8_t *data, size_t size);
+
+/* ---- shared by the targets (fuzz_util.c) ---- */
+
+/** Plans g at batch 2 in the remat modes none, full, activations and
+ * larger_than:64; aborts on a planner invariant (CLREMAT_ERR_INTERNAL).
+ * 1: every mode planned; 0: one was refused, or g has over 64 layers
+ * (skipped: slow under the sanitizers, and nothing new). */
+int fuzz_plan_graph(clremat_graph *g);
+
+/** A model text written by an importer (from source): aborts (naming
+ * target) when it is not JSON, else loads it with
+ * clremat_graph_load_generated and plans it with fuzz_plan_graph.
+ * 1: loaded and planned. */
+int fuzz_load_generated(const char *text, const char *source, const char *target);
+
+/** Writes data to NAME in this process's scratch folder (made once under
+ * $TMPDIR or /tmp, removed at exit), replacing the previous scratch file,
+ * and returns its path; aborts when it cannot be written. For the code
+ * under test that reads a path. */
+const char *fuzz_scratch_file(const char *name, const uint8_t *data, size_t size);
 
 #endif

@@ -4,6 +4,8 @@
 #   fuzz/fuzz_model        model files (loader, shape inference, planner)
 #   fuzz/fuzz_safetensors  safetensors files (reader and validation)
 #   fuzz/fuzz_cli          clremat command lines (option parsers)
+#   fuzz/fuzz_keras        Keras model configurations (importer, loader, planner)
+#   fuzz/fuzz_hf           Hugging Face config.json files (Llama import, loader, planner)
 # Every library source is compiled again here (objects in fuzz/obj/) so that
 # the whole library is instrumented; the OpenCL code is linked, never run.
 
@@ -18,7 +20,8 @@ LDFLAGS_ALL = -fsanitize=fuzzer,$(FUZZ_SAN) $(PKG_LIBS) -lm
 OBJDIR = fuzz/obj
 LIB_C = $(filter %.c,$(LIB_SOURCES)) backend/kernels_cl.c
 LIB_O = $(patsubst %.c,$(OBJDIR)/%.o,$(LIB_C))
-TARGETS = fuzz/fuzz_model fuzz/fuzz_safetensors fuzz/fuzz_cli
+TARGETS = fuzz/fuzz_model fuzz/fuzz_safetensors fuzz/fuzz_cli fuzz/fuzz_keras fuzz/fuzz_hf
+UTIL_O = $(OBJDIR)/fuzz/fuzz_util.o
 
 vpath %.c $(BUILDDIR) $(SRCDIR)
 
@@ -28,11 +31,15 @@ $(OBJDIR)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS_ALL) $(CFLAGS_ALL) -c $< -o $@
 
-fuzz/fuzz_model: $(OBJDIR)/fuzz/fuzz_model.o $(LIB_O)
+fuzz/fuzz_model: $(OBJDIR)/fuzz/fuzz_model.o $(UTIL_O) $(LIB_O)
 	$(FUZZ_CC) $^ $(LDFLAGS_ALL) -o $@
-fuzz/fuzz_safetensors: $(OBJDIR)/fuzz/fuzz_safetensors.o $(LIB_O)
+fuzz/fuzz_safetensors: $(OBJDIR)/fuzz/fuzz_safetensors.o $(UTIL_O) $(LIB_O)
 	$(FUZZ_CC) $^ $(LDFLAGS_ALL) -o $@
-fuzz/fuzz_cli: $(OBJDIR)/fuzz/fuzz_cli.o $(OBJDIR)/tools/cli_options.o $(LIB_O)
+fuzz/fuzz_cli: $(OBJDIR)/fuzz/fuzz_cli.o $(OBJDIR)/tools/cli_options.o $(UTIL_O) $(LIB_O)
+	$(FUZZ_CC) $^ $(LDFLAGS_ALL) -o $@
+fuzz/fuzz_keras: $(OBJDIR)/fuzz/fuzz_keras.o $(UTIL_O) $(LIB_O)
+	$(FUZZ_CC) $^ $(LDFLAGS_ALL) -o $@
+fuzz/fuzz_hf: $(OBJDIR)/fuzz/fuzz_hf.o $(UTIL_O) $(LIB_O)
 	$(FUZZ_CC) $^ $(LDFLAGS_ALL) -o $@
 
 .PHONY: all

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """make-seeds.py: writes the seed corpora of the fuzz targets into
-fuzz/corpus/{model,safetensors,cli}/seed-*: the bundled models and the model
+fuzz/corpus/{model,safetensors,cli,keras,hf}/seed-*: the bundled models and the model
 examples of docs/model-format.md, the layer types one by one, small valid and
 malformed safetensors files (after tests/test_safetensors.c), and the command
-lines of the README and tests. Run from the source tree root; idempotent."""
+lines of the README and tests; for the Keras and Hugging Face importers the
+configurations of tests/keras and tests/hf and hostile edits of them. Run from the source tree root; idempotent."""
 import json, os, re, struct
 
 out = "fuzz/corpus"
@@ -14,7 +15,7 @@ def put(target, name, data):
         f.write(data)
 
 # ---- model files
-for fn in sorted(os.listdir("models")):
+for fn in sorted(f for f in os.listdir("models") if f.endswith(".json")):  # (the .keras one: below)
     put("model", fn, open(os.path.join("models", fn)).read())
 doc = open("docs/model-format.md").read()
 for i, m in enumerate(re.findall(r"```json\n(.*?)```", doc, re.S)):
@@ -130,3 +131,74 @@ cmds = [
 ]
 for i, c in enumerate(cmds):
     put("cli", "%02d" % i, c)
+
+# ---- Keras model configurations (the config.json of tests/keras's archives, and hostile edits of them)
+import copy, zipfile
+keras = {}
+for fn in sorted(os.listdir("tests/keras")):
+    if fn.endswith(".keras"):
+        keras[fn[:-6]] = json.loads(zipfile.ZipFile(os.path.join("tests/keras", fn)).read("config.json"))
+        put("keras", fn[:-6] + ".json", json.dumps(keras[fn[:-6]]))
+put("keras", "keras_encoder.json", zipfile.ZipFile("models/keras_encoder.keras").read("config.json"))
+def keras_edit(name, base, fn):
+    d = copy.deepcopy(keras[base])
+    fn(d)
+    put("keras", name + ".json", json.dumps(d))
+def seq_layer(d, cls):
+    return next(l for l in d["config"]["layers"] if l["class_name"] == cls)["config"]
+def set_(obj, key, value):
+    obj[key] = value
+# names that need escaping in the JSON the importer writes
+keras_edit("name-quotes", "seq_mlp", lambda d: set_(seq_layer(d, "Dense"), "name", 'd"1\\\n\t\u0001'))
+keras_edit("name-long", "seq_mlp", lambda d: set_(seq_layer(d, "Dense"), "name", "n" * 5000))
+# sizes past their ranges
+keras_edit("units-huge", "seq_mlp", lambda d: set_(seq_layer(d, "Dense"), "units", 1 << 40))
+keras_edit("units-neg", "seq_mlp", lambda d: set_(seq_layer(d, "Dense"), "units", -3))
+keras_edit("units-str", "seq_mlp", lambda d: set_(seq_layer(d, "Dense"), "units", "16"))
+keras_edit("shape-huge", "seq_mlp", lambda d: set_(seq_layer(d, "InputLayer"), "batch_shape",
+                                                   [None, 4294967296, 4294967296]))
+keras_edit("shape-neg", "seq_mlp", lambda d: set_(seq_layer(d, "InputLayer"), "batch_shape", [None, -8]))
+keras_edit("shape-none", "seq_mlp", lambda d: set_(seq_layer(d, "InputLayer"), "batch_shape", [None, None]))
+keras_edit("activation-bad", "seq_mlp", lambda d: set_(seq_layer(d, "Dense"), "activation", "swishy"))
+keras_edit("class-bad", "seq_mlp", lambda d: set_(d["config"]["layers"][1], "class_name", "Frobnicate"))
+keras_edit("layers-obj", "seq_mlp", lambda d: set_(d["config"], "layers", {"a": 1}))
+keras_edit("lr-nan", "seq_mlp", lambda d: set_(d.setdefault("compile_config", {}), "optimizer",
+                                               {"class_name": "SGD", "config": {"learning_rate": "nan"}}))
+# functional graphs: an input that names no layer, a cycle, an output that names no layer
+def inbound(d, layer, history):
+    l = next(x for x in d["config"]["layers"] if x["config"]["name"] == layer)
+    l["inbound_nodes"][0]["args"][0]["config"]["keras_history"] = history
+keras_edit("inbound-missing", "func_mlp", lambda d: inbound(d, "d1", ["nowhere", 0, 0]))
+keras_edit("inbound-index", "func_mlp", lambda d: inbound(d, "d1", ["features", 7, 9]))
+keras_edit("inbound-self", "func_mlp", lambda d: inbound(d, "d1", ["d1", 0, 0]))
+keras_edit("outputs-missing", "func_mlp", lambda d: set_(d["config"], "output_layers", [["nowhere", 0, 0]]))
+# models nested in models, deeper than any real one
+deep = copy.deepcopy(keras["seq_mlp"])
+for i in range(300):
+    deep = {"module": "keras", "class_name": "Sequential",
+            "config": {"name": "s%d" % i, "layers": [copy.deepcopy(keras["seq_mlp"]["config"]["layers"][0]), deep]}}
+put("keras", "nested-deep.json", json.dumps(deep))
+put("keras", "not-keras.json", '{"class_name": 3, "config": []}')
+put("keras", "syntax.json", '{"class_name": "Sequential", "config": {"layers": [}')
+
+# ---- Hugging Face config.json files (tests/hf's, and hostile edits)
+hf = json.load(open("tests/hf/tiny/config.json"))
+for d in ("tiny", "tiny_tied"):
+    put("hf", d + ".json", open(os.path.join("tests/hf", d, "config.json")).read())
+def hf_edit(name, **kw):
+    d = dict(hf)
+    d.update(kw)
+    put("hf", name + ".json", json.dumps(d))
+hf_edit("act-gelu", hidden_act="gelu")
+hf_edit("rope-scaling", rope_scaling={"type": "linear", "factor": 2.0})
+hf_edit("heads-zero", num_attention_heads=0)
+hf_edit("kv-indivisible", num_key_value_heads=3)
+hf_edit("hidden-huge", hidden_size=1 << 40, intermediate_size=1 << 40)
+hf_edit("vocab-neg", vocab_size=-1)
+hf_edit("layers-huge", num_hidden_layers=1 << 31)
+hf_edit("eps-str", rms_norm_eps="1e-5")
+hf_edit("theta-inf", rope_theta=1e400)
+hf_edit("head-dim", head_dim=5)
+hf_edit("type-bad", model_type="gpt2")
+put("hf", "array.json", "[1, 2, 3]")
+put("hf", "syntax.json", '{"model_type": "llama", "hidden_size": }')

@@ -731,8 +731,8 @@ static int build_layer(loader *ld, const json_t *obj, scope *sc)
     }
     if (join_name(sc->path, name, full) < 0)
         return lfail(ld, CLREMAT_ERR_PARSE, nv ? mpos(ld, obj, "name") : here,
-                     "layer '%s/%.64s': the full name (block path included) is longer than %d characters",
-                     sc->path, name, CLREMAT_NAME_LEN - 1);
+                     "layer '%s%s%.64s%s': the full name (block path included) is longer than %d characters",
+                     sc->path, sc->path[0] ? "/" : "", name, strlen(name) > 64 ? "..." : "", CLREMAT_NAME_LEN - 1);
     snprintf(what, sizeof what, "layer '%s'", full);
     if ((st = check_fields(ld, obj, what, type_fields(t))) != CLREMAT_OK)
         return st;

@@ -927,6 +927,10 @@ START_TEST(test_json_hostile_input)
     EXPECT_ERR(HEAD "{\"block\": \"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\", \"layers\": "
                     "[{\"name\": \"llllllllllllllllllllllllllllll\", \"type\": \"dense\", \"units\": 8}]}" LOSS TAIL,
                CLREMAT_ERR_PARSE, "\"llll", 0, "longer than 63 characters", NULL, NULL);
+    /* a top-level name too long: no block path in front of it ("layer '/lll...") */
+    EXPECT_ERR(HEAD "{\"name\": \"" "llllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllll"
+                    "\", \"type\": \"dense\", \"units\": 8}" LOSS TAIL,
+               CLREMAT_ERR_PARSE, "\"llll", 0, "layer 'llll", "...': the full name", NULL);
     /* invalid UTF-8, NUL bytes, non-JSON */
     EXPECT_ST("{\"input\": \"\xff\xfe\"}", CLREMAT_ERR_PARSE, "syntax error");
     EXPECT_ERR("null", CLREMAT_ERR_PARSE, "n", 0, "syntax error", NULL, NULL);
