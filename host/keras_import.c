@@ -186,7 +186,12 @@ static int collect_args(json_t *a, const char **names, int *n, int max)
     if (json_is_array(a)) {
         size_t i;
         json_t *e;
-        json_array_foreach(a, i, e) if (collect_args(e, names, n, max)) return -1;
+        json_array_foreach(a, i, e)
+        {
+            int st = collect_args(e, names, n, max);
+            if (st)
+                return st; /* -2 stays -2: a shared layer's call, named as such */
+        }
         return 0;
     }
     if (json_is_object(a) && json_is_string(json_object_get(a, "class_name")) &&

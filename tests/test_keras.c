@@ -291,6 +291,14 @@ static void to_broadcast(json_t *d)
     ck_assert_msg(json_array_size(shapes) == 2, "no build_config input shapes");
     json_array_set_new(shapes, 1, json_pack("[niii]", 1, 1, 16));
 }
+/* the input read from the second call of a layer (node 1 of its keras_history) */
+static void to_second_call(json_t *d)
+{
+    json_t *args = json_object_get(json_array_get(json_object_get(d, "inbound_nodes"), 0), "args");
+    json_t *h = json_object_get(json_object_get(json_array_get(args, 0), "config"), "keras_history");
+    ck_assert_msg(json_array_size(h) == 3, "no keras_history");
+    json_array_set_new(h, 1, json_integer(1));
+}
 static void to_frozen(json_t *d) { json_object_set_new(json_object_get(d, "config"), "trainable", json_false()); }
 
 START_TEST(test_refusals)
@@ -300,6 +308,8 @@ START_TEST(test_refusals)
     /* one layer's mixed policy among float32 ones: the first float32 layer is named */
     refused_in("seq_mlp", "d1", to_mixed, "(LayerNormalization)", "whose layer 'd1' has 'mixed_float16'");
     refused(to_l2, "(Dense)", "'kernel_regularizer'");
+    /* (once refused as "not a list of Keras tensors": the args array lost the reason) */
+    refused_in("func_mlp", "d1", to_second_call, "(Dense)", "a shared layer or a second output (not supported)");
     refused_in("resnet", "stem_bn", to_frozen, "(BatchNormalization)", "inference mode");
     refused_in("resnet", "b1_conv1", to_first, "(Conv2D)", "data_format 'channels_first' is not supported");
     refused_in("resnet", "pool", to_first, "(MaxPooling2D)", "channels_last only");
