@@ -41,7 +41,7 @@ static void download(clremat_ctx *ctx, clremat_buf *b, float *h, size_t n)
 static void fill(float *h, int n, int salt)
 {
     for (int i = 0; i < n; i++)
-        h[i] = (float)(((i + salt) * 7919 % 1999) - 999) / 137.0f;
+        h[i] = (float)(((int64_t)(i + salt) * 7919 % 1999) - 999) / 137.0f; /* (int overflowed past 271k: UBSan) */
 }
 
 static void expect_same(const float *a, const float *b, int n, const char *what, int acc)
