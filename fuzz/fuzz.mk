@@ -21,7 +21,7 @@ OBJDIR = fuzz/obj
 LIB_C = $(filter %.c,$(LIB_SOURCES)) backend/kernels_cl.c
 LIB_O = $(patsubst %.c,$(OBJDIR)/%.o,$(LIB_C))
 TARGETS = fuzz/fuzz_model fuzz/fuzz_safetensors fuzz/fuzz_cli fuzz/fuzz_keras fuzz/fuzz_hf
-UTIL_O = $(OBJDIR)/fuzz/fuzz_util.o
+UTIL_O = $(OBJDIR)/fuzz/fuzz_util.o  # what fuzz_model, fuzz_keras and fuzz_hf share
 
 vpath %.c $(BUILDDIR) $(SRCDIR)
 
@@ -33,9 +33,9 @@ $(OBJDIR)/%.o: %.c
 
 fuzz/fuzz_model: $(OBJDIR)/fuzz/fuzz_model.o $(UTIL_O) $(LIB_O)
 	$(FUZZ_CC) $^ $(LDFLAGS_ALL) -o $@
-fuzz/fuzz_safetensors: $(OBJDIR)/fuzz/fuzz_safetensors.o $(UTIL_O) $(LIB_O)
+fuzz/fuzz_safetensors: $(OBJDIR)/fuzz/fuzz_safetensors.o $(LIB_O)
 	$(FUZZ_CC) $^ $(LDFLAGS_ALL) -o $@
-fuzz/fuzz_cli: $(OBJDIR)/fuzz/fuzz_cli.o $(OBJDIR)/tools/cli_options.o $(UTIL_O) $(LIB_O)
+fuzz/fuzz_cli: $(OBJDIR)/fuzz/fuzz_cli.o $(OBJDIR)/tools/cli_options.o $(LIB_O)
 	$(FUZZ_CC) $^ $(LDFLAGS_ALL) -o $@
 fuzz/fuzz_keras: $(OBJDIR)/fuzz/fuzz_keras.o $(UTIL_O) $(LIB_O)
 	$(FUZZ_CC) $^ $(LDFLAGS_ALL) -o $@
