@@ -197,7 +197,7 @@ hf_edit("hidden-huge", hidden_size=1 << 40, intermediate_size=1 << 40)
 hf_edit("vocab-neg", vocab_size=-1)
 hf_edit("layers-huge", num_hidden_layers=1 << 31)
 hf_edit("eps-str", rms_norm_eps="1e-5")
-hf_edit("theta-inf", rope_theta=1e400)
+hf_edit("theta-inf", rope_theta=1e400)  # json.dumps writes Infinity: no JSON, refused as such
 hf_edit("head-dim", head_dim=5)
 hf_edit("type-bad", model_type="gpt2")
 put("hf", "array.json", "[1, 2, 3]")
